@@ -1,0 +1,213 @@
+//! The model abstraction: one object-safe trait that every provider implements.
+//!
+//! A [`ModelRequest`] borrows the conversation instead of owning it, so the run loop never
+//! clones a whole history to make a call. Providers translate it to their wire format.
+
+mod price;
+mod replay;
+mod scripted;
+
+pub use price::{Price, PriceTable};
+pub use replay::{ReplayModel, Recorder, RecordedExchange};
+pub use scripted::{ScriptedModel, ScriptStep};
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One tool call requested by a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The provider's id for this call; echoed back in the matching [`ToolResult`].
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments, as the model sent them. A provider that receives arguments that are
+    /// not valid JSON passes them as a JSON string so the run loop can report the error to the
+    /// model instead of failing the run.
+    pub arguments: Value,
+}
+
+/// The result of one tool call, sent back to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The id of the [`ToolCall`] this answers.
+    pub call_id: String,
+    /// Text content (compact JSON for structured results).
+    pub content: String,
+    /// Whether the call failed; the model sees the flag and the text.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_error: bool,
+}
+
+/// One message of a conversation. The system prompt is not a message: it travels in
+/// [`ModelRequest::system`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    /// Text from the user (or from the framework speaking for it, such as a repair request).
+    User {
+        /// The text.
+        text: String,
+    },
+    /// A model turn: optional text and any number of tool calls.
+    Assistant {
+        /// Text the model produced, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        /// Tool calls, in the order the model made them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The results of every tool call of the previous assistant turn, in call order, with an
+    /// optional note after them (for example "1 of 3 sub-agent calls failed").
+    ToolResults {
+        /// One result per call.
+        results: Vec<ToolResult>,
+        /// Text the framework adds after the results.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+}
+
+impl Message {
+    /// A user message.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message::User { text: text.into() }
+    }
+}
+
+/// A tool as offered to a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    /// Name the model calls it by.
+    pub name: String,
+    /// What it is for; models read this to decide when to call it.
+    pub description: String,
+    /// JSON Schema (draft 2020-12) of the arguments, in full. Providers that accept only a
+    /// dialect of JSON Schema convert it (see [`crate::dialect`]); our own validation enforces
+    /// the full schema on what comes back.
+    pub input_schema: Arc<Value>,
+}
+
+/// What the run loop asks of a model for one turn. Everything is borrowed: building a request
+/// costs nothing proportional to the history.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// The system prompt.
+    pub system: &'a str,
+    /// The conversation so far, oldest first.
+    pub messages: &'a [Message],
+    /// The tools the model may call.
+    pub tools: &'a [ToolDefinition],
+    /// Upper bound on output tokens for this turn.
+    pub max_tokens: u32,
+}
+
+/// Token usage of one model call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens read (prompt).
+    pub input_tokens: u64,
+    /// Tokens produced (completion).
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, rhs: Self) {
+        self.input_tokens += rhs.input_tokens;
+        self.output_tokens += rhs.output_tokens;
+    }
+}
+
+/// Why a model stopped producing output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It finished its turn.
+    EndTurn,
+    /// It wants tool results.
+    ToolUse,
+    /// It hit `max_tokens`; the output may be cut off.
+    MaxTokens,
+    /// Anything else the provider reported (content filter, …).
+    Other,
+}
+
+/// What a model returned for one turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelResponse {
+    /// Text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Tool calls, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used by this call.
+    #[serde(default)]
+    pub usage: Usage,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+}
+
+/// A failed model call. Every provider maps its failures to one of these; none panics.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModelError {
+    /// The provider answered with an HTTP error status.
+    #[error("{provider} returned HTTP {status}: {message}")]
+    Http {
+        /// Provider name (`openai`, `anthropic`).
+        provider: String,
+        /// HTTP status code.
+        status: u16,
+        /// The provider's own error message (never contains credentials).
+        message: String,
+    },
+    /// The request could not be sent or the connection failed.
+    #[error("{provider}: connection failed: {message}")]
+    Connection {
+        /// Provider name.
+        provider: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The provider did not answer in time.
+    #[error("{provider}: request timed out after {secs} s")]
+    Timeout {
+        /// Provider name.
+        provider: String,
+        /// The timeout that elapsed.
+        secs: u64,
+    },
+    /// The provider's answer could not be understood (malformed or truncated JSON, missing
+    /// fields).
+    #[error("{provider}: malformed response: {message}")]
+    MalformedResponse {
+        /// Provider name.
+        provider: String,
+        /// What was wrong with it.
+        message: String,
+    },
+    /// A scripted or replay model has no answer for this request.
+    #[error("{0}")]
+    Exhausted(String),
+    /// Configuration is missing or wrong (no API key, unknown provider, bad URL).
+    #[error("model configuration: {0}")]
+    Config(String),
+}
+
+/// A language model. Object-safe: the run loop holds an `Arc<dyn Model>`.
+///
+/// Implementations must be cheap to call concurrently (`&self`), must not panic on any input
+/// from the network, and must report usage when the provider does.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// The model's id as `provider:model` (`openai:gpt-4.1-mini`, `scripted:demo`); used to
+    /// look up its price and in traces.
+    fn id(&self) -> &str;
+
+    /// Runs one turn.
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+}
