@@ -1,1 +1,23 @@
-//! subcontract
+#![doc = include_str!("docs/crate.md")]
+
+pub mod budget;
+pub mod contract;
+pub mod ctx;
+pub mod diag;
+pub mod events;
+pub mod gate;
+pub mod model;
+pub mod runloop;
+pub mod spec;
+pub mod tool;
+pub mod workspace;
+
+pub use budget::{Budget, BudgetError, Reservation};
+pub use contract::{Contract, Violation};
+pub use ctx::{Ctx, CtxBuilder, SpawnError};
+pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink};
+pub use gate::{ApprovalGate, Decision, Gate};
+pub use model::Model;
+pub use runloop::{Outcome, RunError, RunResult, SUBMIT_TOOL};
+pub use spec::{Limits, SpecBuilder, SpecError, SubAgentSpec};
+pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};

@@ -1,1 +1,2 @@
+//! The `subcontract` command line.
 fn main() {}

@@ -8,8 +8,8 @@ mod replay;
 mod scripted;
 
 pub use price::{Price, PriceTable};
-pub use replay::{ReplayModel, Recorder, RecordedExchange};
-pub use scripted::{ScriptedModel, ScriptStep};
+pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
+pub use scripted::{ScriptStep, ScriptedModel};
 
 use std::sync::Arc;
 

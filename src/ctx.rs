@@ -1,0 +1,373 @@
+//! The context a run executes in, and the only way to make a child of it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::budget::Budget;
+use crate::events::{Event, EventKind, EventSink, NullSink};
+use crate::gate::{ApprovalGate, Gate};
+use crate::model::{Model, ModelError, PriceTable};
+use crate::spec::{SpecCore, SubAgentSpec};
+use crate::tool::ToolSet;
+
+/// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
+pub const DEFAULT_MAX_DEPTH: u32 = 2;
+/// Default number of sub-agent calls of one model response that run at once.
+pub const DEFAULT_FANOUT_LIMIT: usize = 3;
+
+/// Why a child context could not be made. The run loop turns it into an error result for the
+/// model that asked; nothing panics.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpawnError {
+    /// The spec asks for tools its parent does not hold (invariant 1: never widen).
+    #[error("`{spec}` asks for tools its parent does not hold: {}", missing.join(", "))]
+    CapabilityNotHeld {
+        /// The spec.
+        spec: String,
+        /// The tools the parent lacks.
+        missing: Vec<String>,
+    },
+    /// The child would be deeper than the depth limit (invariant 3).
+    #[error("`{spec}` would run at depth {depth}, past the limit of {max_depth}; do this work with your own tools instead")]
+    TooDeep {
+        /// The spec.
+        spec: String,
+        /// The depth it would have.
+        depth: u32,
+        /// The limit.
+        max_depth: u32,
+    },
+    /// The spec names a model that cannot be made.
+    #[error("`{spec}`: {error}")]
+    Model {
+        /// The spec.
+        spec: String,
+        /// Why.
+        error: ModelError,
+    },
+}
+
+/// Makes models from `provider:model` names (for specs that name their own model).
+pub type ModelResolver = dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync;
+
+struct Inner {
+    run_id: Arc<str>,
+    parent_run_id: Option<Arc<str>>,
+    spec: Arc<str>,
+    depth: u32,
+    max_depth: u32,
+    tools: ToolSet,
+    budget: Budget,
+    gate: Gate,
+    events: Arc<dyn EventSink>,
+    model: Arc<dyn Model>,
+    resolver: Option<Arc<ModelResolver>>,
+    prices: Arc<PriceTable>,
+    cancel: CancellationToken,
+    fanout_limit: usize,
+    children: AtomicU32,
+}
+
+/// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
+/// model and cancellation of one run. Cloning is cheap and shares everything.
+///
+/// Build the host's context with [`Ctx::builder`]; every other context comes from
+/// [`Ctx::child`], which enforces the invariants: a child's tools are a subset of its
+/// parent's, its budget is forked from the parent's remaining budget, its depth is bounded,
+/// its gate is at least as strict, and cancelling the parent cancels it.
+#[derive(Clone)]
+pub struct Ctx {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("run_id", &self.inner.run_id)
+            .field("depth", &self.inner.depth)
+            .field("tools", &self.inner.tools)
+            .field("model", &self.inner.model.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a host context.
+pub struct CtxBuilder {
+    run_id: String,
+    spec: String,
+    max_depth: u32,
+    tools: ToolSet,
+    budget: Budget,
+    gate: Gate,
+    events: Arc<dyn EventSink>,
+    model: Arc<dyn Model>,
+    resolver: Option<Arc<ModelResolver>>,
+    prices: Arc<PriceTable>,
+    cancel: CancellationToken,
+    fanout_limit: usize,
+}
+
+impl CtxBuilder {
+    /// Run id of the host (default `root`).
+    pub fn run_id(mut self, id: impl Into<String>) -> Self {
+        self.run_id = id.into();
+        self
+    }
+    /// Name recorded as the host's spec in events (default `host`).
+    pub fn spec_name(mut self, name: impl Into<String>) -> Self {
+        self.spec = name.into();
+        self
+    }
+    /// Maximum depth (default 2).
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = depth;
+        self
+    }
+    /// The tools the host holds: every capability any descendant can have.
+    pub fn tools(mut self, tools: ToolSet) -> Self {
+        self.tools = tools;
+        self
+    }
+    /// The root budget (default: unlimited, still counted).
+    pub fn budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+    /// The approval gate (default: allow all).
+    pub fn gate(mut self, gate: Gate) -> Self {
+        self.gate = gate;
+        self
+    }
+    /// Where events go (default: nowhere).
+    pub fn events(mut self, sink: Arc<dyn EventSink>) -> Self {
+        self.events = sink;
+        self
+    }
+    /// Resolves the `model` a spec names.
+    pub fn model_resolver(
+        mut self,
+        f: impl Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync + 'static,
+    ) -> Self {
+        self.resolver = Some(Arc::new(f));
+        self
+    }
+    /// Prices used to turn usage into cost (default: empty, so every call costs 0).
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = Arc::new(prices);
+        self
+    }
+    /// Cancelling this token cancels the host and every descendant.
+    pub fn cancellation(mut self, token: CancellationToken) -> Self {
+        self.cancel = token;
+        self
+    }
+    /// How many sub-agent calls of one model response run at once (default 3, at least 1).
+    pub fn fanout_limit(mut self, limit: usize) -> Self {
+        self.fanout_limit = limit.max(1);
+        self
+    }
+    /// The context.
+    pub fn build(self) -> Ctx {
+        Ctx {
+            inner: Arc::new(Inner {
+                run_id: self.run_id.into(),
+                parent_run_id: None,
+                spec: self.spec.into(),
+                depth: 0,
+                max_depth: self.max_depth,
+                tools: self.tools,
+                budget: self.budget,
+                gate: self.gate,
+                events: self.events,
+                model: self.model,
+                resolver: self.resolver,
+                prices: self.prices,
+                cancel: self.cancel,
+                fanout_limit: self.fanout_limit,
+                children: AtomicU32::new(0),
+            }),
+        }
+    }
+}
+
+impl Ctx {
+    /// A builder for a host context using `model`.
+    pub fn builder(model: Arc<dyn Model>) -> CtxBuilder {
+        CtxBuilder {
+            run_id: "root".into(),
+            spec: "host".into(),
+            max_depth: DEFAULT_MAX_DEPTH,
+            tools: ToolSet::new(),
+            budget: Budget::unlimited(),
+            gate: Gate::allow_all(),
+            events: Arc::new(NullSink),
+            model,
+            resolver: None,
+            prices: Arc::new(PriceTable::new()),
+            cancel: CancellationToken::new(),
+            fanout_limit: DEFAULT_FANOUT_LIMIT,
+        }
+    }
+
+    /// Makes the context a sub-agent runs in: tools = the spec's tools, each of which this
+    /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
+    /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
+    pub fn child<I, O>(&self, spec: &SubAgentSpec<I, O>) -> Result<Ctx, SpawnError> {
+        self.child_of(spec.core())
+    }
+
+    pub(crate) fn child_of(&self, spec: &SpecCore) -> Result<Ctx, SpawnError> {
+        let p = &self.inner;
+        let depth = p.depth + 1;
+        if depth > p.max_depth {
+            return Err(SpawnError::TooDeep {
+                spec: spec.name.clone(),
+                depth,
+                max_depth: p.max_depth,
+            });
+        }
+        let tools = p
+            .tools
+            .subset(spec.tools.iter().map(String::as_str))
+            .map_err(|missing| SpawnError::CapabilityNotHeld {
+                spec: spec.name.clone(),
+                missing,
+            })?;
+        let model = match &spec.model {
+            None => p.model.clone(),
+            Some(name) if name == p.model.id() => p.model.clone(),
+            Some(name) => match &p.resolver {
+                Some(resolve) => resolve(name).map_err(|error| SpawnError::Model {
+                    spec: spec.name.clone(),
+                    error,
+                })?,
+                None => {
+                    return Err(SpawnError::Model {
+                        spec: spec.name.clone(),
+                        error: ModelError::Config(format!(
+                            "the spec asks for model `{name}` and no model resolver is configured"
+                        )),
+                    })
+                }
+            },
+        };
+        let n = p.children.fetch_add(1, Ordering::Relaxed) + 1;
+        let run_id: Arc<str> = format!("{}.{}-{}", p.run_id, spec.name, n).into();
+        let budget = p.budget.child(
+            run_id.to_string(),
+            spec.limits.max_cost_usd,
+            spec.limits.max_model_calls,
+        );
+        Ok(Ctx {
+            inner: Arc::new(Inner {
+                run_id,
+                parent_run_id: Some(p.run_id.clone()),
+                spec: spec.name_arc.clone(),
+                depth,
+                max_depth: p.max_depth,
+                tools,
+                budget,
+                gate: p.gate.clone(),
+                events: p.events.clone(),
+                model,
+                resolver: p.resolver.clone(),
+                prices: p.prices.clone(),
+                cancel: p.cancel.child_token(),
+                fanout_limit: p.fanout_limit,
+                children: AtomicU32::new(0),
+            }),
+        })
+    }
+
+    /// The same context with `gate` added to its chain: stricter, never looser. Children made
+    /// from the result inherit the stricter chain.
+    pub fn with_stricter_gate(&self, gate: Arc<dyn ApprovalGate>) -> Ctx {
+        let p = &self.inner;
+        Ctx {
+            inner: Arc::new(Inner {
+                run_id: p.run_id.clone(),
+                parent_run_id: p.parent_run_id.clone(),
+                spec: p.spec.clone(),
+                depth: p.depth,
+                max_depth: p.max_depth,
+                tools: p.tools.clone(),
+                budget: p.budget.clone(),
+                gate: p.gate.stricter(gate),
+                events: p.events.clone(),
+                model: p.model.clone(),
+                resolver: p.resolver.clone(),
+                prices: p.prices.clone(),
+                cancel: p.cancel.clone(),
+                fanout_limit: p.fanout_limit,
+                children: AtomicU32::new(p.children.load(Ordering::Relaxed)),
+            }),
+        }
+    }
+
+    /// This run's id.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+    /// The parent run's id (`None` for the host).
+    pub fn parent_run_id(&self) -> Option<&str> {
+        self.inner.parent_run_id.as_deref()
+    }
+    /// The spec this context runs.
+    pub fn spec_name(&self) -> &str {
+        &self.inner.spec
+    }
+    /// Depth (host = 0).
+    pub fn depth(&self) -> u32 {
+        self.inner.depth
+    }
+    /// The depth limit.
+    pub fn max_depth(&self) -> u32 {
+        self.inner.max_depth
+    }
+    /// The tools this context holds.
+    pub fn tools(&self) -> &ToolSet {
+        &self.inner.tools
+    }
+    /// Its budget node.
+    pub fn budget(&self) -> &Budget {
+        &self.inner.budget
+    }
+    /// Its approval gate.
+    pub fn gate(&self) -> &Gate {
+        &self.inner.gate
+    }
+    /// Its model.
+    pub fn model(&self) -> &Arc<dyn Model> {
+        &self.inner.model
+    }
+    /// Its price table.
+    pub fn prices(&self) -> &PriceTable {
+        &self.inner.prices
+    }
+    /// Its cancellation token.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.inner.cancel
+    }
+    /// How many sub-agent calls of one response run at once.
+    pub fn fanout_limit(&self) -> usize {
+        self.inner.fanout_limit
+    }
+    /// Its event sink.
+    pub fn events(&self) -> &Arc<dyn EventSink> {
+        &self.inner.events
+    }
+
+    /// Emits an event stamped with this context's ids.
+    pub fn emit(&self, kind: EventKind) {
+        self.inner.events.emit(&Event {
+            ts_ms: crate::events::now_ms(),
+            run_id: self.inner.run_id.clone(),
+            parent_run_id: self.inner.parent_run_id.clone(),
+            spec: self.inner.spec.clone(),
+            depth: self.inner.depth,
+            kind,
+        });
+    }
+}

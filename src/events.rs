@@ -1,0 +1,258 @@
+//! Run events and where they go: `tracing`, memory, or a JSON Lines file. One query over the
+//! events of a run rebuilds its whole tree, because every run id is `parent.child-n`.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{StopReason, Usage};
+use crate::runloop::Outcome;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds since the Unix epoch.
+    pub ts_ms: u64,
+    /// The run it belongs to.
+    pub run_id: Arc<str>,
+    /// Its parent run, if it is a sub-agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<Arc<str>>,
+    /// The spec being run.
+    pub spec: Arc<str>,
+    /// Depth of the run (host = 0).
+    pub depth: u32,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum EventKind {
+    /// A run started.
+    Started {
+        /// The model it uses.
+        model: String,
+    },
+    /// A model call finished (successfully or not).
+    ModelCall {
+        /// 1-based turn.
+        turn: u32,
+        /// Tokens used.
+        usage: Usage,
+        /// Cost of this call.
+        #[serde(with = "rust_decimal::serde::str")]
+        cost_usd: Decimal,
+        /// Wall time of the call.
+        duration_ms: f64,
+        /// Why the model stopped (absent when the call failed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stop_reason: Option<StopReason>,
+        /// The error, when it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A tool call finished.
+    ToolCall {
+        /// 1-based turn.
+        turn: u32,
+        /// The tool.
+        tool: String,
+        /// Whether it returned an error result.
+        is_error: bool,
+        /// Wall time of the call.
+        duration_ms: f64,
+    },
+    /// A run ended.
+    Finished {
+        /// How it ended.
+        outcome: Outcome,
+        /// Model turns taken.
+        turns: u32,
+        /// Tokens used by this run's own model calls.
+        usage: Usage,
+        /// Cost of this run's own model calls (sub-agents excluded).
+        #[serde(with = "rust_decimal::serde::str")]
+        cost_usd: Decimal,
+        /// Wall time of the run.
+        duration_ms: f64,
+        /// What went wrong, if it did not complete.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Receives events. Implementations must be cheap and must not block for long: they are
+/// called from the run loop.
+pub trait EventSink: Send + Sync {
+    /// Handles one event.
+    fn emit(&self, event: &Event);
+}
+
+/// Drops every event.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _event: &Event) {}
+}
+
+/// Logs events through `tracing` (target `subcontract::events`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingSink;
+
+impl EventSink for TracingSink {
+    fn emit(&self, e: &Event) {
+        let parent = e.parent_run_id.as_deref().unwrap_or("");
+        match &e.kind {
+            EventKind::Started { model } => {
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, depth = e.depth, model = %model, "started")
+            }
+            EventKind::ModelCall {
+                turn,
+                usage,
+                cost_usd,
+                duration_ms,
+                error,
+                ..
+            } => {
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = error.as_deref().unwrap_or(""), "model_call")
+            }
+            EventKind::ToolCall {
+                turn,
+                tool,
+                is_error,
+                duration_ms,
+            } => {
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, tool = %tool, is_error, duration_ms, "tool_call")
+            }
+            EventKind::Finished {
+                outcome,
+                turns,
+                usage,
+                cost_usd,
+                duration_ms,
+                error,
+            } => {
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, outcome = %outcome, turns, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = error.as_deref().unwrap_or(""), "finished")
+            }
+        }
+    }
+}
+
+/// Keeps every event in memory, for tests and for rendering a run tree afterwards.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    events: Mutex<Vec<Event>>,
+}
+
+impl MemorySink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of the events so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl EventSink for MemorySink {
+    fn emit(&self, event: &Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event.clone());
+    }
+}
+
+/// Appends events to a JSON Lines file. Lines are buffered and flushed whenever a run
+/// finishes, so a trace is complete at the end of every run.
+pub struct JsonlSink {
+    out: Mutex<Box<dyn Write + Send>>,
+}
+
+impl std::fmt::Debug for JsonlSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlSink").finish_non_exhaustive()
+    }
+}
+
+impl JsonlSink {
+    /// Creates (truncates) `path`.
+    pub fn create(path: impl AsRef<Path>) -> std::io::Result<Self> {
+        let f = std::fs::File::create(path)?;
+        Ok(Self::new(Box::new(std::io::BufWriter::new(f))))
+    }
+
+    /// Writes to any writer.
+    pub fn new(out: Box<dyn Write + Send>) -> Self {
+        JsonlSink {
+            out: Mutex::new(out),
+        }
+    }
+}
+
+impl EventSink for JsonlSink {
+    fn emit(&self, event: &Event) {
+        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let mut res = serde_json::to_writer(&mut *out, event)
+            .map_err(std::io::Error::from)
+            .and_then(|_| out.write_all(b"\n"));
+        if matches!(event.kind, EventKind::Finished { .. }) {
+            res = res.and_then(|_| out.flush());
+        }
+        if let Err(e) = res {
+            // A trace that cannot be written must not fail the run; say so.
+            tracing::error!(error = %e, "could not write a trace event");
+        }
+    }
+}
+
+/// Sends every event to several sinks.
+#[derive(Default, Clone)]
+pub struct Sinks(pub Vec<Arc<dyn EventSink>>);
+
+impl EventSink for Sinks {
+    fn emit(&self, event: &Event) {
+        for s in &self.0 {
+            s.emit(event);
+        }
+    }
+}
+
+/// Reads a JSON Lines trace.
+pub fn read_jsonl(path: impl AsRef<Path>) -> std::io::Result<Vec<Event>> {
+    let text = std::fs::read_to_string(path)?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e: Event = serde_json::from_str(line).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("line {}: not a trace event: {e}", i + 1),
+            )
+        })?;
+        out.push(e);
+    }
+    Ok(out)
+}

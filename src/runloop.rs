@@ -1,0 +1,701 @@
+//! The one run loop, for hosts and sub-agents alike: a fresh conversation, the offered tools,
+//! the turn limit, output validation with repair, the timeout, cancellation, and concurrent
+//! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::contract::{repair_message, Contract, Violation};
+use crate::ctx::Ctx;
+use crate::events::EventKind;
+use crate::gate::{ApprovalRequest, Decision};
+use crate::model::{
+    Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, ToolResult, Usage,
+};
+use crate::spec::{OutputMode, SpecCore};
+use crate::tool::{Tool, ToolKind, ToolOutput};
+
+/// Name of the tool a sub-agent calls to hand back its output; its input schema is the
+/// output schema.
+pub const SUBMIT_TOOL: &str = "submit_output";
+
+const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// It produced a valid output.
+    Completed,
+    /// It used every turn without producing an output.
+    MaxTurns,
+    /// Its budget (or an ancestor's) could not afford the next model call.
+    BudgetExhausted,
+    /// It ran past its timeout.
+    Timeout,
+    /// It, or an ancestor, was cancelled.
+    Cancelled,
+    /// Its last output was invalid and no turn was left to repair it.
+    InvalidOutput,
+    /// Its input did not match the input contract.
+    InvalidInput,
+    /// The model failed (HTTP error, malformed response, …).
+    ModelError,
+    /// It could not be started: a capability it asks for is not held, or it would be too deep.
+    Denied,
+}
+
+impl Outcome {
+    /// The outcome's stable name (`budget_exhausted`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Completed => "completed",
+            Outcome::MaxTurns => "max_turns",
+            Outcome::BudgetExhausted => "budget_exhausted",
+            Outcome::Timeout => "timeout",
+            Outcome::Cancelled => "cancelled",
+            Outcome::InvalidOutput => "invalid_output",
+            Outcome::InvalidInput => "invalid_input",
+            Outcome::ModelError => "model_error",
+            Outcome::Denied => "denied",
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a run returns: its outcome, the validated output when it completed, and what it
+/// consumed.
+#[derive(Debug)]
+pub struct RunResult<O> {
+    /// The run's id.
+    pub run_id: String,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The validated output (only when `outcome` is `Completed`).
+    pub output: Option<O>,
+    /// Model turns taken.
+    pub turns: u32,
+    /// Tokens used by this run's own model calls.
+    pub usage: Usage,
+    /// Cost of this run's own model calls.
+    pub cost_usd: Decimal,
+    /// Cost of this run including every sub-agent below it.
+    pub total_cost_usd: Decimal,
+    /// Wall time.
+    pub duration: Duration,
+    /// What went wrong, when it did not complete.
+    pub error: Option<String>,
+}
+
+impl<O> RunResult<O> {
+    /// The output, or an error naming the outcome.
+    pub fn into_result(self) -> Result<O, RunError> {
+        match self.output {
+            Some(o) if self.outcome == Outcome::Completed => Ok(o),
+            _ => Err(RunError {
+                outcome: self.outcome,
+                message: self.error.unwrap_or_else(|| self.outcome.to_string()),
+            }),
+        }
+    }
+
+    pub(crate) fn input_not_serialisable(ctx: &Ctx, e: serde_json::Error) -> Self {
+        RunResult {
+            run_id: ctx.run_id().to_string(),
+            outcome: Outcome::InvalidInput,
+            output: None,
+            turns: 0,
+            usage: Usage::default(),
+            cost_usd: Decimal::ZERO,
+            total_cost_usd: Decimal::ZERO,
+            duration: Duration::ZERO,
+            error: Some(format!("the input could not be serialised: {e}")),
+        }
+    }
+}
+
+/// A run that ended without an output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("run ended: {outcome}: {message}")]
+pub struct RunError {
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Details.
+    pub message: String,
+}
+
+type Decoded = (Value, Box<dyn Any + Send>);
+
+impl RunResult<Decoded> {
+    pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
+        let RunResult {
+            run_id,
+            outcome,
+            output,
+            turns,
+            usage,
+            cost_usd,
+            total_cost_usd,
+            duration,
+            error,
+        } = self;
+        let (output, error) = match output.map(|(_, any)| any.downcast::<O>()) {
+            None => (None, error),
+            Some(Ok(o)) => (Some(*o), error),
+            // Only possible if a spec's decoder and its type parameter disagree, which the
+            // builders rule out; report it rather than panic.
+            Some(Err(_)) => (None, Some("internal: output type mismatch".to_string())),
+        };
+        RunResult {
+            run_id,
+            outcome,
+            output,
+            turns,
+            usage,
+            cost_usd,
+            total_cost_usd,
+            duration,
+            error,
+        }
+    }
+}
+
+#[derive(Default)]
+struct LoopState {
+    turns: u32,
+    usage: Usage,
+    cost: Decimal,
+}
+
+/// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as
+/// `denied`, recorded as a finished event of the run that was refused.
+pub(crate) async fn run_child(spec: &SpecCore, input: Value, parent: &Ctx) -> RunResult<Decoded> {
+    match parent.child_of(spec) {
+        Ok(child) => run_core(spec, input, &child).await,
+        Err(e) => {
+            let error = e.to_string();
+            parent.emit(EventKind::ToolCall {
+                turn: 0,
+                tool: format!("{} (denied: {error})", spec.name),
+                is_error: true,
+                duration_ms: 0.0,
+            });
+            RunResult {
+                run_id: format!("{}.{}", parent.run_id(), spec.name),
+                outcome: Outcome::Denied,
+                output: None,
+                turns: 0,
+                usage: Usage::default(),
+                cost_usd: Decimal::ZERO,
+                total_cost_usd: Decimal::ZERO,
+                duration: Duration::ZERO,
+                error: Some(error),
+            }
+        }
+    }
+}
+
+/// Runs `spec` on `input` in `ctx`.
+pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunResult<Decoded> {
+    let start = Instant::now();
+    let spent_before = ctx.budget().snapshot().spent_usd;
+    ctx.emit(EventKind::Started {
+        model: ctx.model().id().to_string(),
+    });
+    let mut st = LoopState::default();
+    let (outcome, output, error) = match spec.accept_input(&input) {
+        Err(v) => (
+            Outcome::InvalidInput,
+            None,
+            Some(format!("invalid input: {}", join(&v))),
+        ),
+        Ok(()) => {
+            let cancel = ctx.cancellation().clone();
+            let body = turns(spec, input, ctx, &mut st);
+            // Dropping `body` on timeout or cancellation drops every in-flight model call and
+            // aborts every sub-agent task it spawned.
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
+                r = tokio::time::timeout(spec.limits.timeout, body) => match r {
+                    Ok(r) => r,
+                    Err(_) => (
+                        Outcome::Timeout,
+                        None,
+                        Some(format!("no result within {:?}", spec.limits.timeout)),
+                    ),
+                },
+            }
+        }
+    };
+    let duration = start.elapsed();
+    let total = ctx.budget().snapshot().spent_usd - spent_before;
+    ctx.emit(EventKind::Finished {
+        outcome,
+        turns: st.turns,
+        usage: st.usage,
+        cost_usd: st.cost,
+        duration_ms: duration.as_secs_f64() * 1000.0,
+        error: error.clone(),
+    });
+    RunResult {
+        run_id: ctx.run_id().to_string(),
+        outcome,
+        output,
+        turns: st.turns,
+        usage: st.usage,
+        cost_usd: st.cost,
+        total_cost_usd: total,
+        duration,
+        error,
+    }
+}
+
+fn join(v: &[Violation]) -> String {
+    v.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+type TurnsResult = (Outcome, Option<Decoded>, Option<String>);
+
+/// Bytes of a message as the provider will see them, roughly: a token never spans less than
+/// one byte, so bytes bound tokens from above and make a safe reservation.
+fn message_bytes(m: &Message) -> usize {
+    const OVERHEAD: usize = 16;
+    OVERHEAD
+        + match m {
+            Message::User { text } => text.len(),
+            Message::Assistant { text, tool_calls } => {
+                text.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| {
+                            c.id.len() + c.name.len() + crate::spec::compact_chars(&c.arguments) * 4
+                        })
+                        .sum::<usize>()
+            }
+            Message::ToolResults { results, note } => {
+                note.as_ref().map_or(0, String::len)
+                    + results
+                        .iter()
+                        .map(|r| r.call_id.len() + r.content.len() + OVERHEAD)
+                        .sum::<usize>()
+            }
+        }
+}
+
+async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> TurnsResult {
+    // Offered tools: the spec's, each held by the context (a child holds exactly these).
+    let missing: Vec<&str> = spec
+        .tools
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !ctx.tools().contains(t))
+        .collect();
+    if !missing.is_empty() {
+        return (
+            Outcome::Denied,
+            None,
+            Some(format!(
+                "`{}` asks for tools this context does not hold: {}",
+                spec.name,
+                missing.join(", ")
+            )),
+        );
+    }
+    let mut offered: Vec<ToolDefinition> = spec
+        .tools
+        .iter()
+        .filter_map(|t| ctx.tools().get(t).map(|e| e.definition.clone()))
+        .collect();
+    if spec.output_mode == OutputMode::Tool {
+        offered.push(ToolDefinition {
+            name: SUBMIT_TOOL.to_string(),
+            description: SUBMIT_DESCRIPTION.to_string(),
+            input_schema: spec.output.schema().clone(),
+        });
+    }
+    let tools_bytes: usize = offered
+        .iter()
+        .map(|t| {
+            t.name.len() + t.description.len() + crate::spec::compact_chars(&t.input_schema) * 4
+        })
+        .sum();
+
+    let model = ctx.model().clone();
+    let price = ctx.prices().get(model.id());
+    let mut messages: Vec<Message> = vec![Message::user(input.to_string())];
+    let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
+    let mut last_invalid: Option<String> = None;
+    let max_tokens = spec.limits.max_tokens_per_turn;
+
+    for turn in 1..=spec.limits.max_turns {
+        st.turns = turn;
+        let worst = price.map_or(Decimal::ZERO, |p| {
+            p.cost(Usage {
+                input_tokens: bytes as u64,
+                output_tokens: u64::from(max_tokens),
+            })
+        });
+        let reservation = match ctx.budget().reserve(worst) {
+            Ok(r) => r,
+            Err(e) => return (Outcome::BudgetExhausted, None, Some(e.to_string())),
+        };
+        let t0 = Instant::now();
+        let response = model
+            .complete(ModelRequest {
+                system: &spec.system,
+                messages: &messages,
+                tools: &offered,
+                max_tokens,
+            })
+            .await;
+        let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let ModelResponse {
+            text,
+            tool_calls,
+            usage,
+            stop_reason,
+        } = match response {
+            Ok(r) => r,
+            Err(e) => {
+                drop(reservation);
+                let msg = e.to_string();
+                ctx.emit(EventKind::ModelCall {
+                    turn,
+                    usage: Usage::default(),
+                    cost_usd: Decimal::ZERO,
+                    duration_ms,
+                    stop_reason: None,
+                    error: Some(msg.clone()),
+                });
+                return (Outcome::ModelError, None, Some(msg));
+            }
+        };
+        let cost = ctx.prices().cost(model.id(), usage);
+        reservation.settle(cost);
+        st.usage += usage;
+        st.cost += cost;
+        ctx.emit(EventKind::ModelCall {
+            turn,
+            usage,
+            cost_usd: cost,
+            duration_ms,
+            stop_reason: Some(stop_reason),
+            error: None,
+        });
+
+        if tool_calls.is_empty() {
+            // No tool call: the answer is the text (text mode), or text that is the output
+            // as JSON (a model that ignored the submission tool), or a reason to ask again.
+            let repair = match spec.output_mode {
+                OutputMode::Text => {
+                    let v = Value::String(text.clone().unwrap_or_default());
+                    match spec.accept_output(&v) {
+                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Err(viol) => {
+                            last_invalid = Some(join(&viol));
+                            repair_message(&viol, "Answer again with corrected text.")
+                        }
+                    }
+                }
+                OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
+                    Some(v) => match spec.accept_output(&v) {
+                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Err(viol) => {
+                            last_invalid = Some(join(&viol));
+                            repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
+                        }
+                    },
+                    None => format!(
+                        "You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
+                    ),
+                },
+            };
+            let a = Message::Assistant {
+                text,
+                tool_calls: Vec::new(),
+            };
+            let u = Message::user(repair);
+            bytes += message_bytes(&a) + message_bytes(&u);
+            messages.push(a);
+            messages.push(u);
+            continue;
+        }
+
+        // A valid submission ends the run; an invalid one is answered with what to repair.
+        let mut submit_result: Option<(usize, ToolResult)> = None;
+        if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
+            let args = normalize_args(&tool_calls[i].arguments);
+            let checked = match &args {
+                Ok(v) => spec.accept_output(v),
+                Err(msg) => Err(vec![Violation {
+                    path: String::new(),
+                    message: msg.clone(),
+                }]),
+            };
+            match (args, checked) {
+                (Ok(v), Ok(d)) => {
+                    if tool_calls.len() > 1 {
+                        tracing::debug!(
+                            run_id = ctx.run_id(),
+                            "tool calls made beside a valid submission were not run"
+                        );
+                    }
+                    return (Outcome::Completed, Some((v, d)), None);
+                }
+                // `checked` is an error whenever `args` is.
+                (Err(_), Ok(_)) => unreachable!("unparsable arguments are always a violation"),
+                (_, Err(viol)) => {
+                    last_invalid = Some(join(&viol));
+                    let left = spec.limits.max_turns - turn;
+                    let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
+                    submit_result = Some((
+                        i,
+                        ToolResult {
+                            call_id: tool_calls[i].id.clone(),
+                            content: repair_message(&viol, &hint),
+                            is_error: true,
+                        },
+                    ));
+                }
+            }
+        }
+
+        let (results, note) = run_tool_calls(spec, &tool_calls, submit_result, ctx, turn).await;
+        let a = Message::Assistant { text, tool_calls };
+        let r = Message::ToolResults { results, note };
+        bytes += message_bytes(&a) + message_bytes(&r);
+        messages.push(a);
+        messages.push(r);
+    }
+    match last_invalid {
+        Some(v) => (
+            Outcome::InvalidOutput,
+            None,
+            Some(format!("the last output was invalid: {v}")),
+        ),
+        None => (
+            Outcome::MaxTurns,
+            None,
+            Some(format!("no output within {} turns", spec.limits.max_turns)),
+        ),
+    }
+}
+
+/// Arguments as a JSON value. Providers pass arguments that were not valid JSON as a string,
+/// so that the model hears about it instead of the run failing.
+fn normalize_args(args: &Value) -> Result<Value, String> {
+    match args {
+        Value::String(s) => serde_json::from_str(s).map_err(|e| {
+            let shown: String = s.chars().take(120).collect();
+            format!("the arguments are not valid JSON ({e}): {shown}")
+        }),
+        v => Ok(v.clone()),
+    }
+}
+
+/// A JSON document in a text answer, possibly inside a ```json fence.
+fn parse_json_lenient(text: &str) -> Option<Value> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("```json")
+        .or_else(|| t.strip_prefix("```"))
+        .and_then(|s| s.strip_suffix("```"))
+        .unwrap_or(t)
+        .trim();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    serde_json::from_str(t).ok()
+}
+
+/// Runs the tool calls of one response: sub-agent calls concurrently (at most
+/// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
+/// Every call settles; results come back in call order.
+async fn run_tool_calls(
+    spec: &SpecCore,
+    calls: &[ToolCall],
+    submit: Option<(usize, ToolResult)>,
+    ctx: &Ctx,
+    turn: u32,
+) -> (Vec<ToolResult>, Option<String>) {
+    let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
+    let mut sequential: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
+    let mut concurrent: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
+    let submit_idx = submit.as_ref().map(|(i, _)| *i);
+    for (i, c) in calls.iter().enumerate() {
+        if Some(i) == submit_idx {
+            continue;
+        }
+        let entry = if spec.tools.iter().any(|t| t == &c.name) {
+            ctx.tools().get(&c.name)
+        } else {
+            None
+        };
+        let Some(entry) = entry else {
+            let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
+            if spec.output_mode == OutputMode::Tool {
+                offered.push(SUBMIT_TOOL);
+            }
+            outputs[i] = Some(ToolOutput::error(format!(
+                "unknown tool `{}`; available: {}",
+                c.name,
+                offered.join(", ")
+            )));
+            continue;
+        };
+        let args = match normalize_args(&c.arguments) {
+            Ok(a) => a,
+            Err(msg) => {
+                outputs[i] = Some(ToolOutput::error(msg));
+                continue;
+            }
+        };
+        let job = (i, entry.tool.clone(), entry.input.clone(), args);
+        match entry.tool.kind() {
+            ToolKind::SubAgent => concurrent.push(job),
+            ToolKind::Function => sequential.push(job),
+        }
+    }
+    let n_sub = concurrent.len();
+    let sub_indices: Vec<usize> = concurrent.iter().map(|j| j.0).collect();
+
+    let seq = async {
+        let mut out = Vec::with_capacity(sequential.len());
+        for (i, tool, contract, args) in sequential {
+            out.push((i, invoke(tool, contract, args, ctx.clone(), turn).await));
+        }
+        out
+    };
+    let conc = async {
+        let mut out = Vec::with_capacity(concurrent.len());
+        if concurrent.is_empty() {
+            return out;
+        }
+        let permits = Arc::new(Semaphore::new(ctx.fanout_limit()));
+        let mut set = JoinSet::new();
+        let mut ids = std::collections::HashMap::with_capacity(concurrent.len());
+        for (i, tool, contract, args) in concurrent {
+            let permits = permits.clone();
+            let ctx = ctx.clone();
+            let handle = set.spawn(async move {
+                // The semaphore is never closed, so acquiring only waits.
+                let _permit = permits.acquire_owned().await;
+                invoke(tool, contract, args, ctx, turn).await
+            });
+            ids.insert(handle.id(), i);
+        }
+        while let Some(joined) = set.join_next_with_id().await {
+            match joined {
+                Ok((id, output)) => {
+                    if let Some(&i) = ids.get(&id) {
+                        out.push((i, output));
+                    }
+                }
+                Err(e) => {
+                    if let Some(&i) = ids.get(&e.id()) {
+                        let what = if e.is_panic() {
+                            "panicked"
+                        } else {
+                            "was aborted"
+                        };
+                        out.push((i, ToolOutput::error(format!("the sub-agent call {what}"))));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let (a, b) = tokio::join!(seq, conc);
+    for (i, o) in a.into_iter().chain(b) {
+        outputs[i] = Some(o);
+    }
+    let failed = sub_indices
+        .iter()
+        .filter(|&&i| outputs[i].as_ref().is_none_or(|o| o.is_error))
+        .count();
+    let mut submit = submit;
+    let results = calls
+        .iter()
+        .zip(outputs)
+        .enumerate()
+        .map(|(i, (c, o))| {
+            if Some(i) == submit_idx {
+                if let Some((_, r)) = submit.take() {
+                    return r;
+                }
+            }
+            let o = o.unwrap_or_else(|| ToolOutput::error("the call did not run"));
+            ToolResult {
+                call_id: c.id.clone(),
+                content: o.content,
+                is_error: o.is_error,
+            }
+        })
+        .collect();
+    let note = (failed > 0).then(|| {
+        format!("{failed} of {n_sub} sub-agent calls failed; continue with the results you have and say what is missing.")
+    });
+    (results, note)
+}
+
+/// One tool call: arguments validated, gate asked, then the tool run.
+async fn invoke(
+    tool: Arc<dyn Tool>,
+    contract: Contract,
+    args: Value,
+    ctx: Ctx,
+    turn: u32,
+) -> ToolOutput {
+    let t0 = Instant::now();
+    let output = if let Err(v) = contract.validate(&args) {
+        ToolOutput::error(format!(
+            "invalid arguments for `{}`:\n{}",
+            tool.name(),
+            v.iter()
+                .map(|v| format!("- {v}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+    } else {
+        let decision = ctx
+            .gate()
+            .approve(ApprovalRequest {
+                run_id: ctx.run_id(),
+                spec: ctx.spec_name(),
+                depth: ctx.depth(),
+                tool: tool.name(),
+                arguments: &args,
+            })
+            .await;
+        match decision {
+            Decision::Deny(reason) => {
+                ToolOutput::error(format!("denied by the approval gate: {reason}"))
+            }
+            Decision::Allow => tool.call(args, &ctx).await,
+        }
+    };
+    ctx.emit(EventKind::ToolCall {
+        turn,
+        tool: tool.name().to_string(),
+        is_error: output.is_error,
+        duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    });
+    output
+}

@@ -1,0 +1,54 @@
+//! A spec seen by a host as an ordinary tool.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::SpecCore;
+use crate::ctx::Ctx;
+use crate::runloop::{self, Outcome};
+use crate::tool::{Tool, ToolKind, ToolOutput};
+
+/// The tool [`SubAgentSpec::as_tool`](super::SubAgentSpec::as_tool) returns.
+#[derive(Debug, Clone)]
+pub struct AgentTool {
+    spec: Arc<SpecCore>,
+}
+
+impl AgentTool {
+    pub(crate) fn new(spec: Arc<SpecCore>) -> Self {
+        AgentTool { spec }
+    }
+}
+
+#[async_trait]
+impl Tool for AgentTool {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+    fn description(&self) -> &str {
+        &self.spec.description
+    }
+    fn input_schema(&self) -> Arc<Value> {
+        self.spec.input.schema().clone()
+    }
+    fn output_schema(&self) -> Option<Arc<Value>> {
+        Some(self.spec.output.schema().clone())
+    }
+    fn kind(&self) -> ToolKind {
+        ToolKind::SubAgent
+    }
+    async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput {
+        let r = runloop::run_child(&self.spec, args, ctx).await;
+        match (r.outcome, r.output) {
+            (Outcome::Completed, Some((value, _))) => ToolOutput::json(value),
+            (outcome, _) => ToolOutput::error(format!(
+                "sub-agent `{}` ended without a result: {outcome} after {} turn(s){}",
+                self.spec.name,
+                r.turns,
+                r.error.map(|e| format!(": {e}")).unwrap_or_default()
+            )),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Tools: what a model can call. A sub-agent wrapped with [`SubAgentSpec::as_tool`] is one too.
+//!
+//! [`SubAgentSpec::as_tool`]: crate::SubAgentSpec::as_tool
+
+mod set;
+mod typed;
+
+pub use set::{ToolEntry, ToolSet, ToolSetError};
+pub use typed::{FnTool, TypedTool};
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::ctx::Ctx;
+
+/// What kind of work a tool does; the run loop runs sub-agent calls of one model response
+/// concurrently and ordinary tools in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolKind {
+    /// An ordinary tool: runs in call order.
+    Function,
+    /// A sub-agent: runs concurrently with the other sub-agent calls of the same response.
+    SubAgent,
+}
+
+/// What a tool call returns to the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Text the model reads (compact JSON for structured results).
+    pub content: String,
+    /// The structured result, when there is one (a sub-agent's validated output).
+    pub structured: Option<Value>,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful text result.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            structured: None,
+            is_error: false,
+        }
+    }
+
+    /// A successful structured result; the model reads its compact JSON.
+    pub fn json(value: Value) -> Self {
+        ToolOutput {
+            content: value.to_string(),
+            structured: Some(value),
+            is_error: false,
+        }
+    }
+
+    /// A failed call; the model reads `message`.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolOutput {
+            content: message.into(),
+            structured: None,
+            is_error: true,
+        }
+    }
+}
+
+/// A tool. Object-safe: a [`ToolSet`] holds `Arc<dyn Tool>`. For a typed tool implement
+/// [`TypedTool`] instead, which gets this trait for free.
+///
+/// The run loop validates arguments against [`input_schema`](Tool::input_schema) and asks the
+/// approval gate before `call` runs, so `call` only sees arguments that match its schema.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name a model calls it by: `[A-Za-z0-9_-]{1,64}`.
+    fn name(&self) -> &str;
+    /// When to use it, for the model.
+    fn description(&self) -> &str;
+    /// JSON Schema of the arguments.
+    fn input_schema(&self) -> Arc<Value>;
+    /// JSON Schema of the structured result, if it has one.
+    fn output_schema(&self) -> Option<Arc<Value>> {
+        None
+    }
+    /// Ordinary tool or sub-agent.
+    fn kind(&self) -> ToolKind {
+        ToolKind::Function
+    }
+    /// Runs the tool. Failures are returned as [`ToolOutput::error`], never as panics.
+    async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput;
+}
+
+/// Whether `name` is a valid tool or spec name: `[A-Za-z0-9_-]{1,64}`.
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}

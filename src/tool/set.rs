@@ -1,0 +1,163 @@
+//! A set of tools by name, with each tool's argument schema compiled once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{is_valid_name, Tool};
+use crate::contract::{Contract, Violation};
+use crate::model::ToolDefinition;
+
+/// Why a tool could not be added to a set.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolSetError {
+    /// The name is not `[A-Za-z0-9_-]{1,64}`.
+    #[error("invalid tool name `{0}`: use 1 to 64 of A-Z a-z 0-9 _ -")]
+    InvalidName(String),
+    /// Another tool has the same name.
+    #[error("duplicate tool name `{0}`")]
+    Duplicate(String),
+    /// The name is reserved by the run loop.
+    #[error("tool name `{0}` is reserved")]
+    Reserved(String),
+    /// Its input schema does not compile.
+    #[error("tool `{name}`: invalid input schema: {message}")]
+    InvalidSchema {
+        /// The tool.
+        name: String,
+        /// The compiler's message.
+        message: String,
+    },
+}
+
+/// A tool with its compiled argument contract and its definition for models.
+#[derive(Clone)]
+pub struct ToolEntry {
+    /// The tool.
+    pub tool: Arc<dyn Tool>,
+    /// Its arguments' contract, compiled once.
+    pub input: Contract,
+    /// Its definition as offered to a model.
+    pub definition: ToolDefinition,
+}
+
+impl ToolEntry {
+    /// Validates arguments against the tool's input schema.
+    pub fn check_args(&self, args: &Value) -> Result<(), Vec<Violation>> {
+        self.input.validate(args)
+    }
+}
+
+/// Tools by name: the capabilities a context holds. Cloning is cheap (shared).
+#[derive(Clone, Default)]
+pub struct ToolSet {
+    tools: Arc<BTreeMap<String, ToolEntry>>,
+}
+
+impl std::fmt::Debug for ToolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.tools.keys()).finish()
+    }
+}
+
+impl ToolSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool, compiling its input schema.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) -> Result<&mut Self, ToolSetError> {
+        let name = tool.name().to_string();
+        if !is_valid_name(&name) {
+            return Err(ToolSetError::InvalidName(name));
+        }
+        if name == crate::runloop::SUBMIT_TOOL {
+            return Err(ToolSetError::Reserved(name));
+        }
+        if self.tools.contains_key(&name) {
+            return Err(ToolSetError::Duplicate(name));
+        }
+        let schema = tool.input_schema();
+        let input = Contract::compile(schema.clone()).map_err(|e| ToolSetError::InvalidSchema {
+            name: name.clone(),
+            message: e.to_string(),
+        })?;
+        let definition = ToolDefinition {
+            name: name.clone(),
+            description: tool.description().to_string(),
+            input_schema: schema,
+        };
+        Arc::make_mut(&mut self.tools).insert(
+            name,
+            ToolEntry {
+                tool,
+                input,
+                definition,
+            },
+        );
+        Ok(self)
+    }
+
+    /// Builder-style [`insert`](Self::insert).
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Result<Self, ToolSetError> {
+        self.insert(tool)?;
+        Ok(self)
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&ToolEntry> {
+        self.tools.get(name)
+    }
+
+    /// Whether the set holds `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// Tool names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The entries, sorted by name.
+    pub fn entries(&self) -> impl Iterator<Item = &ToolEntry> {
+        self.tools.values()
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The subset named by `names`, or the names this set does not hold. Never widens: the
+    /// result holds only tools of `self`.
+    pub fn subset<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<ToolSet, Vec<String>> {
+        let mut out = BTreeMap::new();
+        let mut missing = Vec::new();
+        for n in names {
+            match self.tools.get(n) {
+                Some(e) => {
+                    out.insert(n.to_string(), e.clone());
+                }
+                None => missing.push(n.to_string()),
+            }
+        }
+        if missing.is_empty() {
+            Ok(ToolSet {
+                tools: Arc::new(out),
+            })
+        } else {
+            Err(missing)
+        }
+    }
+}

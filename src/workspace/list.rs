@@ -1,0 +1,70 @@
+//! `list_dir`: one directory level, sorted, bounded.
+
+use std::fs;
+
+use super::{is_skipped_dir, ListDirArgs, Workspace, WorkspaceError};
+
+pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, WorkspaceError> {
+    let rel = args.path.as_deref().unwrap_or(".");
+    let rel = if rel.is_empty() { "." } else { rel };
+    let dir = ws.resolve(rel)?;
+    let meta = fs::metadata(&dir).map_err(|e| WorkspaceError::from_io(rel, e))?;
+    if !meta.is_dir() {
+        return Err(WorkspaceError::NotADirectory {
+            path: rel.to_owned(),
+        });
+    }
+
+    // (name, display): sorted by the bare name, so a `/` suffix cannot reorder.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    let mut skipped: Vec<String> = Vec::new();
+    for entry in fs::read_dir(&dir).map_err(|e| WorkspaceError::from_io(rel, e))? {
+        let entry = entry.map_err(|e| WorkspaceError::from_io(rel, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // `file_type` does not follow links, so a link is reported as one
+        // rather than as whatever it points at (which may be outside).
+        let Ok(kind) = entry.file_type() else {
+            let shown = format!("{name} (unreadable)");
+            entries.push((name, shown));
+            continue;
+        };
+        if kind.is_dir() {
+            if is_skipped_dir(&name) {
+                skipped.push(format!("{name}/"));
+            } else {
+                let shown = format!("{name}/");
+                entries.push((name, shown));
+            }
+        } else if kind.is_symlink() {
+            let shown = format!("{name} (symlink)");
+            entries.push((name, shown));
+        } else {
+            entries.push((name.clone(), name));
+        }
+    }
+    entries.sort_unstable();
+    skipped.sort_unstable();
+
+    let mut out = String::new();
+    if entries.is_empty() {
+        out.push_str("(empty directory)\n");
+    }
+    let max = ws.limits.max_entries;
+    for (_, shown) in entries.iter().take(max) {
+        out.push_str(shown);
+        out.push('\n');
+    }
+    if entries.len() > max {
+        out.push_str(&format!(
+            "… {} more entries not shown (limit {max})\n",
+            entries.len() - max
+        ));
+    }
+    if !skipped.is_empty() {
+        out.push_str(&format!(
+            "(not listed: {}; build and VCS directories are not browsed)\n",
+            skipped.join(", ")
+        ));
+    }
+    Ok(out)
+}

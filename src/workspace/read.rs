@@ -1,0 +1,305 @@
+//! `read_file`: streams the file once, keeping in memory only the lines that
+//! will be returned, so a huge file costs time but never memory beyond the
+//! output budget. The whole file is still scanned, because the output names
+//! the total line count and a binary tail must not pass as text.
+
+use std::fs::{self, File};
+use std::io::{BufRead, BufReader};
+
+use super::{ReadFileArgs, Workspace, WorkspaceError};
+
+/// Bytes of `max_file_bytes` kept back for the closing `… truncated` line, so
+/// the whole answer, footer included, stays within the limit.
+const FOOTER_RESERVE: usize = 160;
+
+pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<String, WorkspaceError> {
+    let rel = args.path.as_str();
+    let path = ws.resolve(rel)?;
+    let meta = fs::metadata(&path).map_err(|e| WorkspaceError::from_io(rel, e))?;
+    if meta.is_dir() {
+        return Err(WorkspaceError::NotAFile {
+            path: rel.to_owned(),
+            what: "a directory",
+        });
+    }
+    // Refusing FIFOs and devices matters: reading one could block forever.
+    if !meta.is_file() {
+        return Err(WorkspaceError::NotAFile {
+            path: rel.to_owned(),
+            what: "a special file",
+        });
+    }
+    let start = args.start_line.map_or(1, |n| n as usize);
+    let end = args.end_line.map(|n| n as usize);
+    if let Some(end) = end {
+        if end < start {
+            return Err(WorkspaceError::BadRange {
+                path: rel.to_owned(),
+                detail: format!("start_line {start} is after end_line {end}"),
+            });
+        }
+    }
+    let limit = ws.limits.max_file_bytes;
+    let budget = limit.saturating_sub(FOOTER_RESERVE).max(limit / 2);
+    let mut render = Render::new(start, end.unwrap_or(usize::MAX), budget);
+    let mut utf8 = Utf8Check::default();
+
+    let file = File::open(&path).map_err(|e| WorkspaceError::from_io(rel, e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    loop {
+        let chunk = reader
+            .fill_buf()
+            .map_err(|e| WorkspaceError::from_io(rel, e))?;
+        if chunk.is_empty() {
+            break;
+        }
+        if !utf8.feed(chunk) {
+            return Err(WorkspaceError::NotUtf8 {
+                path: rel.to_owned(),
+            });
+        }
+        render.feed(chunk);
+        let n = chunk.len();
+        reader.consume(n);
+    }
+    if !utf8.finish() {
+        return Err(WorkspaceError::NotUtf8 {
+            path: rel.to_owned(),
+        });
+    }
+    let total = render.finish();
+
+    if total == 0 && start == 1 {
+        return Ok("(empty file)\n".to_owned());
+    }
+    if start > total {
+        return Err(WorkspaceError::BadRange {
+            path: rel.to_owned(),
+            detail: format!(
+                "start_line {start} is past the end of the file, which has {total} line{}",
+                plural(total)
+            ),
+        });
+    }
+    let shown_end = render.last_shown;
+    let mut out = render.out;
+    let wanted_end = end.unwrap_or(total).min(total);
+    if shown_end < wanted_end {
+        out.push_str(&format!(
+            "… truncated: showing lines {start}-{shown_end} of {total}; \
+             ask for start_line={} to continue\n",
+            shown_end + 1
+        ));
+    } else if let Some(end) = end.filter(|&e| e > total) {
+        out.push_str(&format!(
+            "(lines {start}-{shown_end} of {total}; end_line {end} is past the end of the file)\n"
+        ));
+    } else if start > 1 || wanted_end < total {
+        out.push_str(&format!("(lines {start}-{shown_end} of {total})\n"));
+    }
+    Ok(out)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// Accumulates the numbered output lines from a byte stream.
+struct Render {
+    start: usize,
+    end: usize,
+    budget: usize,
+    out: String,
+    /// Last line number written to `out`, 0 before any.
+    last_shown: usize,
+    /// Set once a line did not fit; later lines are only counted.
+    full: bool,
+    /// 1-based number of the line being read.
+    line_no: usize,
+    /// Whether the current line has any bytes yet (decides whether a final
+    /// line without a trailing newline counts).
+    in_line: bool,
+    /// Bytes kept of the current line, at most `budget + 4`.
+    cur: Vec<u8>,
+    /// Characters of the current line beyond what `cur` kept.
+    cur_dropped_chars: usize,
+    last_byte: u8,
+}
+
+impl Render {
+    fn new(start: usize, end: usize, budget: usize) -> Self {
+        Self {
+            start,
+            end,
+            budget,
+            out: String::new(),
+            last_shown: 0,
+            full: false,
+            line_no: 1,
+            in_line: false,
+            cur: Vec::new(),
+            cur_dropped_chars: 0,
+            last_byte: 0,
+        }
+    }
+
+    fn collecting(&self) -> bool {
+        !self.full && self.line_no >= self.start && self.line_no <= self.end
+    }
+
+    fn feed(&mut self, chunk: &[u8]) {
+        for piece in chunk.split_inclusive(|&b| b == b'\n') {
+            let (body, ends_line) = match piece.split_last() {
+                Some((b'\n', body)) => (body, true),
+                _ => (piece, false),
+            };
+            if !body.is_empty() {
+                self.in_line = true;
+                self.last_byte = body[body.len() - 1];
+                if self.collecting() {
+                    // A line longer than the whole budget can only be shown
+                    // cut, so there is no point keeping more of it.
+                    let room = (self.budget + 4).saturating_sub(self.cur.len());
+                    let keep = room.min(body.len());
+                    self.cur.extend_from_slice(&body[..keep]);
+                    self.cur_dropped_chars += count_chars(&body[keep..]);
+                }
+            }
+            if ends_line {
+                self.finish_line();
+                self.line_no += 1;
+            }
+        }
+    }
+
+    /// Ends the stream; returns the number of lines in the file.
+    fn finish(&mut self) -> usize {
+        if self.in_line {
+            self.finish_line();
+            self.line_no
+        } else {
+            self.line_no - 1
+        }
+    }
+
+    fn finish_line(&mut self) {
+        if self.collecting() {
+            self.emit_line();
+        }
+        self.cur.clear();
+        self.cur_dropped_chars = 0;
+        self.in_line = false;
+        self.last_byte = 0;
+    }
+
+    fn emit_line(&mut self) {
+        // CRLF files: the `\r` is line-ending noise, not content.
+        if self.last_byte == b'\r' {
+            if self.cur_dropped_chars > 0 {
+                self.cur_dropped_chars -= 1;
+            } else {
+                self.cur.pop();
+            }
+        }
+        let mut dropped = self.cur_dropped_chars;
+        let text = match std::str::from_utf8(&self.cur) {
+            Ok(s) => s,
+            // Cut mid-character by the keep limit; the stream-wide check has
+            // already vouched for the bytes themselves.
+            Err(e) => {
+                dropped += 1;
+                std::str::from_utf8(&self.cur[..e.valid_up_to()]).unwrap_or_default()
+            }
+        };
+        let prefix = format!("{:>5}| ", self.line_no);
+        let whole_len = prefix.len() + text.len() + 1 + marker(dropped).len();
+        if self.out.len() + whole_len <= self.budget {
+            self.out.push_str(&prefix);
+            self.out.push_str(text);
+            self.out.push_str(&marker(dropped));
+            self.out.push('\n');
+            self.last_shown = self.line_no;
+            return;
+        }
+        self.full = true;
+        if self.last_shown != 0 {
+            return;
+        }
+        // Not even the first requested line fits: show its head, marked, so
+        // the model still gets something and knows exactly what is missing.
+        let marker_room = marker(text.chars().count() + dropped).len();
+        let room = self.budget.saturating_sub(prefix.len() + 1 + marker_room);
+        let mut cut = room.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let dropped = dropped + text[cut..].chars().count();
+        self.out.push_str(&prefix);
+        self.out.push_str(&text[..cut]);
+        self.out.push_str(&marker(dropped));
+        self.out.push('\n');
+        self.last_shown = self.line_no;
+    }
+}
+
+fn marker(dropped_chars: usize) -> String {
+    if dropped_chars == 0 {
+        String::new()
+    } else {
+        format!("…[+{dropped_chars} chars]")
+    }
+}
+
+/// Counts UTF-8 characters by their lead bytes (valid input assumed; the
+/// stream check rejects anything else).
+fn count_chars(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| (b & 0xC0) != 0x80).count()
+}
+
+/// Incremental UTF-8 validation across chunk boundaries. A NUL byte also
+/// fails: it is valid UTF-8 but a near-certain sign of a binary file.
+#[derive(Default)]
+pub(super) struct Utf8Check {
+    /// Bytes of a character split across the previous chunk boundary (≤ 3).
+    pending: Vec<u8>,
+}
+
+impl Utf8Check {
+    /// Feeds the next chunk; false as soon as the stream cannot be text.
+    pub(super) fn feed(&mut self, chunk: &[u8]) -> bool {
+        if chunk.contains(&0) {
+            return false;
+        }
+        let mut chunk = chunk;
+        // Complete a character split at the last boundary, one byte at a time.
+        while !self.pending.is_empty() {
+            let Some((&b, rest)) = chunk.split_first() else {
+                return true;
+            };
+            self.pending.push(b);
+            chunk = rest;
+            match std::str::from_utf8(&self.pending) {
+                Ok(_) => self.pending.clear(),
+                Err(e) if e.error_len().is_none() => {}
+                Err(_) => return false,
+            }
+        }
+        match std::str::from_utf8(chunk) {
+            Ok(_) => true,
+            Err(e) if e.error_len().is_none() => {
+                self.pending.extend_from_slice(&chunk[e.valid_up_to()..]);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Ends the stream; false if it stopped mid-character.
+    pub(super) fn finish(&self) -> bool {
+        self.pending.is_empty()
+    }
+}

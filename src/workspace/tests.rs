@@ -1,0 +1,692 @@
+use std::fs;
+use std::path::Path;
+
+use super::*;
+
+fn write(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
+    let path = root.join(rel);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).unwrap();
+    }
+    fs::write(path, content).unwrap();
+}
+
+fn ws(dir: &tempfile::TempDir) -> Workspace {
+    Workspace::new(dir.path()).unwrap()
+}
+
+fn read(ws: &Workspace, path: &str) -> Result<String, WorkspaceError> {
+    ws.read_file(&ReadFileArgs {
+        path: path.to_owned(),
+        start_line: None,
+        end_line: None,
+    })
+}
+
+fn read_range(
+    ws: &Workspace,
+    path: &str,
+    start: Option<u32>,
+    end: Option<u32>,
+) -> Result<String, WorkspaceError> {
+    ws.read_file(&ReadFileArgs {
+        path: path.to_owned(),
+        start_line: start,
+        end_line: end,
+    })
+}
+
+fn list(ws: &Workspace, path: Option<&str>) -> Result<String, WorkspaceError> {
+    ws.list_dir(&ListDirArgs {
+        path: path.map(str::to_owned),
+    })
+}
+
+fn grep(ws: &Workspace, pattern: &str, glob: Option<&str>) -> Result<String, WorkspaceError> {
+    ws.grep(&GrepArgs {
+        pattern: pattern.to_owned(),
+        path_glob: glob.map(str::to_owned),
+        max_matches: None,
+    })
+}
+
+fn numbered(lines: std::ops::RangeInclusive<usize>) -> String {
+    lines.map(|n| format!("line {n}\n")).collect()
+}
+
+// ---- construction ----
+
+#[test]
+fn new_canonicalises_and_rejects_non_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "f.txt", "x");
+    let w = ws(&dir);
+    assert_eq!(w.root(), dir.path().canonicalize().unwrap());
+    assert!(matches!(
+        Workspace::new(dir.path().join("f.txt")),
+        Err(WorkspaceError::InvalidRoot { .. })
+    ));
+    assert!(matches!(
+        Workspace::new(dir.path().join("missing")),
+        Err(WorkspaceError::InvalidRoot { .. })
+    ));
+    let limits = WorkspaceLimits {
+        max_entries: 3,
+        ..WorkspaceLimits::default()
+    };
+    assert_eq!(w.with_limits(limits).limits().max_entries, 3);
+}
+
+#[test]
+fn default_limits() {
+    let l = WorkspaceLimits::default();
+    assert_eq!(l.max_file_bytes, 64 * 1024);
+    assert_eq!(l.max_entries, 500);
+    assert_eq!(l.max_matches, 200);
+    assert_eq!(l.max_line_chars, 400);
+    assert_eq!(l.max_scan_bytes, 1024 * 1024);
+    assert_eq!(l.max_files_scanned, 20_000);
+}
+
+// ---- path containment ----
+
+#[test]
+fn absolute_and_dotdot_paths_are_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a/b.txt", "hi\n");
+    let w = ws(&dir);
+    let abs = dir.path().join("a/b.txt");
+    for p in [
+        "/etc/passwd",
+        abs.to_str().unwrap(),
+        "../etc/passwd",
+        "..",
+        "a/../../x",
+        "a/../../../../../../etc/passwd",
+        "./../a/b.txt",
+    ] {
+        let err = read(&w, p).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::OutsideRoot { .. }),
+            "{p}: {err:?}"
+        );
+        assert!(matches!(
+            list(&w, Some(p)).unwrap_err(),
+            WorkspaceError::OutsideRoot { .. }
+        ));
+    }
+    // `..` that stays inside is fine.
+    assert_eq!(read(&w, "a/../a/b.txt").unwrap(), "    1| hi\n");
+    assert_eq!(read(&w, "./a/b.txt").unwrap(), "    1| hi\n");
+}
+
+#[test]
+fn missing_paths_are_not_found_without_leaking_the_root() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "file.txt", "x");
+    let w = ws(&dir);
+    let root = w.root().to_string_lossy().into_owned();
+    for p in ["nope.txt", "dir/nope.txt", "file.txt/child", "with\0nul"] {
+        let err = read(&w, p).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::NotFound { .. }),
+            "{p}: {err:?}"
+        );
+        assert!(!err.to_string().contains(&root), "{err}");
+    }
+    let err = list(&w, Some("nope")).unwrap_err();
+    assert!(matches!(err, WorkspaceError::NotFound { .. }));
+    assert!(!err.to_string().contains(&root));
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_out_of_the_root_are_refused_and_inside_ones_work() {
+    use std::os::unix::fs::symlink;
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "top secret\n");
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "inside.txt", "fine\n");
+    write(dir.path(), "sub/deep.txt", "deep\n");
+    symlink(
+        outside.path().join("secret.txt"),
+        dir.path().join("leak.txt"),
+    )
+    .unwrap();
+    symlink(outside.path(), dir.path().join("leakdir")).unwrap();
+    symlink(dir.path().join("inside.txt"), dir.path().join("alias.txt")).unwrap();
+    symlink("sub", dir.path().join("subalias")).unwrap();
+    symlink("/nonexistent/target", dir.path().join("dangling")).unwrap();
+    let w = ws(&dir);
+    let outside_str = outside.path().to_string_lossy().into_owned();
+
+    for p in ["leak.txt", "leakdir/secret.txt", "leakdir"] {
+        let err = read(&w, p).unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::OutsideRoot { .. }),
+            "{p}: {err:?}"
+        );
+        assert!(!err.to_string().contains(&outside_str));
+    }
+    assert!(matches!(
+        list(&w, Some("leakdir")).unwrap_err(),
+        WorkspaceError::OutsideRoot { .. }
+    ));
+    assert!(matches!(
+        read(&w, "dangling").unwrap_err(),
+        WorkspaceError::NotFound { .. }
+    ));
+    assert_eq!(read(&w, "alias.txt").unwrap(), "    1| fine\n");
+    assert_eq!(read(&w, "subalias/deep.txt").unwrap(), "    1| deep\n");
+    assert_eq!(list(&w, Some("subalias")).unwrap(), "deep.txt\n");
+
+    let listing = list(&w, None).unwrap();
+    assert!(listing.contains("leakdir (symlink)\n"), "{listing}");
+    assert!(listing.contains("alias.txt (symlink)\n"));
+
+    // The walk neither follows linked directories nor reads linked files
+    // that point outside; a linked file inside is searched under its name.
+    let out = grep(&w, "secret|deep|fine", None).unwrap();
+    assert!(!out.contains("secret"), "{out}");
+    assert!(!out.contains("subalias"), "{out}");
+    assert!(out.contains("alias.txt:1: fine\n"), "{out}");
+    assert!(out.contains("inside.txt:1: fine\n"));
+    assert!(out.contains("sub/deep.txt:1: deep\n"));
+    // A glob starting under a linked directory does not follow it either.
+    let out = grep(&w, "secret", Some("leakdir/*.txt")).unwrap();
+    assert_eq!(out, "(no matches; searched 0 files)\n");
+}
+
+// ---- read_file ----
+
+#[test]
+fn read_numbers_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.txt", "one\ntwo\n");
+    write(dir.path(), "no_newline.txt", "one\ntwo");
+    write(dir.path(), "crlf.txt", "one\r\ntwo\r\n");
+    write(dir.path(), "blank.txt", "\n\n");
+    let w = ws(&dir);
+    assert_eq!(read(&w, "a.txt").unwrap(), "    1| one\n    2| two\n");
+    assert_eq!(
+        read(&w, "no_newline.txt").unwrap(),
+        "    1| one\n    2| two\n"
+    );
+    assert_eq!(read(&w, "crlf.txt").unwrap(), "    1| one\n    2| two\n");
+    assert_eq!(read(&w, "blank.txt").unwrap(), "    1| \n    2| \n");
+}
+
+#[test]
+fn read_empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "empty.txt", "");
+    let w = ws(&dir);
+    assert_eq!(read(&w, "empty.txt").unwrap(), "(empty file)\n");
+    assert_eq!(
+        read_range(&w, "empty.txt", Some(1), Some(10)).unwrap(),
+        "(empty file)\n"
+    );
+    let err = read_range(&w, "empty.txt", Some(2), None).unwrap_err();
+    assert!(err.to_string().contains("has 0 lines"), "{err}");
+}
+
+#[test]
+fn read_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "f.txt", numbered(1..=20));
+    let w = ws(&dir);
+    assert_eq!(
+        read_range(&w, "f.txt", Some(3), Some(4)).unwrap(),
+        "    3| line 3\n    4| line 4\n(lines 3-4 of 20)\n"
+    );
+    assert_eq!(
+        read_range(&w, "f.txt", Some(19), None).unwrap(),
+        "   19| line 19\n   20| line 20\n(lines 19-20 of 20)\n"
+    );
+    assert_eq!(
+        read_range(&w, "f.txt", None, Some(1)).unwrap(),
+        "    1| line 1\n(lines 1-1 of 20)\n"
+    );
+    assert_eq!(
+        read_range(&w, "f.txt", Some(20), Some(25)).unwrap(),
+        "   20| line 20\n(lines 20-20 of 20; end_line 25 is past the end of the file)\n"
+    );
+
+    let err = read_range(&w, "f.txt", Some(21), None).unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadRange { .. }));
+    assert_eq!(
+        err.to_string(),
+        "bad line range for `f.txt`: start_line 21 is past the end of the file, which has 20 lines"
+    );
+    let err = read_range(&w, "f.txt", Some(5), Some(4)).unwrap_err();
+    assert!(matches!(err, WorkspaceError::BadRange { .. }));
+    // start_line 0 breaks the declared minimum.
+    let err = read_range(&w, "f.txt", Some(0), None).unwrap_err();
+    assert!(matches!(err, WorkspaceError::InvalidArgs { .. }), "{err:?}");
+}
+
+#[test]
+fn read_refuses_binary_and_non_utf8_and_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "nul.bin", b"abc\0def");
+    write(dir.path(), "latin1.txt", b"caf\xe9\n");
+    write(dir.path(), "cut.txt", b"ok \xe2\x82");
+    let mut late = numbered(1..=5).into_bytes();
+    late.extend_from_slice(b"\xff\n");
+    write(dir.path(), "late.txt", &late);
+    write(dir.path(), "sub/x.txt", "x");
+    let w = ws(&dir);
+    for p in ["nul.bin", "latin1.txt", "cut.txt", "late.txt"] {
+        assert!(
+            matches!(read(&w, p), Err(WorkspaceError::NotUtf8 { .. })),
+            "{p}"
+        );
+    }
+    // A bad byte after the requested range still marks the file as binary.
+    assert!(matches!(
+        read_range(&w, "late.txt", Some(1), Some(1)),
+        Err(WorkspaceError::NotUtf8 { .. })
+    ));
+    assert!(matches!(
+        read(&w, "sub"),
+        Err(WorkspaceError::NotAFile {
+            what: "a directory",
+            ..
+        })
+    ));
+    assert!(matches!(
+        read(&w, "."),
+        Err(WorkspaceError::NotAFile { .. })
+    ));
+}
+
+#[test]
+fn read_accepts_multibyte_text_across_chunk_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 000 three-byte characters: chunk boundaries (64 KiB) fall inside them.
+    let text = "€".repeat(100_000);
+    write(dir.path(), "euro.txt", format!("{text}\nend\n"));
+    let w = ws(&dir);
+    let out = read(&w, "euro.txt").unwrap();
+    assert!(out.len() <= 64 * 1024, "{}", out.len());
+    assert!(out.starts_with("    1| €€€"));
+    // The one line cannot fit: its head is shown with an exact count of
+    // what was cut, then the footer tells where to continue.
+    let shown = out.lines().next().unwrap().trim_start_matches("    1| ");
+    let (head, tail) = shown.split_once('…').unwrap();
+    let cut: usize = tail
+        .trim_start_matches("[+")
+        .trim_end_matches(" chars]")
+        .parse()
+        .unwrap();
+    assert_eq!(head.chars().count() + cut, 100_000);
+    assert!(
+        out.ends_with("… truncated: showing lines 1-1 of 2; ask for start_line=2 to continue\n")
+    );
+    assert_eq!(
+        read_range(&w, "euro.txt", Some(2), None).unwrap(),
+        "    2| end\n(lines 2-2 of 2)\n"
+    );
+}
+
+#[test]
+fn read_truncates_explicitly_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "big.txt", numbered(1..=5000));
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_file_bytes: 1000,
+        ..WorkspaceLimits::default()
+    });
+    let out = read(&w, "big.txt").unwrap();
+    assert!(out.len() <= 1000, "{}", out.len());
+    let last = out.lines().last().unwrap();
+    let shown: usize = out.lines().count() - 1;
+    assert_eq!(
+        last,
+        format!(
+            "… truncated: showing lines 1-{shown} of 5000; ask for start_line={} to continue",
+            shown + 1
+        )
+    );
+    let next = read_range(&w, "big.txt", Some(shown as u32 + 1), None).unwrap();
+    assert!(next.starts_with(&format!("{:>5}| line {}\n", shown + 1, shown + 1)));
+    assert!(next.contains(&format!("showing lines {}-", shown + 1)));
+}
+
+#[test]
+fn read_huge_single_line_without_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "min.js", "x".repeat(3 * 1024 * 1024));
+    let w = ws(&dir);
+    let out = read(&w, "min.js").unwrap();
+    assert!(out.len() <= 64 * 1024);
+    assert!(
+        out.trim_end().ends_with(" chars]"),
+        "{}",
+        &out[out.len() - 60..]
+    );
+}
+
+// ---- list_dir ----
+
+#[test]
+fn list_sorted_with_dir_slashes_and_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "b.txt", "");
+    write(dir.path(), "a/x.txt", "");
+    write(dir.path(), "C.md", "");
+    write(dir.path(), ".hidden", "");
+    write(dir.path(), ".git/HEAD", "");
+    write(dir.path(), "target/debug/x", "");
+    let w = ws(&dir);
+    assert_eq!(
+        list(&w, None).unwrap(),
+        ".hidden\nC.md\na/\nb.txt\n(not listed: .git/, target/; build and VCS directories are not browsed)\n"
+    );
+    assert_eq!(list(&w, Some(".")).unwrap(), list(&w, Some("")).unwrap());
+    assert_eq!(list(&w, Some("a")).unwrap(), "x.txt\n");
+    assert_eq!(list(&w, Some("a/")).unwrap(), "x.txt\n");
+    assert!(matches!(
+        list(&w, Some("b.txt")),
+        Err(WorkspaceError::NotADirectory { .. })
+    ));
+    fs::create_dir(dir.path().join("empty")).unwrap();
+    assert_eq!(list(&w, Some("empty")).unwrap(), "(empty directory)\n");
+}
+
+#[test]
+fn list_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..12 {
+        write(dir.path(), &format!("f{i:02}"), "");
+    }
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_entries: 5,
+        ..WorkspaceLimits::default()
+    });
+    assert_eq!(
+        list(&w, None).unwrap(),
+        "f00\nf01\nf02\nf03\nf04\n… 7 more entries not shown (limit 5)\n"
+    );
+}
+
+// ---- grep ----
+
+fn grep_fixture() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/lib.rs", "pub mod a;\nfn main() {}\n");
+    write(dir.path(), "src/a/mod.rs", "// TODO: a\nfn helper() {}\r\n");
+    write(dir.path(), "src/a/data.txt", "fn not rust\n");
+    write(dir.path(), "README.md", "fn in docs");
+    write(dir.path(), "target/gen.rs", "fn generated() {}\n");
+    write(dir.path(), ".git/config", "fn git\n");
+    write(dir.path(), "img.bin", b"fn \0\x01\x02");
+    write(dir.path(), "latin1.txt", b"fn caf\xe9\n");
+    dir
+}
+
+#[test]
+fn grep_formats_matches_in_sorted_order() {
+    let dir = grep_fixture();
+    let w = ws(&dir);
+    assert_eq!(
+        grep(&w, r"fn\s+\w+", None).unwrap(),
+        "README.md:1: fn in docs\n\
+         src/a/data.txt:1: fn not rust\n\
+         src/a/mod.rs:2: fn helper() {}\n\
+         src/lib.rs:2: fn main() {}\n\
+         (4 matches in 4 files; searched 4 files; skipped 2 binary or non-UTF-8 files)\n"
+    );
+    assert_eq!(
+        grep(&w, "nothing-here", None).unwrap(),
+        "(no matches; searched 4 files; skipped 2 binary or non-UTF-8 files)\n"
+    );
+}
+
+#[test]
+fn grep_globs() {
+    let dir = grep_fixture();
+    let w = ws(&dir);
+    assert_eq!(
+        grep(&w, "fn", Some("src/**/*.rs")).unwrap(),
+        "src/a/mod.rs:2: fn helper() {}\nsrc/lib.rs:2: fn main() {}\n(2 matches in 2 files; searched 2 files)\n"
+    );
+    // `*` does not cross `/`.
+    assert_eq!(
+        grep(&w, "fn", Some("src/*.rs")).unwrap(),
+        "src/lib.rs:2: fn main() {}\n(1 match in 1 file; searched 1 file)\n"
+    );
+    // No `/`: the file name at any depth.
+    assert_eq!(
+        grep(&w, "fn", Some("*.rs")).unwrap(),
+        "src/a/mod.rs:2: fn helper() {}\nsrc/lib.rs:2: fn main() {}\n(2 matches in 2 files; searched 2 files)\n"
+    );
+    assert_eq!(
+        grep(&w, "fn", Some("./src/{lib.rs,a/*.txt}")).unwrap(),
+        "src/a/data.txt:1: fn not rust\nsrc/lib.rs:2: fn main() {}\n(2 matches in 2 files; searched 2 files)\n"
+    );
+    // Skipped directories stay skipped even when a glob names them.
+    assert_eq!(
+        grep(&w, "fn", Some("target/**")).unwrap(),
+        "(no matches; searched 0 files)\n"
+    );
+    assert_eq!(
+        grep(&w, "fn", Some("nope/**/*.rs")).unwrap(),
+        "(no matches; searched 0 files)\n"
+    );
+    assert!(matches!(
+        grep(&w, "fn", Some("src/[")),
+        Err(WorkspaceError::BadGlob { .. })
+    ));
+    // A glob cannot reach outside: the walk never leaves the root.
+    assert_eq!(
+        grep(&w, "fn", Some("../**")).unwrap(),
+        "(no matches; searched 0 files)\n"
+    );
+}
+
+#[test]
+fn grep_stops_at_max_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a.txt", numbered(1..=100));
+    let w = ws(&dir);
+    let out = w
+        .grep(&GrepArgs {
+            pattern: "line".to_owned(),
+            path_glob: None,
+            max_matches: Some(3),
+        })
+        .unwrap();
+    assert_eq!(
+        out,
+        "a.txt:1: line 1\na.txt:2: line 2\na.txt:3: line 3\n\
+         … stopped at 3 matches; narrow the pattern or glob\n\
+         (3 matches in 1 file; searched 1 file)\n"
+    );
+    // Exactly as many matches as asked: no stop line.
+    let out = w
+        .grep(&GrepArgs {
+            pattern: "line 10?$".to_owned(),
+            path_glob: None,
+            max_matches: Some(2),
+        })
+        .unwrap();
+    assert!(!out.contains("stopped"), "{out}");
+    // The default is 50, and the workspace cap wins over the caller.
+    assert!(grep(&w, "line", None)
+        .unwrap()
+        .contains("stopped at 50 matches"));
+    let capped = w.clone().with_limits(WorkspaceLimits {
+        max_matches: 7,
+        ..WorkspaceLimits::default()
+    });
+    let out = capped
+        .grep(&GrepArgs {
+            pattern: "line".to_owned(),
+            path_glob: None,
+            max_matches: Some(1000),
+        })
+        .unwrap();
+    assert!(out.contains("stopped at 7 matches"), "{out}");
+}
+
+#[test]
+fn grep_skips_large_files_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "small.txt", "needle\n");
+    write(
+        dir.path(),
+        "big.txt",
+        format!("needle\n{}", "x".repeat(2000)),
+    );
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_scan_bytes: 1000,
+        ..WorkspaceLimits::default()
+    });
+    assert_eq!(
+        grep(&w, "needle", None).unwrap(),
+        "small.txt:1: needle\n(1 match in 1 file; searched 1 file; skipped 1 file over 1000 bytes)\n"
+    );
+}
+
+#[test]
+fn grep_stops_at_max_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..10 {
+        write(dir.path(), &format!("f{i}.txt"), "hit\n");
+    }
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_files_scanned: 4,
+        ..WorkspaceLimits::default()
+    });
+    let out = grep(&w, "hit", None).unwrap();
+    assert!(out.starts_with("f0.txt:1: hit\nf1.txt:1: hit\nf2.txt:1: hit\nf3.txt:1: hit\n"));
+    assert!(out.contains("… stopped after visiting 4 files; narrow path_glob to search the rest\n"));
+}
+
+#[test]
+fn grep_shortens_long_lines_around_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let head = format!("needle{}", "a".repeat(1000));
+    let tail = format!("{}needle{}", "b".repeat(1000), "c".repeat(500));
+    write(dir.path(), "long.txt", format!("{head}\n{tail}\n"));
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_line_chars: 100,
+        ..WorkspaceLimits::default()
+    });
+    let out = grep(&w, "needle", None).unwrap();
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        format!("long.txt:1: needle{}…[+906 chars]", "a".repeat(94))
+    );
+    // A match far into the line is kept visible, with both cuts counted.
+    assert_eq!(
+        lines[1],
+        format!(
+            "long.txt:2: [+960 chars]…{}needle{}…[+446 chars]",
+            "b".repeat(40),
+            "c".repeat(54)
+        )
+    );
+}
+
+#[test]
+fn grep_bad_and_pathological_patterns_are_errors() {
+    let dir = grep_fixture();
+    let w = ws(&dir);
+    let err = grep(&w, "fn(", None).unwrap_err();
+    match &err {
+        WorkspaceError::BadPattern { message, .. } => {
+            assert!(message.contains("unclosed group"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        grep(&w, r"(\w{50}){50}", None),
+        Err(WorkspaceError::BadPattern { .. })
+    ));
+    assert!(matches!(
+        grep(&w, &"a".repeat(501), None),
+        Err(WorkspaceError::InvalidArgs { .. })
+    ));
+}
+
+#[test]
+fn grep_empty_pattern_and_odd_files_do_not_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "empty.txt", "");
+    write(dir.path(), "one.txt", "no newline");
+    write(dir.path(), "crlf.txt", "a\r\n\r\nb\r\n");
+    write(dir.path(), "huge_line.txt", "é".repeat(200_000));
+    let w = ws(&dir);
+    let out = grep(&w, "", None).unwrap();
+    assert!(
+        out.contains("crlf.txt:1: a\ncrlf.txt:2: \ncrlf.txt:3: b\n"),
+        "{out}"
+    );
+    assert!(out.contains("one.txt:1: no newline\n"));
+    assert!(out.contains("huge_line.txt:1: éé"));
+    assert!(out.contains("…[+199600 chars]"));
+    assert!(
+        out.ends_with("(5 matches in 3 files; searched 4 files)\n"),
+        "{out}"
+    );
+}
+
+// ---- schemas and args ----
+
+#[test]
+fn schemas_are_closed_and_length_bounded() {
+    let read = serde_json::to_value(schemars::schema_for!(ReadFileArgs)).unwrap();
+    assert_eq!(read["additionalProperties"], false);
+    assert_eq!(read["properties"]["path"]["maxLength"], 1024);
+    assert_eq!(read["properties"]["start_line"]["minimum"], 1);
+    assert_eq!(read["properties"]["end_line"]["minimum"], 1);
+    assert_eq!(read["required"], serde_json::json!(["path"]));
+
+    let list = serde_json::to_value(schemars::schema_for!(ListDirArgs)).unwrap();
+    assert_eq!(list["additionalProperties"], false);
+    assert_eq!(list["properties"]["path"]["maxLength"], 1024);
+
+    let grep = serde_json::to_value(schemars::schema_for!(GrepArgs)).unwrap();
+    assert_eq!(grep["additionalProperties"], false);
+    assert_eq!(grep["properties"]["pattern"]["maxLength"], 500);
+    assert_eq!(grep["properties"]["path_glob"]["maxLength"], 200);
+    assert_eq!(grep["properties"]["max_matches"]["minimum"], 1);
+
+    // Every string property, in every schema, has a maxLength.
+    for schema in [&read, &list, &grep] {
+        for (name, prop) in schema["properties"].as_object().unwrap() {
+            let is_string = prop["type"] == "string"
+                || prop["type"]
+                    .as_array()
+                    .is_some_and(|t| t.contains(&serde_json::json!("string")));
+            if is_string {
+                assert!(prop["maxLength"].is_u64(), "{name}: {prop}");
+            }
+        }
+    }
+}
+
+#[test]
+fn args_deserialize_strictly() {
+    let args: ReadFileArgs = serde_json::from_str(r#"{"path":"a.txt"}"#).unwrap();
+    assert_eq!(args.start_line, None);
+    assert!(serde_json::from_str::<ReadFileArgs>(r#"{"path":"a","extra":1}"#).is_err());
+    assert!(serde_json::from_str::<ListDirArgs>(r#"{"dir":"."}"#).is_err());
+    let list: ListDirArgs = serde_json::from_str("{}").unwrap();
+    assert_eq!(list.path, None);
+    assert!(serde_json::from_str::<GrepArgs>(r#"{"pattern":"x","glob":"*"}"#).is_err());
+    // Over-long strings are refused by the methods themselves too.
+    let dir = tempfile::tempdir().unwrap();
+    let w = ws(&dir);
+    assert!(matches!(
+        read(&w, &"a".repeat(1025)),
+        Err(WorkspaceError::InvalidArgs { .. })
+    ));
+    assert!(matches!(
+        read(&w, ""),
+        Err(WorkspaceError::InvalidArgs { .. })
+    ));
+}

@@ -1,0 +1,83 @@
+//! The workspace functions as tools a model can call.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{GrepArgs, ListDirArgs, ReadFileArgs, Workspace, WorkspaceError};
+use crate::ctx::Ctx;
+use crate::tool::{Tool, ToolSet, ToolSetError, TypedTool};
+
+/// Names of the built-in workspace tools.
+pub const BUILTIN_TOOLS: [&str; 3] = ["read_file", "list_dir", "grep"];
+
+macro_rules! workspace_tool {
+    ($ty:ident, $name:literal, $args:ty, $method:ident, $desc:literal) => {
+        #[doc = concat!("The `", $name, "` tool over a [`Workspace`].")]
+        #[derive(Debug, Clone)]
+        pub struct $ty(pub Arc<Workspace>);
+
+        #[async_trait]
+        impl TypedTool for $ty {
+            type Args = $args;
+            type Output = String;
+            fn name(&self) -> &str {
+                $name
+            }
+            fn description(&self) -> &str {
+                $desc
+            }
+            async fn call(&self, args: $args, _ctx: &Ctx) -> Result<String, String> {
+                let ws = self.0.clone();
+                // File system walks block; keep them off the async workers.
+                tokio::task::spawn_blocking(move || ws.$method(&args))
+                    .await
+                    .map_err(|e| format!("{} failed: {e}", $name))?
+                    .map_err(|e: WorkspaceError| e.to_string())
+            }
+        }
+    };
+}
+
+workspace_tool!(
+    ReadFileTool,
+    "read_file",
+    ReadFileArgs,
+    read_file,
+    "Read a text file of the workspace (path relative to its root), with line numbers; optionally only lines start_line..=end_line. Long files are cut with a note saying how to continue."
+);
+workspace_tool!(
+    ListDirTool,
+    "list_dir",
+    ListDirArgs,
+    list_dir,
+    "List a directory of the workspace (default: its root); directories end with '/'."
+);
+workspace_tool!(
+    GrepTool,
+    "grep",
+    GrepArgs,
+    grep,
+    "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match."
+);
+
+impl Workspace {
+    /// The three read-only tools over this workspace.
+    pub fn tools(self) -> Vec<Arc<dyn Tool>> {
+        let ws = Arc::new(self);
+        vec![
+            ReadFileTool(ws.clone()).into_tool(),
+            ListDirTool(ws.clone()).into_tool(),
+            GrepTool(ws).into_tool(),
+        ]
+    }
+
+    /// A tool set holding the three read-only tools.
+    pub fn tool_set(self) -> Result<ToolSet, ToolSetError> {
+        let mut set = ToolSet::new();
+        for t in self.tools() {
+            set.insert(t)?;
+        }
+        Ok(set)
+    }
+}
