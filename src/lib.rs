@@ -10,6 +10,7 @@ pub mod model;
 pub mod runloop;
 pub mod spec;
 pub mod tool;
+pub mod tree;
 pub mod workspace;
 
 pub use budget::{Budget, BudgetError, Reservation};
@@ -21,3 +22,4 @@ pub use model::Model;
 pub use runloop::{Outcome, RunError, RunResult, SUBMIT_TOOL};
 pub use spec::{Limits, SpecBuilder, SpecError, SubAgentSpec};
 pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
+pub use tokio_util::sync::CancellationToken;

@@ -273,8 +273,9 @@ fn join(v: &[Violation]) -> String {
 
 type TurnsResult = (Outcome, Option<Decoded>, Option<String>);
 
-/// Bytes of a message as the provider will see them, roughly: a token never spans less than
-/// one byte, so bytes bound tokens from above and make a safe reservation.
+/// Bytes of a message as the provider will see them, plus a per-message allowance for
+/// framing: a token never spans less than one byte, so bytes bound tokens from above and make
+/// a safe reservation.
 fn message_bytes(m: &Message) -> usize {
     const OVERHEAD: usize = 16;
     OVERHEAD
@@ -285,7 +286,7 @@ fn message_bytes(m: &Message) -> usize {
                     + tool_calls
                         .iter()
                         .map(|c| {
-                            c.id.len() + c.name.len() + crate::spec::compact_chars(&c.arguments) * 4
+                            c.id.len() + c.name.len() + crate::spec::compact_bytes(&c.arguments)
                         })
                         .sum::<usize>()
             }
@@ -333,7 +334,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     let tools_bytes: usize = offered
         .iter()
         .map(|t| {
-            t.name.len() + t.description.len() + crate::spec::compact_chars(&t.input_schema) * 4
+            t.name.len() + t.description.len() + crate::spec::compact_bytes(&t.input_schema)
         })
         .sum();
 

@@ -131,18 +131,27 @@ impl SpecCore {
 
 /// Length in characters of `v`'s compact JSON, without building the string.
 pub(crate) fn compact_chars(v: &Value) -> usize {
-    struct Count(usize);
+    // Count UTF-8 scalar values: every byte that is not a continuation byte.
+    compact_len(v, |buf| buf.iter().filter(|&&b| (b & 0xC0) != 0x80).count())
+}
+
+/// Length in bytes of `v`'s compact JSON, without building the string.
+pub(crate) fn compact_bytes(v: &Value) -> usize {
+    compact_len(v, <[u8]>::len)
+}
+
+fn compact_len(v: &Value, count: fn(&[u8]) -> usize) -> usize {
+    struct Count(usize, fn(&[u8]) -> usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            // Count UTF-8 scalar values: every byte that is not a continuation byte.
-            self.0 += buf.iter().filter(|&&b| (b & 0xC0) != 0x80).count();
+            self.0 += (self.1)(buf);
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut c = Count(0);
+    let mut c = Count(0, count);
     // Writing a Value to an infallible writer cannot fail.
     let _ = serde_json::to_writer(&mut c, v);
     c.0

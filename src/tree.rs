@@ -1,0 +1,156 @@
+//! Rebuilds the run tree from events: each run with its spec, turns, tokens, cost, duration,
+//! outcome, and its share of the total cost.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use rust_decimal::Decimal;
+use serde::Serialize;
+
+use crate::events::{Event, EventKind};
+use crate::model::Usage;
+use crate::runloop::Outcome;
+
+/// One run of the tree.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunNode {
+    /// Run id.
+    pub run_id: String,
+    /// Spec name.
+    pub spec: String,
+    /// Depth.
+    pub depth: u32,
+    /// Model turns.
+    pub turns: u32,
+    /// Tokens of its own model calls.
+    pub usage: Usage,
+    /// Cost of its own model calls.
+    pub own_cost_usd: Decimal,
+    /// Cost including every descendant.
+    pub total_cost_usd: Decimal,
+    /// `total_cost_usd` as a fraction of the root's total (0..=1).
+    pub share: f64,
+    /// Wall time.
+    pub duration_ms: f64,
+    /// How it ended (`None` if no finished event was seen).
+    pub outcome: Option<Outcome>,
+    /// Error, if any.
+    pub error: Option<String>,
+    /// Sub-agent runs, in start order.
+    pub children: Vec<RunNode>,
+}
+
+/// Builds the forest of runs in `events` (usually one root).
+pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
+    let mut nodes: BTreeMap<String, (RunNode, Option<String>, u64)> = BTreeMap::new();
+    for e in events {
+        let entry = nodes.entry(e.run_id.to_string()).or_insert_with(|| {
+            (
+                RunNode {
+                    run_id: e.run_id.to_string(),
+                    spec: e.spec.to_string(),
+                    depth: e.depth,
+                    turns: 0,
+                    usage: Usage::default(),
+                    own_cost_usd: Decimal::ZERO,
+                    total_cost_usd: Decimal::ZERO,
+                    share: 0.0,
+                    duration_ms: 0.0,
+                    outcome: None,
+                    error: None,
+                    children: Vec::new(),
+                },
+                e.parent_run_id.as_deref().map(str::to_string),
+                e.ts_ms,
+            )
+        });
+        let n = &mut entry.0;
+        match &e.kind {
+            EventKind::ModelCall { turn, usage, cost_usd, .. } => {
+                n.turns = n.turns.max(*turn);
+                n.usage += *usage;
+                n.own_cost_usd += *cost_usd;
+            }
+            EventKind::Finished { outcome, turns, duration_ms, error, .. } => {
+                n.turns = n.turns.max(*turns);
+                n.outcome = Some(*outcome);
+                n.duration_ms = *duration_ms;
+                n.error = error.clone();
+            }
+            EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
+        }
+    }
+    // Attach children to parents, deepest first so every subtree is complete when it moves.
+    let mut order: Vec<(String, u32, u64)> = nodes.iter().map(|(k, v)| (k.clone(), v.0.depth, v.2)).collect();
+    order.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)));
+    let mut roots = Vec::new();
+    for (id, _, _) in order {
+        let Some((node, parent, _)) = nodes.remove(&id) else { continue };
+        match parent.as_ref().and_then(|p| nodes.get_mut(p)) {
+            Some(p) => p.0.children.push(node),
+            None => roots.push(node),
+        }
+    }
+    for r in roots.iter_mut() {
+        totals(r);
+        let total = r.total_cost_usd;
+        shares(r, total);
+    }
+    roots.reverse();
+    roots
+}
+
+fn totals(n: &mut RunNode) -> Decimal {
+    // Children were pushed latest-first; show them in start order.
+    n.children.reverse();
+    let sub: Decimal = n.children.iter_mut().map(totals).sum();
+    n.total_cost_usd = n.own_cost_usd + sub;
+    n.total_cost_usd
+}
+
+fn shares(n: &mut RunNode, root_total: Decimal) {
+    n.share = if root_total.is_zero() {
+        0.0
+    } else {
+        (n.total_cost_usd / root_total).try_into().unwrap_or(0.0)
+    };
+    for c in n.children.iter_mut() {
+        shares(c, root_total);
+    }
+}
+
+/// Renders trees as indented text, one run per line.
+pub fn render_tree(roots: &[RunNode]) -> String {
+    let mut s = String::new();
+    for r in roots {
+        render_node(&mut s, r, "", true, true);
+    }
+    s
+}
+
+fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool) {
+    let branch = if root { "" } else if last { "└─ " } else { "├─ " };
+    let outcome = n.outcome.map_or("unfinished", |o| o.as_str());
+    let _ = writeln!(
+        s,
+        "{prefix}{branch}{} [{}] {outcome}, {} turn(s), {} in / {} out tokens, ${} own, ${} total ({:.1}% of all), {:.0} ms",
+        n.run_id,
+        n.spec,
+        n.turns,
+        n.usage.input_tokens,
+        n.usage.output_tokens,
+        n.own_cost_usd.round_dp(6).normalize(),
+        n.total_cost_usd.round_dp(6).normalize(),
+        n.share * 100.0,
+        n.duration_ms
+    );
+    if let Some(e) = &n.error {
+        let short: String = e.chars().take(160).collect();
+        let pad = if root { "" } else if last { "   " } else { "│  " };
+        let _ = writeln!(s, "{prefix}{pad}   ! {short}");
+    }
+    let child_prefix = format!("{prefix}{}", if root { "" } else if last { "   " } else { "│  " });
+    for (i, c) in n.children.iter().enumerate() {
+        render_node(s, c, &child_prefix, i + 1 == n.children.len(), false);
+    }
+}

@@ -1,0 +1,110 @@
+//! Invariant 2 under concurrency: thousands of randomized budget trees, many tasks reserving
+//! and settling at once on every node; no node's spent + reserved ever passes its limit, and
+//! every settled spend is recorded in each ancestor exactly once.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rust_decimal::Decimal;
+use subcontract::Budget;
+
+struct Node {
+    budget: Budget,
+    parent: Option<usize>,
+    /// Settled spend of this node's own calls, in micro-USD.
+    own_micros: AtomicU64,
+}
+
+fn check_limits(nodes: &[Node]) {
+    for n in nodes {
+        let s = n.budget.snapshot();
+        if let Some(limit) = s.limit_usd {
+            assert!(
+                s.spent_usd + s.reserved_usd <= limit,
+                "node {} over its limit: {} + {} > {}",
+                n.budget.label(),
+                s.spent_usd,
+                s.reserved_usd,
+                limit
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn randomized_trees_never_exceed_limits() {
+    let trees = 2_000;
+    let mut rng = SmallRng::seed_from_u64(0x5eed);
+    for t in 0..trees {
+        // A random tree of 2..12 nodes, some limited, some not.
+        let n_nodes = rng.random_range(2..12);
+        let mut nodes: Vec<Node> = Vec::with_capacity(n_nodes);
+        let root_limit = Decimal::new(rng.random_range(1..200), 2);
+        nodes.push(Node {
+            budget: Budget::new(Some(root_limit), None),
+            parent: None,
+            own_micros: AtomicU64::new(0),
+        });
+        for i in 1..n_nodes {
+            let parent = rng.random_range(0..i);
+            let limit = rng.random_bool(0.7).then(|| Decimal::new(rng.random_range(1..150), 2));
+            let budget = nodes[parent].budget.child(format!("t{t}n{i}"), limit, None);
+            nodes.push(Node {
+                budget,
+                parent: Some(parent),
+                own_micros: AtomicU64::new(0),
+            });
+        }
+        let nodes = Arc::new(nodes);
+        let mut tasks = Vec::new();
+        for task in 0..8u64 {
+            let nodes = nodes.clone();
+            let seed = rng.random::<u64>() ^ task;
+            tasks.push(tokio::spawn(async move {
+                let mut rng = SmallRng::seed_from_u64(seed);
+                for _ in 0..20 {
+                    let i = rng.random_range(0..nodes.len());
+                    let want = Decimal::new(rng.random_range(0..40), 2);
+                    if let Ok(r) = nodes[i].budget.reserve(want) {
+                        check_limits(&nodes);
+                        if rng.random_bool(0.5) {
+                            tokio::task::yield_now().await;
+                        }
+                        if rng.random_bool(0.8) {
+                            // Settle to at most the reservation (it is a worst case).
+                            let actual = Decimal::new(rng.random_range(0..=(want * Decimal::from(100)).try_into().unwrap_or(0i64)), 2);
+                            let micros: u64 = (actual * Decimal::from(1_000_000)).try_into().unwrap();
+                            nodes[i].own_micros.fetch_add(micros, Ordering::Relaxed);
+                            r.settle(actual);
+                        } else {
+                            drop(r); // cancelled: released, not spent
+                        }
+                        check_limits(&nodes);
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("no task panics");
+        }
+        // Every node's spent = the settled spend of its whole subtree; nothing stays reserved.
+        for (i, n) in nodes.iter().enumerate() {
+            let mut subtree = 0u64;
+            for (j, m) in nodes.iter().enumerate() {
+                let mut k = Some(j);
+                while let Some(x) = k {
+                    if x == i {
+                        subtree += m.own_micros.load(Ordering::Relaxed);
+                        break;
+                    }
+                    k = nodes[x].parent;
+                }
+            }
+            let s = n.budget.snapshot();
+            assert_eq!(s.reserved_usd, Decimal::ZERO);
+            assert_eq!(s.spent_usd, Decimal::new(subtree as i64, 6).normalize(), "tree {t} node {i}");
+        }
+    }
+}

@@ -1,0 +1,470 @@
+//! One test (at least) per invariant of design.md §2, through the public API and the real
+//! run loop. Each would fail if its invariant broke.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use subcontract::gate::{DenyTools, FnGate};
+use subcontract::model::{Message, ModelError, Price, PriceTable, ScriptStep};
+use subcontract::tree::build_tree;
+use subcontract::{Budget, Ctx, Decision, MemorySink, Outcome, SpawnError, SubAgentSpec, ToolSet};
+
+use crate::common::*;
+
+fn last_tool_results(req: &subcontract::model::ModelRequest<'_>) -> Vec<(String, String, bool)> {
+    match req.messages.last() {
+        Some(Message::ToolResults { results, .. }) => results
+            .iter()
+            .map(|r| (r.call_id.clone(), r.content.clone(), r.is_error))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn note_of(req: &subcontract::model::ModelRequest<'_>) -> Option<String> {
+    match req.messages.last() {
+        Some(Message::ToolResults { note, .. }) => note.clone(),
+        _ => None,
+    }
+}
+
+fn tools(list: Vec<Arc<dyn subcontract::Tool>>) -> ToolSet {
+    let mut set = ToolSet::new();
+    for t in list {
+        set.insert(t).expect("distinct valid tools");
+    }
+    set
+}
+
+type Seen = Arc<Mutex<Vec<String>>>;
+
+/// Invariant 1: a child gets exactly its spec's tools, each held by the parent; asking for
+/// more is a spawn error, reported to the calling model.
+#[tokio::test]
+async fn capabilities_never_widen() {
+    let research = research_spec("research", &["lookup"]);
+    let greedy = research_spec("greedy", &["lookup", "write_file"]);
+    let child_offered: Seen = Arc::default();
+    let host_saw: Seen = Arc::default();
+    let (co, hs) = (child_offered.clone(), host_saw.clone());
+    let m = model(move |system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(vec![
+            ("research".into(), json!({"question": "what runtime?"})),
+            ("greedy".into(), json!({"question": "write something"})),
+        ]),
+        ("HOST", _) => {
+            for (_, content, is_error) in last_tool_results(req) {
+                hs.lock().unwrap().push(format!("{is_error}:{content}"));
+            }
+            ScriptStep::text("done")
+        }
+        (_, 1) => {
+            co.lock().unwrap().extend(req.tools.iter().map(|t| t.name.clone()));
+            // Try a tool the parent holds but the spec did not ask for.
+            ScriptStep::tool_call("secret", json!({}))
+        }
+        (_, 2) => {
+            let r = last_tool_results(req);
+            assert!(r[0].2 && r[0].1.contains("unknown tool `secret`"), "{r:?}");
+            ScriptStep::submit(good_findings())
+        }
+        _ => ScriptStep::text("unexpected"),
+    });
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool(), greedy.as_tool(), lookup_tool("lookup"), lookup_tool("secret")]))
+        .build();
+    let r = host_spec(&["research", "greedy"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(*child_offered.lock().unwrap(), vec!["lookup".to_string(), "submit_output".into()]);
+    let seen = host_saw.lock().unwrap();
+    assert!(seen[0].starts_with("false:{\"findings\""), "{seen:?}");
+    assert!(seen[1].starts_with("true:") && seen[1].contains("does not hold: write_file"), "{seen:?}");
+
+    // And directly: the spawn error names the missing capability.
+    match ctx.child(&greedy) {
+        Err(SpawnError::CapabilityNotHeld { missing, .. }) => assert_eq!(missing, vec!["write_file"]),
+        other => panic!("expected a capability error, got {other:?}"),
+    }
+    let child = ctx.child(&research).unwrap();
+    assert_eq!(child.tools().names().collect::<Vec<_>>(), vec!["lookup"]);
+}
+
+/// Invariant 2 through the run loop: a child's spend is charged to the root, a child's limit
+/// is min(own, parent remaining), and exhaustion is a distinct outcome.
+#[tokio::test]
+async fn budgets_fork_and_charge_upward() {
+    let mut prices = PriceTable::new();
+    // 100 USD per million input tokens and nothing for output: each call of 100 tokens
+    // costs 0.01 USD, and a reservation (bytes of the request) stays under the limit.
+    prices.insert("scripted:test", Price::per_mtok(Decimal::from(100), Decimal::ZERO));
+    let spec = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("d")
+        .system("CHILD")
+        .max_cost_usd(Decimal::new(25, 2))
+        .max_tokens_per_turn(1)
+        .build()
+        .unwrap();
+    let m = model(|_, turn, _| match turn {
+        1 => ScriptStep::tool_call("nothing", json!({})).with_usage(100, 0),
+        _ => ScriptStep::submit(good_findings()).with_usage(100, 0),
+    });
+    let root = Budget::new(Some(Decimal::ONE), None);
+    let ctx = Ctx::builder(m).budget(root.clone()).prices(prices).build();
+    let r = spec.run_child(&json!({"question": "abc?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.cost_usd, Decimal::new(2, 2));
+    assert_eq!(root.snapshot().spent_usd, Decimal::new(2, 2), "charged upward");
+    assert_eq!(root.snapshot().reserved_usd, Decimal::ZERO, "all settled");
+
+    // A child whose limit cannot afford the next worst case stops with budget_exhausted.
+    let tight = SubAgentSpec::dynamic("tight", question_schema(), findings_schema())
+        .description("d")
+        .system("CHILD")
+        .max_cost_usd(Decimal::new(1, 3))
+        .build()
+        .unwrap();
+    let r = tight.run_child(&json!({"question": "abc?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert!(r.error.unwrap().contains("budget exhausted at root.tight-2"));
+    assert_eq!(root.snapshot().spent_usd, Decimal::new(2, 2), "nothing spent");
+}
+
+/// Invariant 3: past the depth limit the call returns an error result to the calling model.
+#[tokio::test]
+async fn depth_is_bounded() {
+    let c = research_spec("c", &[]);
+    let b = research_spec("b", &["c"]);
+    let a = research_spec("a", &["b", "c"]);
+    let b_saw: Seen = Arc::default();
+    let bs = b_saw.clone();
+    let m = model(move |system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_call("a", json!({"question": "go deep"})),
+        ("HOST", _) => ScriptStep::text("done"),
+        ("CHILD a", 1) => ScriptStep::tool_call("b", json!({"question": "deeper"})),
+        ("CHILD b", 1) => ScriptStep::tool_call("c", json!({"question": "deepest"})),
+        ("CHILD b", 2) => {
+            bs.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| format!("{}:{}", r.2, r.1)));
+            ScriptStep::submit(good_findings())
+        }
+        _ => ScriptStep::submit(good_findings()),
+    });
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![a.as_tool(), b.as_tool(), c.as_tool()]))
+        .events(sink.clone())
+        .build();
+    let r = host_spec(&["a"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    let saw = b_saw.lock().unwrap();
+    assert_eq!(saw.len(), 1);
+    assert!(saw[0].starts_with("true:") && saw[0].contains("depth 3, past the limit of 2"), "{saw:?}");
+    let ids: Vec<String> = sink.events().iter().map(|e| e.run_id.to_string()).collect();
+    assert!(ids.contains(&"root.a-1.b-1".to_string()));
+    assert!(!ids.iter().any(|i| i.contains(".c-")), "no run at depth 3: {ids:?}");
+}
+
+/// Invariant 4: an invalid output goes back with paths and messages; the parent only ever
+/// receives a valid one.
+#[tokio::test]
+async fn invalid_output_is_repaired_within_the_turn_limit() {
+    let repair: Seen = Arc::default();
+    let rp = repair.clone();
+    let m = model(move |_, turn, req| match turn {
+        1 => ScriptStep::submit(json!({"findings": [{"claim": "x".repeat(301), "source_ids": []}], "gaps": []})),
+        _ => {
+            rp.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| r.1));
+            ScriptStep::submit(good_findings())
+        }
+    });
+    let ctx = Ctx::builder(m).build();
+    let r = research_spec("research", &[]).run(&json!({"question": "why?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(r.turns, 2);
+    assert_eq!(r.output.unwrap(), good_findings());
+    let msg = &repair.lock().unwrap()[0];
+    assert!(msg.contains("/findings/0/claim"), "{msg}");
+    assert!(msg.contains("/findings/0/source_ids"), "{msg}");
+    assert!(msg.contains("turn(s) left"), "{msg}");
+
+    // Never valid: the run ends as invalid_output, not as completed or max_turns.
+    let m = model(|_, _, _| ScriptStep::submit(json!({"findings": "nope"})));
+    let r = research_spec("research", &[]).run(&json!({"question": "why?"}), &Ctx::builder(m).build()).await;
+    assert_eq!(r.outcome, Outcome::InvalidOutput);
+    assert!(r.output.is_none());
+}
+
+/// Invariant 4: the size bound holds even for a spec that allowed an unbounded schema, and
+/// specs whose worst case is too large or unbounded are refused at build time.
+#[tokio::test]
+async fn outputs_are_length_bounded() {
+    let open = SubAgentSpec::dynamic("open", json!({"type": "object"}), json!({"type": "object"}));
+    assert!(matches!(
+        open.description("d").build(),
+        Err(subcontract::SpecError::UnboundedOutput { .. })
+    ));
+    let big = SubAgentSpec::dynamic("big", json!({"type": "object"}), findings_schema())
+        .description("d")
+        .max_output_chars(1000)
+        .build();
+    match big {
+        Err(subcontract::SpecError::OutputTooLarge { worst_case, max, .. }) => assert_eq!((worst_case, max), (3947, 1000)),
+        other => panic!("{other:?}"),
+    }
+    let allowed = SubAgentSpec::dynamic("allowed", json!({"type": "object"}), json!({"type": "object"}))
+        .description("d")
+        .max_output_chars(50)
+        .allow_unbounded_output()
+        .build()
+        .unwrap();
+    let m = model(|_, turn, _| match turn {
+        1 => ScriptStep::submit(json!({"long": "y".repeat(100)})),
+        _ => ScriptStep::submit(json!({"short": 1})),
+    });
+    let r = allowed.run(&json!({}), &Ctx::builder(m).build()).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(r.output.unwrap(), json!({"short": 1}));
+}
+
+/// Invariant 5: each way a run can end is its own outcome, recorded in a finished event.
+#[tokio::test]
+async fn nothing_ends_silently() {
+    let spec = |timeout_ms: u64| {
+        SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+            .description("d")
+            .system("CHILD")
+            .tools(["lookup"])
+            .max_turns(3)
+            .timeout(Duration::from_millis(timeout_ms))
+            .build()
+            .unwrap()
+    };
+    let input = json!({"question": "why?"});
+    let run = |m, timeout_ms, cancel: Option<subcontract::CancellationToken>| {
+        let sink = Arc::new(MemorySink::new());
+        let mut b = Ctx::builder(m).tools(tools(vec![lookup_tool("lookup")])).events(sink.clone());
+        if let Some(c) = cancel {
+            b = b.cancellation(c);
+        }
+        let ctx = b.build();
+        let input = input.clone();
+        async move {
+            let r = spec(timeout_ms).run(&input, &ctx).await;
+            let finished = sink.events().iter().filter(|e| matches!(e.kind, subcontract::EventKind::Finished { .. })).count();
+            assert_eq!(finished, 1, "exactly one finished event");
+            r
+        }
+    };
+    let r = run(model(|_, _, _| ScriptStep::tool_call("lookup", json!({}))), 5000, None).await;
+    assert_eq!((r.outcome, r.turns), (Outcome::MaxTurns, 3));
+    let r = run(model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))), 100, None).await;
+    assert_eq!(r.outcome, Outcome::Timeout);
+    assert!(r.duration < Duration::from_secs(2));
+    let token = subcontract::CancellationToken::new();
+    let t2 = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        t2.cancel();
+    });
+    let r = run(model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))), 5000, Some(token)).await;
+    assert_eq!(r.outcome, Outcome::Cancelled);
+    let r = run(
+        model(|_, _, _| ScriptStep::error(ModelError::Http { provider: "openai".into(), status: 500, message: "boom".into() })),
+        5000,
+        None,
+    )
+    .await;
+    assert_eq!(r.outcome, Outcome::ModelError);
+    assert!(r.error.unwrap().contains("HTTP 500: boom"));
+    let r = run(model(|_, _, _| ScriptStep::text("{}")), 5000, None);
+    let r = r.await;
+    assert_eq!(r.outcome, Outcome::InvalidOutput);
+    // Invalid input is refused before any model call.
+    let m = model(|_, _, _| panic!("no model call for an invalid input"));
+    let r = spec(5000).run(&json!({"question": 5}), &Ctx::builder(m).tools(tools(vec![lookup_tool("lookup")])).build()).await;
+    assert_eq!((r.outcome, r.turns), (Outcome::InvalidInput, 0));
+}
+
+/// Invariant 6: sub-agent calls of one response run concurrently under the cap, ordinary
+/// tools in order, every call settles, results come back in call order, and the parent is
+/// told how many failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fan_out_settles_all_in_order() {
+    let research = research_spec("research", &[]);
+    let running = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let order: Seen = Arc::default();
+    let host_saw: Arc<Mutex<Option<(Vec<(String, String, bool)>, Option<String>)>>> = Arc::default();
+    let (run2, peak2, order2, hs) = (running.clone(), peak.clone(), order.clone(), host_saw.clone());
+    let questions = ["q one", "q two", "q fail", "q four", "q five"];
+    let m = model(move |system, turn, req| match (system, turn) {
+        ("HOST", 1) => {
+            let mut calls: Vec<(String, Value)> = questions.iter().map(|q| ("research".to_string(), json!({"question": q}))).collect();
+            calls.insert(2, ("lookup".into(), json!({"q": "first"})));
+            calls.push(("lookup".into(), json!({"q": "second"})));
+            ScriptStep::tool_calls(calls)
+        }
+        ("HOST", _) => {
+            *hs.lock().unwrap() = Some((last_tool_results(req), note_of(req)));
+            ScriptStep::text("done")
+        }
+        (_, _) => {
+            let Some(Message::User { text }) = req.messages.first() else { panic!() };
+            let now = run2.fetch_add(1, Ordering::SeqCst) + 1;
+            peak2.fetch_max(now, Ordering::SeqCst);
+            order2.lock().unwrap().push(text.clone());
+            let step = if text.contains("fail") {
+                ScriptStep::error(ModelError::Connection { provider: "t".into(), message: "down".into() })
+            } else {
+                ScriptStep::submit(json!({"findings": [{"claim": text, "source_ids": ["s"]}], "gaps": []}))
+            };
+            let r2 = run2.clone();
+            // Count the call as finished when its delay ends (approximately: decrement after it).
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                r2.fetch_sub(1, Ordering::SeqCst);
+            });
+            step.delayed(Duration::from_millis(60))
+        }
+    });
+    let lookups: Seen = Arc::default();
+    let lk = lookups.clone();
+    let lookup = subcontract::FnTool::new(
+        "lookup",
+        "Looks up.",
+        json!({"type": "object", "properties": {"q": {"type": "string", "maxLength": 20}}, "additionalProperties": false}),
+        move |args| {
+            let lk = lk.clone();
+            async move {
+                lk.lock().unwrap().push(args["q"].as_str().unwrap_or("").to_string());
+                subcontract::ToolOutput::text(format!("looked up {}", args["q"]))
+            }
+        },
+    );
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool(), lookup]))
+        .fanout_limit(2)
+        .build();
+    let t0 = std::time::Instant::now();
+    let r = host_spec(&["research", "lookup"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(peak.load(Ordering::SeqCst), 2, "the cap of 2 is reached and never passed");
+    // 5 calls of 60 ms at 2 at a time take 3 rounds: well under the 300 ms of running them in turn.
+    assert!(t0.elapsed() < Duration::from_millis(290), "{:?}", t0.elapsed());
+    assert_eq!(*lookups.lock().unwrap(), vec!["first", "second"], "ordinary tools run in order");
+    let (results, note) = host_saw.lock().unwrap().clone().unwrap();
+    let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(ids, vec!["call_0", "call_1", "call_2", "call_3", "call_4", "call_5", "call_6"]);
+    assert!(results[0].1.contains("q one") && results[1].1.contains("q two"));
+    assert!(results[2].1.contains("looked up"));
+    assert!(results[3].2 && results[3].1.contains("model_error"), "{:?}", results[3]);
+    assert!(results[5].1.contains("q five"));
+    assert_eq!(note.unwrap(), "1 of 5 sub-agent calls failed; continue with the results you have and say what is missing.");
+}
+
+/// Invariant 7: the parent's gate applies to children; a child may add denials, never remove
+/// them.
+#[tokio::test]
+async fn gate_is_inherited_and_only_stricter() {
+    let research = research_spec("research", &["lookup"]);
+    let child_saw: Seen = Arc::default();
+    let cs = child_saw.clone();
+    let m = model(move |system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_call("research", json!({"question": "look it up"})),
+        ("HOST", _) => ScriptStep::text("done"),
+        (_, 1) => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+        (_, _) => {
+            cs.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| format!("{}:{}", r.2, r.1)));
+            ScriptStep::submit(good_findings())
+        }
+    });
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool(), lookup_tool("lookup")]))
+        .gate(subcontract::Gate::new(FnGate(|r: subcontract::gate::ApprovalRequest<'_>| {
+            if r.tool == "lookup" && r.depth > 0 {
+                Decision::Deny("no lookups below the host".into())
+            } else {
+                Decision::Allow
+            }
+        })))
+        .build();
+    // Adding an allow-everything gate cannot loosen the chain.
+    let ctx = ctx.with_stricter_gate(Arc::new(FnGate(|_: subcontract::gate::ApprovalRequest<'_>| Decision::Allow)));
+    let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    let saw = child_saw.lock().unwrap();
+    assert!(saw[0].starts_with("true:denied by the approval gate: no lookups below the host"), "{saw:?}");
+
+    // A stricter child gate denies what the parent allowed.
+    let strict = ctx.with_stricter_gate(Arc::new(DenyTools::new(["research"])));
+    let m2 = model(|system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_call("research", json!({"question": "q?"})),
+        _ => {
+            let r = last_tool_results(req);
+            assert!(r[0].2 && r[0].1.contains("not allowed"), "{r:?}");
+            ScriptStep::text("ok")
+        }
+    });
+    let _ = m2;
+    assert_eq!(strict.gate().len(), 3);
+}
+
+/// Run ids are `parent.child-n`, and the events rebuild the tree with cost shares.
+#[tokio::test]
+async fn run_ids_rebuild_the_tree() {
+    let research = research_spec("research", &[]);
+    let mut prices = PriceTable::new();
+    prices.insert("scripted:test", Price::per_mtok(Decimal::from(1), Decimal::ZERO));
+    let m = model(|system, turn, _| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(vec![
+            ("research".into(), json!({"question": "one"})),
+            ("research".into(), json!({"question": "two"})),
+        ])
+        .with_usage(1_000_000, 0),
+        ("HOST", _) => ScriptStep::text("done").with_usage(1_000_000, 0),
+        _ => ScriptStep::submit(good_findings()).with_usage(1_000_000, 0),
+    });
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m).tools(tools(vec![research.as_tool()])).events(sink.clone()).prices(prices).build();
+    let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    assert_eq!(r.total_cost_usd, Decimal::from(4));
+    let tree = build_tree(&sink.events());
+    assert_eq!(tree.len(), 1);
+    let root = &tree[0];
+    assert_eq!(root.run_id, "root");
+    assert_eq!(root.total_cost_usd, Decimal::from(4));
+    let mut ids: Vec<&str> = root.children.iter().map(|c| c.run_id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, vec!["root.research-1", "root.research-2"]);
+    for c in &root.children {
+        assert_eq!(c.outcome, Some(Outcome::Completed));
+        assert!((c.share - 0.25).abs() < 1e-9);
+    }
+    let text = subcontract::tree::render_tree(&tree);
+    assert!(text.contains("root.research-2 [research] completed"), "{text}");
+}
+
+/// Arguments that break a tool's schema never reach it: the model gets an error result.
+#[tokio::test]
+async fn tool_arguments_are_validated_first() {
+    let research = research_spec("research", &[]);
+    let m = model(|system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(vec![
+            ("research".into(), json!({"question": 5})),
+            ("research".into(), Value::String("{not json".into())),
+        ]),
+        ("HOST", _) => {
+            let r = last_tool_results(req);
+            assert!(r[0].2 && r[0].1.contains("invalid arguments for `research`") && r[0].1.contains("/question"), "{r:?}");
+            assert!(r[1].2 && r[1].1.contains("not valid JSON"), "{r:?}");
+            ScriptStep::text("ok")
+        }
+        _ => panic!("the child must not run"),
+    });
+    let ctx = Ctx::builder(m).tools(tools(vec![research.as_tool()])).build();
+    let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+}

@@ -1,0 +1,6 @@
+//! One integration-test binary (fewer links, faster CI), one module per area.
+
+mod budget_stress;
+mod common;
+mod invariants;
+mod toml_specs;
