@@ -210,10 +210,10 @@ impl Budget {
                 if s.spent_usd + s.reserved_usd + usd > limit {
                     return Err(BudgetError::Usd {
                         node: n.label.clone(),
-                        limit,
-                        spent: s.spent_usd,
-                        reserved: s.reserved_usd,
-                        requested: usd,
+                        limit: limit.normalize(),
+                        spent: s.spent_usd.normalize(),
+                        reserved: s.reserved_usd.normalize(),
+                        requested: usd.round_dp(6).normalize(),
                     });
                 }
             }

@@ -21,5 +21,10 @@ pub use gate::{ApprovalGate, Decision, Gate};
 pub use model::Model;
 pub use runloop::{Outcome, RunError, RunResult, SUBMIT_TOOL};
 pub use spec::{Limits, SpecBuilder, SpecError, SubAgentSpec};
-pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
 pub use tokio_util::sync::CancellationToken;
+pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
+
+/// The README's code blocks, compiled and run as doc tests so the quick start cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -333,9 +333,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     }
     let tools_bytes: usize = offered
         .iter()
-        .map(|t| {
-            t.name.len() + t.description.len() + crate::spec::compact_bytes(&t.input_schema)
-        })
+        .map(|t| t.name.len() + t.description.len() + crate::spec::compact_bytes(&t.input_schema))
         .sum();
 
     let model = ctx.model().clone();
@@ -346,7 +344,6 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     let max_tokens = spec.limits.max_tokens_per_turn;
 
     for turn in 1..=spec.limits.max_turns {
-        st.turns = turn;
         let worst = price.map_or(Decimal::ZERO, |p| {
             p.cost(Usage {
                 input_tokens: bytes as u64,
@@ -357,6 +354,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
             Ok(r) => r,
             Err(e) => return (Outcome::BudgetExhausted, None, Some(e.to_string())),
         };
+        st.turns = turn;
         let t0 = Instant::now();
         let response = model
             .complete(ModelRequest {

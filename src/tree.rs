@@ -43,7 +43,7 @@ pub struct RunNode {
 /// Builds the forest of runs in `events` (usually one root).
 pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
     let mut nodes: BTreeMap<String, (RunNode, Option<String>, u64)> = BTreeMap::new();
-    for e in events {
+    for (seq, e) in events.iter().enumerate() {
         let entry = nodes.entry(e.run_id.to_string()).or_insert_with(|| {
             (
                 RunNode {
@@ -61,17 +61,28 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
-                e.ts_ms,
+                seq as u64,
             )
         });
         let n = &mut entry.0;
         match &e.kind {
-            EventKind::ModelCall { turn, usage, cost_usd, .. } => {
+            EventKind::ModelCall {
+                turn,
+                usage,
+                cost_usd,
+                ..
+            } => {
                 n.turns = n.turns.max(*turn);
                 n.usage += *usage;
                 n.own_cost_usd += *cost_usd;
             }
-            EventKind::Finished { outcome, turns, duration_ms, error, .. } => {
+            EventKind::Finished {
+                outcome,
+                turns,
+                duration_ms,
+                error,
+                ..
+            } => {
                 n.turns = n.turns.max(*turns);
                 n.outcome = Some(*outcome);
                 n.duration_ms = *duration_ms;
@@ -80,12 +91,18 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
     }
-    // Attach children to parents, deepest first so every subtree is complete when it moves.
-    let mut order: Vec<(String, u32, u64)> = nodes.iter().map(|(k, v)| (k.clone(), v.0.depth, v.2)).collect();
+    // Attach children to parents, deepest first so every subtree is complete when it moves;
+    // the third field is the index of a run's first event, i.e. its start order.
+    let mut order: Vec<(String, u32, u64)> = nodes
+        .iter()
+        .map(|(k, v)| (k.clone(), v.0.depth, v.2))
+        .collect();
     order.sort_by(|a, b| b.1.cmp(&a.1).then(b.2.cmp(&a.2)));
     let mut roots = Vec::new();
     for (id, _, _) in order {
-        let Some((node, parent, _)) = nodes.remove(&id) else { continue };
+        let Some((node, parent, _)) = nodes.remove(&id) else {
+            continue;
+        };
         match parent.as_ref().and_then(|p| nodes.get_mut(p)) {
             Some(p) => p.0.children.push(node),
             None => roots.push(node),
@@ -129,7 +146,13 @@ pub fn render_tree(roots: &[RunNode]) -> String {
 }
 
 fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool) {
-    let branch = if root { "" } else if last { "└─ " } else { "├─ " };
+    let branch = if root {
+        ""
+    } else if last {
+        "└─ "
+    } else {
+        "├─ "
+    };
     let outcome = n.outcome.map_or("unfinished", |o| o.as_str());
     let _ = writeln!(
         s,
@@ -146,10 +169,25 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     );
     if let Some(e) = &n.error {
         let short: String = e.chars().take(160).collect();
-        let pad = if root { "" } else if last { "   " } else { "│  " };
+        let pad = if root {
+            ""
+        } else if last {
+            "   "
+        } else {
+            "│  "
+        };
         let _ = writeln!(s, "{prefix}{pad}   ! {short}");
     }
-    let child_prefix = format!("{prefix}{}", if root { "" } else if last { "   " } else { "│  " });
+    let child_prefix = format!(
+        "{prefix}{}",
+        if root {
+            ""
+        } else if last {
+            "   "
+        } else {
+            "│  "
+        }
+    );
     for (i, c) in n.children.iter().enumerate() {
         render_node(s, c, &child_prefix, i + 1 == n.children.len(), false);
     }

@@ -49,7 +49,9 @@ async fn randomized_trees_never_exceed_limits() {
         });
         for i in 1..n_nodes {
             let parent = rng.random_range(0..i);
-            let limit = rng.random_bool(0.7).then(|| Decimal::new(rng.random_range(1..150), 2));
+            let limit = rng
+                .random_bool(0.7)
+                .then(|| Decimal::new(rng.random_range(1..150), 2));
             let budget = nodes[parent].budget.child(format!("t{t}n{i}"), limit, None);
             nodes.push(Node {
                 budget,
@@ -74,8 +76,14 @@ async fn randomized_trees_never_exceed_limits() {
                         }
                         if rng.random_bool(0.8) {
                             // Settle to at most the reservation (it is a worst case).
-                            let actual = Decimal::new(rng.random_range(0..=(want * Decimal::from(100)).try_into().unwrap_or(0i64)), 2);
-                            let micros: u64 = (actual * Decimal::from(1_000_000)).try_into().unwrap();
+                            let actual = Decimal::new(
+                                rng.random_range(
+                                    0..=(want * Decimal::from(100)).try_into().unwrap_or(0i64),
+                                ),
+                                2,
+                            );
+                            let micros: u64 =
+                                (actual * Decimal::from(1_000_000)).try_into().unwrap();
                             nodes[i].own_micros.fetch_add(micros, Ordering::Relaxed);
                             r.settle(actual);
                         } else {
@@ -104,7 +112,11 @@ async fn randomized_trees_never_exceed_limits() {
             }
             let s = n.budget.snapshot();
             assert_eq!(s.reserved_usd, Decimal::ZERO);
-            assert_eq!(s.spent_usd, Decimal::new(subtree as i64, 6).normalize(), "tree {t} node {i}");
+            assert_eq!(
+                s.spent_usd,
+                Decimal::new(subtree as i64, 6).normalize(),
+                "tree {t} node {i}"
+            );
         }
     }
 }

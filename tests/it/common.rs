@@ -43,13 +43,17 @@ pub fn research_spec(name: &str, tools: &[&str]) -> SubAgentSpec<Value, Value> {
 
 /// A host spec whose output is bounded text.
 pub fn host_spec(tools: &[&str]) -> SubAgentSpec<Value, Value> {
-    SubAgentSpec::dynamic("host", json!({"type": "object"}), json!({"type": "string", "maxLength": 2000}))
-        .description("The host agent.")
-        .system("HOST")
-        .tools(tools.iter().copied())
-        .max_turns(6)
-        .build()
-        .expect("the host spec is valid")
+    SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 2000}),
+    )
+    .description("The host agent.")
+    .system("HOST")
+    .tools(tools.iter().copied())
+    .max_turns(6)
+    .build()
+    .expect("the host spec is valid")
 }
 
 /// Turn number (1-based) of a request: one user message, then two messages per turn.
@@ -58,8 +62,12 @@ pub fn turn_of(req: &ModelRequest<'_>) -> usize {
 }
 
 /// A scripted model that answers by system prompt: `f(system, turn, request)`.
-pub fn model(f: impl Fn(&str, usize, &ModelRequest<'_>) -> ScriptStep + Send + Sync + 'static) -> Arc<ScriptedModel> {
-    Arc::new(ScriptedModel::from_fn("scripted:test", move |req| f(req.system, turn_of(&req), &req)))
+pub fn model(
+    f: impl Fn(&str, usize, &ModelRequest<'_>) -> ScriptStep + Send + Sync + 'static,
+) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn("scripted:test", move |req| {
+        f(req.system, turn_of(&req), &req)
+    }))
 }
 
 pub fn lookup_tool(name: &str) -> Arc<dyn subcontract::Tool> {

@@ -62,7 +62,9 @@ async fn capabilities_never_widen() {
             ScriptStep::text("done")
         }
         (_, 1) => {
-            co.lock().unwrap().extend(req.tools.iter().map(|t| t.name.clone()));
+            co.lock()
+                .unwrap()
+                .extend(req.tools.iter().map(|t| t.name.clone()));
             // Try a tool the parent holds but the spec did not ask for.
             ScriptStep::tool_call("secret", json!({}))
         }
@@ -74,18 +76,33 @@ async fn capabilities_never_widen() {
         _ => ScriptStep::text("unexpected"),
     });
     let ctx = Ctx::builder(m)
-        .tools(tools(vec![research.as_tool(), greedy.as_tool(), lookup_tool("lookup"), lookup_tool("secret")]))
+        .tools(tools(vec![
+            research.as_tool(),
+            greedy.as_tool(),
+            lookup_tool("lookup"),
+            lookup_tool("secret"),
+        ]))
         .build();
-    let r = host_spec(&["research", "greedy"]).run(&json!({}), &ctx).await;
+    let r = host_spec(&["research", "greedy"])
+        .run(&json!({}), &ctx)
+        .await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-    assert_eq!(*child_offered.lock().unwrap(), vec!["lookup".to_string(), "submit_output".into()]);
+    assert_eq!(
+        *child_offered.lock().unwrap(),
+        vec!["lookup".to_string(), "submit_output".into()]
+    );
     let seen = host_saw.lock().unwrap();
     assert!(seen[0].starts_with("false:{\"findings\""), "{seen:?}");
-    assert!(seen[1].starts_with("true:") && seen[1].contains("does not hold: write_file"), "{seen:?}");
+    assert!(
+        seen[1].starts_with("true:") && seen[1].contains("does not hold: write_file"),
+        "{seen:?}"
+    );
 
     // And directly: the spawn error names the missing capability.
     match ctx.child(&greedy) {
-        Err(SpawnError::CapabilityNotHeld { missing, .. }) => assert_eq!(missing, vec!["write_file"]),
+        Err(SpawnError::CapabilityNotHeld { missing, .. }) => {
+            assert_eq!(missing, vec!["write_file"])
+        }
         other => panic!("expected a capability error, got {other:?}"),
     }
     let child = ctx.child(&research).unwrap();
@@ -99,7 +116,10 @@ async fn budgets_fork_and_charge_upward() {
     let mut prices = PriceTable::new();
     // 100 USD per million input tokens and nothing for output: each call of 100 tokens
     // costs 0.01 USD, and a reservation (bytes of the request) stays under the limit.
-    prices.insert("scripted:test", Price::per_mtok(Decimal::from(100), Decimal::ZERO));
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::from(100), Decimal::ZERO),
+    );
     let spec = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
         .description("d")
         .system("CHILD")
@@ -116,7 +136,11 @@ async fn budgets_fork_and_charge_upward() {
     let r = spec.run_child(&json!({"question": "abc?"}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(r.cost_usd, Decimal::new(2, 2));
-    assert_eq!(root.snapshot().spent_usd, Decimal::new(2, 2), "charged upward");
+    assert_eq!(
+        root.snapshot().spent_usd,
+        Decimal::new(2, 2),
+        "charged upward"
+    );
     assert_eq!(root.snapshot().reserved_usd, Decimal::ZERO, "all settled");
 
     // A child whose limit cannot afford the next worst case stops with budget_exhausted.
@@ -128,8 +152,15 @@ async fn budgets_fork_and_charge_upward() {
         .unwrap();
     let r = tight.run_child(&json!({"question": "abc?"}), &ctx).await;
     assert_eq!(r.outcome, Outcome::BudgetExhausted);
-    assert!(r.error.unwrap().contains("budget exhausted at root.tight-2"));
-    assert_eq!(root.snapshot().spent_usd, Decimal::new(2, 2), "nothing spent");
+    assert!(r
+        .error
+        .unwrap()
+        .contains("budget exhausted at root.tight-2"));
+    assert_eq!(
+        root.snapshot().spent_usd,
+        Decimal::new(2, 2),
+        "nothing spent"
+    );
 }
 
 /// Invariant 3: past the depth limit the call returns an error result to the calling model.
@@ -146,7 +177,11 @@ async fn depth_is_bounded() {
         ("CHILD a", 1) => ScriptStep::tool_call("b", json!({"question": "deeper"})),
         ("CHILD b", 1) => ScriptStep::tool_call("c", json!({"question": "deepest"})),
         ("CHILD b", 2) => {
-            bs.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| format!("{}:{}", r.2, r.1)));
+            bs.lock().unwrap().extend(
+                last_tool_results(req)
+                    .into_iter()
+                    .map(|r| format!("{}:{}", r.2, r.1)),
+            );
             ScriptStep::submit(good_findings())
         }
         _ => ScriptStep::submit(good_findings()),
@@ -160,10 +195,16 @@ async fn depth_is_bounded() {
     assert_eq!(r.outcome, Outcome::Completed);
     let saw = b_saw.lock().unwrap();
     assert_eq!(saw.len(), 1);
-    assert!(saw[0].starts_with("true:") && saw[0].contains("depth 3, past the limit of 2"), "{saw:?}");
+    assert!(
+        saw[0].starts_with("true:") && saw[0].contains("depth 3, past the limit of 2"),
+        "{saw:?}"
+    );
     let ids: Vec<String> = sink.events().iter().map(|e| e.run_id.to_string()).collect();
     assert!(ids.contains(&"root.a-1.b-1".to_string()));
-    assert!(!ids.iter().any(|i| i.contains(".c-")), "no run at depth 3: {ids:?}");
+    assert!(
+        !ids.iter().any(|i| i.contains(".c-")),
+        "no run at depth 3: {ids:?}"
+    );
 }
 
 /// Invariant 4: an invalid output goes back with paths and messages; the parent only ever
@@ -173,25 +214,33 @@ async fn invalid_output_is_repaired_within_the_turn_limit() {
     let repair: Seen = Arc::default();
     let rp = repair.clone();
     let m = model(move |_, turn, req| match turn {
-        1 => ScriptStep::submit(json!({"findings": [{"claim": "x".repeat(301), "source_ids": []}], "gaps": []})),
+        1 => ScriptStep::submit(
+            json!({"findings": [{"claim": "x".repeat(301), "source_ids": []}], "gaps": []}),
+        ),
         _ => {
-            rp.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| r.1));
+            rp.lock()
+                .unwrap()
+                .extend(last_tool_results(req).into_iter().map(|r| r.1));
             ScriptStep::submit(good_findings())
         }
     });
     let ctx = Ctx::builder(m).build();
-    let r = research_spec("research", &[]).run(&json!({"question": "why?"}), &ctx).await;
+    let r = research_spec("research", &[])
+        .run(&json!({"question": "why?"}), &ctx)
+        .await;
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(r.turns, 2);
     assert_eq!(r.output.unwrap(), good_findings());
-    let msg = &repair.lock().unwrap()[0];
+    let msg = repair.lock().unwrap()[0].clone();
     assert!(msg.contains("/findings/0/claim"), "{msg}");
     assert!(msg.contains("/findings/0/source_ids"), "{msg}");
     assert!(msg.contains("turn(s) left"), "{msg}");
 
     // Never valid: the run ends as invalid_output, not as completed or max_turns.
     let m = model(|_, _, _| ScriptStep::submit(json!({"findings": "nope"})));
-    let r = research_spec("research", &[]).run(&json!({"question": "why?"}), &Ctx::builder(m).build()).await;
+    let r = research_spec("research", &[])
+        .run(&json!({"question": "why?"}), &Ctx::builder(m).build())
+        .await;
     assert_eq!(r.outcome, Outcome::InvalidOutput);
     assert!(r.output.is_none());
 }
@@ -210,15 +259,21 @@ async fn outputs_are_length_bounded() {
         .max_output_chars(1000)
         .build();
     match big {
-        Err(subcontract::SpecError::OutputTooLarge { worst_case, max, .. }) => assert_eq!((worst_case, max), (3947, 1000)),
+        Err(subcontract::SpecError::OutputTooLarge {
+            worst_case, max, ..
+        }) => assert_eq!((worst_case, max), (3947, 1000)),
         other => panic!("{other:?}"),
     }
-    let allowed = SubAgentSpec::dynamic("allowed", json!({"type": "object"}), json!({"type": "object"}))
-        .description("d")
-        .max_output_chars(50)
-        .allow_unbounded_output()
-        .build()
-        .unwrap();
+    let allowed = SubAgentSpec::dynamic(
+        "allowed",
+        json!({"type": "object"}),
+        json!({"type": "object"}),
+    )
+    .description("d")
+    .max_output_chars(50)
+    .allow_unbounded_output()
+    .build()
+    .unwrap();
     let m = model(|_, turn, _| match turn {
         1 => ScriptStep::submit(json!({"long": "y".repeat(100)})),
         _ => ScriptStep::submit(json!({"short": 1})),
@@ -244,7 +299,9 @@ async fn nothing_ends_silently() {
     let input = json!({"question": "why?"});
     let run = |m, timeout_ms, cancel: Option<subcontract::CancellationToken>| {
         let sink = Arc::new(MemorySink::new());
-        let mut b = Ctx::builder(m).tools(tools(vec![lookup_tool("lookup")])).events(sink.clone());
+        let mut b = Ctx::builder(m)
+            .tools(tools(vec![lookup_tool("lookup")]))
+            .events(sink.clone());
         if let Some(c) = cancel {
             b = b.cancellation(c);
         }
@@ -252,14 +309,28 @@ async fn nothing_ends_silently() {
         let input = input.clone();
         async move {
             let r = spec(timeout_ms).run(&input, &ctx).await;
-            let finished = sink.events().iter().filter(|e| matches!(e.kind, subcontract::EventKind::Finished { .. })).count();
+            let finished = sink
+                .events()
+                .iter()
+                .filter(|e| matches!(e.kind, subcontract::EventKind::Finished { .. }))
+                .count();
             assert_eq!(finished, 1, "exactly one finished event");
             r
         }
     };
-    let r = run(model(|_, _, _| ScriptStep::tool_call("lookup", json!({}))), 5000, None).await;
+    let r = run(
+        model(|_, _, _| ScriptStep::tool_call("lookup", json!({}))),
+        5000,
+        None,
+    )
+    .await;
     assert_eq!((r.outcome, r.turns), (Outcome::MaxTurns, 3));
-    let r = run(model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))), 100, None).await;
+    let r = run(
+        model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))),
+        100,
+        None,
+    )
+    .await;
     assert_eq!(r.outcome, Outcome::Timeout);
     assert!(r.duration < Duration::from_secs(2));
     let token = subcontract::CancellationToken::new();
@@ -268,10 +339,21 @@ async fn nothing_ends_silently() {
         tokio::time::sleep(Duration::from_millis(50)).await;
         t2.cancel();
     });
-    let r = run(model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))), 5000, Some(token)).await;
+    let r = run(
+        model(|_, _, _| ScriptStep::text("x").delayed(Duration::from_secs(5))),
+        5000,
+        Some(token),
+    )
+    .await;
     assert_eq!(r.outcome, Outcome::Cancelled);
     let r = run(
-        model(|_, _, _| ScriptStep::error(ModelError::Http { provider: "openai".into(), status: 500, message: "boom".into() })),
+        model(|_, _, _| {
+            ScriptStep::error(ModelError::Http {
+                provider: "openai".into(),
+                status: 500,
+                message: "boom".into(),
+            })
+        }),
         5000,
         None,
     )
@@ -283,7 +365,14 @@ async fn nothing_ends_silently() {
     assert_eq!(r.outcome, Outcome::InvalidOutput);
     // Invalid input is refused before any model call.
     let m = model(|_, _, _| panic!("no model call for an invalid input"));
-    let r = spec(5000).run(&json!({"question": 5}), &Ctx::builder(m).tools(tools(vec![lookup_tool("lookup")])).build()).await;
+    let r = spec(5000)
+        .run(
+            &json!({"question": 5}),
+            &Ctx::builder(m)
+                .tools(tools(vec![lookup_tool("lookup")]))
+                .build(),
+        )
+        .await;
     assert_eq!((r.outcome, r.turns), (Outcome::InvalidInput, 0));
 }
 
@@ -296,12 +385,21 @@ async fn fan_out_settles_all_in_order() {
     let running = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let order: Seen = Arc::default();
-    let host_saw: Arc<Mutex<Option<(Vec<(String, String, bool)>, Option<String>)>>> = Arc::default();
-    let (run2, peak2, order2, hs) = (running.clone(), peak.clone(), order.clone(), host_saw.clone());
+    type Saw = Option<(Vec<(String, String, bool)>, Option<String>)>;
+    let host_saw: Arc<Mutex<Saw>> = Arc::default();
+    let (run2, peak2, order2, hs) = (
+        running.clone(),
+        peak.clone(),
+        order.clone(),
+        host_saw.clone(),
+    );
     let questions = ["q one", "q two", "q fail", "q four", "q five"];
     let m = model(move |system, turn, req| match (system, turn) {
         ("HOST", 1) => {
-            let mut calls: Vec<(String, Value)> = questions.iter().map(|q| ("research".to_string(), json!({"question": q}))).collect();
+            let mut calls: Vec<(String, Value)> = questions
+                .iter()
+                .map(|q| ("research".to_string(), json!({"question": q})))
+                .collect();
             calls.insert(2, ("lookup".into(), json!({"q": "first"})));
             calls.push(("lookup".into(), json!({"q": "second"})));
             ScriptStep::tool_calls(calls)
@@ -311,21 +409,20 @@ async fn fan_out_settles_all_in_order() {
             ScriptStep::text("done")
         }
         (_, _) => {
-            let Some(Message::User { text }) = req.messages.first() else { panic!() };
-            let now = run2.fetch_add(1, Ordering::SeqCst) + 1;
-            peak2.fetch_max(now, Ordering::SeqCst);
+            let Some(Message::User { text }) = req.messages.first() else {
+                panic!()
+            };
             order2.lock().unwrap().push(text.clone());
             let step = if text.contains("fail") {
-                ScriptStep::error(ModelError::Connection { provider: "t".into(), message: "down".into() })
+                ScriptStep::error(ModelError::Connection {
+                    provider: "t".into(),
+                    message: "down".into(),
+                })
             } else {
-                ScriptStep::submit(json!({"findings": [{"claim": text, "source_ids": ["s"]}], "gaps": []}))
+                ScriptStep::submit(
+                    json!({"findings": [{"claim": text, "source_ids": ["s"]}], "gaps": []}),
+                )
             };
-            let r2 = run2.clone();
-            // Count the call as finished when its delay ends (approximately: decrement after it).
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(60)).await;
-                r2.fetch_sub(1, Ordering::SeqCst);
-            });
             step.delayed(Duration::from_millis(60))
         }
     });
@@ -338,30 +435,86 @@ async fn fan_out_settles_all_in_order() {
         move |args| {
             let lk = lk.clone();
             async move {
-                lk.lock().unwrap().push(args["q"].as_str().unwrap_or("").to_string());
+                lk.lock()
+                    .unwrap()
+                    .push(args["q"].as_str().unwrap_or("").to_string());
                 subcontract::ToolOutput::text(format!("looked up {}", args["q"]))
             }
         },
     );
+    // Count model calls in flight exactly: in on entry, out on return.
+    let m = Arc::new(Probe {
+        inner: m,
+        running: running.clone(),
+        peak: peak.clone(),
+    });
     let ctx = Ctx::builder(m)
         .tools(tools(vec![research.as_tool(), lookup]))
         .fanout_limit(2)
         .build();
-    let t0 = std::time::Instant::now();
-    let r = host_spec(&["research", "lookup"]).run(&json!({}), &ctx).await;
+    let r = host_spec(&["research", "lookup"])
+        .run(&json!({}), &ctx)
+        .await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-    assert_eq!(peak.load(Ordering::SeqCst), 2, "the cap of 2 is reached and never passed");
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        2,
+        "the cap of 2 is reached and never passed"
+    );
     // 5 calls of 60 ms at 2 at a time take 3 rounds: well under the 300 ms of running them in turn.
-    assert!(t0.elapsed() < Duration::from_millis(290), "{:?}", t0.elapsed());
-    assert_eq!(*lookups.lock().unwrap(), vec!["first", "second"], "ordinary tools run in order");
+    assert!(
+        t0.elapsed() < Duration::from_millis(290),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(
+        *lookups.lock().unwrap(),
+        vec!["first", "second"],
+        "ordinary tools run in order"
+    );
     let (results, note) = host_saw.lock().unwrap().clone().unwrap();
     let ids: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
-    assert_eq!(ids, vec!["call_0", "call_1", "call_2", "call_3", "call_4", "call_5", "call_6"]);
+    assert_eq!(
+        ids,
+        vec!["call_0", "call_1", "call_2", "call_3", "call_4", "call_5", "call_6"]
+    );
     assert!(results[0].1.contains("q one") && results[1].1.contains("q two"));
     assert!(results[2].1.contains("looked up"));
-    assert!(results[3].2 && results[3].1.contains("model_error"), "{:?}", results[3]);
+    assert!(
+        results[3].2 && results[3].1.contains("model_error"),
+        "{:?}",
+        results[3]
+    );
     assert!(results[5].1.contains("q five"));
     assert_eq!(note.unwrap(), "1 of 5 sub-agent calls failed; continue with the results you have and say what is missing.");
+}
+
+struct Probe {
+    inner: Arc<subcontract::model::ScriptedModel>,
+    running: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl subcontract::Model for Probe {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    async fn complete(
+        &self,
+        req: subcontract::model::ModelRequest<'_>,
+    ) -> Result<subcontract::model::ModelResponse, ModelError> {
+        let child = req.system != "HOST";
+        if child {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.peak.fetch_max(now, Ordering::SeqCst);
+        }
+        let r = self.inner.complete(req).await;
+        if child {
+            self.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        r
+    }
 }
 
 /// Invariant 7: the parent's gate applies to children; a child may add denials, never remove
@@ -376,26 +529,37 @@ async fn gate_is_inherited_and_only_stricter() {
         ("HOST", _) => ScriptStep::text("done"),
         (_, 1) => ScriptStep::tool_call("lookup", json!({"q": "x"})),
         (_, _) => {
-            cs.lock().unwrap().extend(last_tool_results(req).into_iter().map(|r| format!("{}:{}", r.2, r.1)));
+            cs.lock().unwrap().extend(
+                last_tool_results(req)
+                    .into_iter()
+                    .map(|r| format!("{}:{}", r.2, r.1)),
+            );
             ScriptStep::submit(good_findings())
         }
     });
     let ctx = Ctx::builder(m)
         .tools(tools(vec![research.as_tool(), lookup_tool("lookup")]))
-        .gate(subcontract::Gate::new(FnGate(|r: subcontract::gate::ApprovalRequest<'_>| {
-            if r.tool == "lookup" && r.depth > 0 {
-                Decision::Deny("no lookups below the host".into())
-            } else {
-                Decision::Allow
-            }
-        })))
+        .gate(subcontract::Gate::new(FnGate(
+            |r: subcontract::gate::ApprovalRequest<'_>| {
+                if r.tool == "lookup" && r.depth > 0 {
+                    Decision::Deny("no lookups below the host".into())
+                } else {
+                    Decision::Allow
+                }
+            },
+        )))
         .build();
     // Adding an allow-everything gate cannot loosen the chain.
-    let ctx = ctx.with_stricter_gate(Arc::new(FnGate(|_: subcontract::gate::ApprovalRequest<'_>| Decision::Allow)));
+    let ctx = ctx.with_stricter_gate(Arc::new(FnGate(
+        |_: subcontract::gate::ApprovalRequest<'_>| Decision::Allow,
+    )));
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed);
     let saw = child_saw.lock().unwrap();
-    assert!(saw[0].starts_with("true:denied by the approval gate: no lookups below the host"), "{saw:?}");
+    assert!(
+        saw[0].starts_with("true:denied by the approval gate: no lookups below the host"),
+        "{saw:?}"
+    );
 
     // A stricter child gate denies what the parent allowed.
     let strict = ctx.with_stricter_gate(Arc::new(DenyTools::new(["research"])));
@@ -416,7 +580,10 @@ async fn gate_is_inherited_and_only_stricter() {
 async fn run_ids_rebuild_the_tree() {
     let research = research_spec("research", &[]);
     let mut prices = PriceTable::new();
-    prices.insert("scripted:test", Price::per_mtok(Decimal::from(1), Decimal::ZERO));
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::from(1), Decimal::ZERO),
+    );
     let m = model(|system, turn, _| match (system, turn) {
         ("HOST", 1) => ScriptStep::tool_calls(vec![
             ("research".into(), json!({"question": "one"})),
@@ -427,7 +594,11 @@ async fn run_ids_rebuild_the_tree() {
         _ => ScriptStep::submit(good_findings()).with_usage(1_000_000, 0),
     });
     let sink = Arc::new(MemorySink::new());
-    let ctx = Ctx::builder(m).tools(tools(vec![research.as_tool()])).events(sink.clone()).prices(prices).build();
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool()]))
+        .events(sink.clone())
+        .prices(prices)
+        .build();
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed);
     assert_eq!(r.total_cost_usd, Decimal::from(4));
@@ -444,7 +615,10 @@ async fn run_ids_rebuild_the_tree() {
         assert!((c.share - 0.25).abs() < 1e-9);
     }
     let text = subcontract::tree::render_tree(&tree);
-    assert!(text.contains("root.research-2 [research] completed"), "{text}");
+    assert!(
+        text.contains("root.research-2 [research] completed"),
+        "{text}"
+    );
 }
 
 /// Arguments that break a tool's schema never reach it: the model gets an error result.
@@ -458,13 +632,20 @@ async fn tool_arguments_are_validated_first() {
         ]),
         ("HOST", _) => {
             let r = last_tool_results(req);
-            assert!(r[0].2 && r[0].1.contains("invalid arguments for `research`") && r[0].1.contains("/question"), "{r:?}");
+            assert!(
+                r[0].2
+                    && r[0].1.contains("invalid arguments for `research`")
+                    && r[0].1.contains("/question"),
+                "{r:?}"
+            );
             assert!(r[1].2 && r[1].1.contains("not valid JSON"), "{r:?}");
             ScriptStep::text("ok")
         }
         _ => panic!("the child must not run"),
     });
-    let ctx = Ctx::builder(m).tools(tools(vec![research.as_tool()])).build();
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool()]))
+        .build();
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
 }

@@ -17,28 +17,54 @@ fn project_specs_load() {
 
 #[test]
 fn design_example_loads_with_its_values() {
-    let spec = load_spec(concat!(env!("CARGO_MANIFEST_DIR"), "/specs/research_topic.toml")).unwrap();
+    let spec = load_spec(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/specs/research_topic.toml"
+    ))
+    .unwrap();
     assert_eq!(spec.name(), "research_topic");
     assert_eq!(spec.tools(), ["read_file", "grep"]);
     assert_eq!(spec.limits().max_turns, 8);
-    assert_eq!(spec.limits().max_cost_usd, Some(rust_decimal::Decimal::new(20, 2)));
-    assert_eq!(spec.output_contract().analysis().worst_case_chars, Some(3947));
-    assert!(spec.input_contract().is_valid(&json!({"question": "Which library does it use?"})));
-    assert!(!spec.input_contract().is_valid(&json!({"question": "short"})));
+    assert_eq!(
+        spec.limits().max_cost_usd,
+        Some(rust_decimal::Decimal::new(20, 2))
+    );
+    assert_eq!(
+        spec.output_contract().analysis().worst_case_chars,
+        Some(3947)
+    );
+    assert!(spec
+        .input_contract()
+        .is_valid(&json!({"question": "Which library does it use?"})));
+    assert!(!spec
+        .input_contract()
+        .is_valid(&json!({"question": "short"})));
 }
 
 #[test]
 fn typos_and_bad_values_point_at_file_line_col() {
     let src = "name = \"x\"\ndescription = \"d\"\nsystem = \"s\"\n[limits]\nmax_turn = 8\n[input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n";
     let err = load_spec_str(Path::new("specs/x.toml"), src).unwrap_err();
-    let d = err.diagnostics.iter().find(|d| d.code == "unknown-key").expect("unknown-key");
+    let d = err
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "unknown-key")
+        .expect("unknown-key");
     assert_eq!((d.line, d.column), (5, 1));
     assert!(d.message.contains("max_turns"), "{}", d.message);
-    assert!(err.to_string().starts_with("specs/x.toml:5:1: error[unknown-key]"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("specs/x.toml:5:1: error[unknown-key]"),
+        "{err}"
+    );
 
     let unbounded = "name = \"x\"\ndescription = \"d\"\nsystem = \"s\"\n[input]\ntype = \"object\"\n[output]\ntype = \"object\"\nadditionalProperties = false\nproperties.answer = { type = \"string\" }\n[[examples]]\ninput = {}\noutput = { answer = \"a\" }\n";
     let err = load_spec_str(Path::new("u.toml"), unbounded).unwrap_err();
-    let d = err.diagnostics.iter().find(|d| d.code == "unbounded-string").expect("unbounded-string");
+    let d = err
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "unbounded-string")
+        .expect("unbounded-string");
     assert_eq!(d.line, 9, "points at the property: {d:?}");
 
     for garbage in ["", "\u{0}\u{1}\u{2}", "[[[[[[[[[[", "name = "] {
