@@ -461,12 +461,6 @@ async fn fan_out_settles_all_in_order() {
         2,
         "the cap of 2 is reached and never passed"
     );
-    // 5 calls of 60 ms at 2 at a time take 3 rounds: well under the 300 ms of running them in turn.
-    assert!(
-        t0.elapsed() < Duration::from_millis(290),
-        "{:?}",
-        t0.elapsed()
-    );
     assert_eq!(
         *lookups.lock().unwrap(),
         vec!["first", "second"],
