@@ -387,12 +387,7 @@ async fn fan_out_settles_all_in_order() {
     let order: Seen = Arc::default();
     type Saw = Option<(Vec<(String, String, bool)>, Option<String>)>;
     let host_saw: Arc<Mutex<Saw>> = Arc::default();
-    let (run2, peak2, order2, hs) = (
-        running.clone(),
-        peak.clone(),
-        order.clone(),
-        host_saw.clone(),
-    );
+    let (order2, hs) = (order.clone(), host_saw.clone());
     let questions = ["q one", "q two", "q fail", "q four", "q five"];
     let m = model(move |system, turn, req| match (system, turn) {
         ("HOST", 1) => {
