@@ -3,4 +3,5 @@
 mod budget_stress;
 mod common;
 mod invariants;
+mod replay;
 mod toml_specs;
