@@ -603,6 +603,17 @@ async fn run_ids_rebuild_the_tree() {
         assert_eq!(c.outcome, Some(Outcome::Completed));
         assert!((c.share - 0.25).abs() < 1e-9);
     }
+    // The same events through a JSON Lines file rebuild the same tree.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let jsonl = subcontract::JsonlSink::create(&path).unwrap();
+    for e in sink.events() {
+        subcontract::EventSink::emit(&jsonl, &e);
+    }
+    drop(jsonl);
+    let from_file = subcontract::events::read_jsonl(&path).unwrap();
+    assert_eq!(from_file, sink.events());
+    assert_eq!(build_tree(&from_file), tree);
     let text = subcontract::tree::render_tree(&tree);
     assert!(
         text.contains("root.research-2 [research] completed"),
