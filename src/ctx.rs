@@ -163,9 +163,10 @@ impl CtxBuilder {
         self.cancel = token;
         self
     }
-    /// How many sub-agent calls of one model response run at once (default 3, at least 1).
+    /// How many sub-agent calls of one model response run at once (default 3, at least 1;
+    /// `usize::MAX` means no limit).
     pub fn fanout_limit(mut self, limit: usize) -> Self {
-        self.fanout_limit = limit.max(1);
+        self.fanout_limit = limit.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         self
     }
     /// The context.

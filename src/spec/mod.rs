@@ -244,6 +244,21 @@ impl<I, O> SubAgentSpec<I, O> {
     }
 }
 
+impl<I, O: 'static> SubAgentSpec<I, O> {
+    /// Checks an output exactly as the run loop does before a parent sees it — size,
+    /// schema, then the typed decode and `validator` rules — and returns it decoded.
+    pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
+        let decoded = self.core.accept_output(output)?;
+        decoded.downcast::<O>().map(|b| *b).map_err(|_| {
+            // The builders pair every decoder with its type parameter; report, don't panic.
+            vec![Violation {
+                path: String::new(),
+                message: "internal: output type mismatch".into(),
+            }]
+        })
+    }
+}
+
 impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
     /// Runs the spec in `ctx` itself (for a host: `ctx` is the root context). The offered tools
     /// are those of the spec, each of which `ctx` must hold.
