@@ -521,7 +521,7 @@ async fn openai_invalid_arguments_pass_through_as_a_string() {
         serde_json::from_str::<Value>(sent).expect("valid JSON text"),
         Value::String(raw.into())
     );
-    validate_against_openapi(&[body.clone()]);
+    validate_against_openapi(std::slice::from_ref(body));
 }
 
 // ---------------------------------------------------------------- Anthropic
