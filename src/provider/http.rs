@@ -405,3 +405,55 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     }
     message
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        let config = ProviderConfig::new("http://x")
+            .backoff(Duration::from_millis(100), Duration::from_millis(700));
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        for (attempt, base) in [(0, 100), (1, 200), (2, 400), (3, 700), (30, 700)] {
+            for _ in 0..20 {
+                let wait = t.backoff(attempt).as_millis();
+                assert!((base / 2..=base).contains(&wait), "{attempt}: {wait}");
+            }
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn error_messages_come_from_the_body() {
+        let status = reqwest::StatusCode::BAD_REQUEST;
+        let openai = br#"{"error":{"message":"bad tools","type":"invalid_request_error"}}"#;
+        assert_eq!(error_message(openai, status), "bad tools");
+        let anthropic = br#"{"type":"error","error":{"type":"x","message":"bad block"}}"#;
+        assert_eq!(error_message(anthropic, status), "bad block");
+        assert_eq!(error_message(b"", status), "Bad Request");
+        assert_eq!(error_message(b"plain text", status), "plain text");
+    }
+
+    #[test]
+    fn api_key_is_redacted_everywhere() {
+        let key = ApiKey::new("sk-live-abc");
+        assert_eq!(format!("{key:?} {key}"), "ApiKey(***) ApiKey(***)");
+        let config = ProviderConfig::new("http://x").api_key(key);
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        assert!(!format!("{t:?}").contains("sk-live-abc"));
+        let e = t.redact(ModelError::Http {
+            provider: "openai".into(),
+            status: 401,
+            message: "bad key sk-live-abc".into(),
+        });
+        assert!(!e.to_string().contains("sk-live-abc"));
+    }
+}
