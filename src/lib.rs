@@ -7,6 +7,7 @@ pub mod diag;
 pub mod events;
 pub mod gate;
 pub mod model;
+pub mod provider;
 pub mod runloop;
 pub mod spec;
 pub mod tool;

@@ -7,7 +7,7 @@ mod price;
 mod replay;
 mod scripted;
 
-pub use price::{Price, PriceTable};
+pub use price::{Price, PriceError, PriceTable};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use scripted::{ScriptStep, ScriptedModel};
 

@@ -1,6 +1,7 @@
 //! Prices per million tokens, and the cost of a call.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Once;
 
 use rust_decimal::Decimal;
@@ -97,6 +98,51 @@ impl PriceTable {
         }
     }
 
+    /// The prices of common OpenAI and Anthropic models, as shipped with this crate (see
+    /// `src/model/prices.toml` for the date they were checked).
+    ///
+    /// ```
+    /// use subcontract::model::PriceTable;
+    ///
+    /// let prices = PriceTable::builtin();
+    /// assert!(prices.get("openai:gpt-4.1-mini-2025-04-14").is_some());
+    /// assert!(prices.get("anthropic:claude-sonnet-4-5").is_some());
+    /// ```
+    pub fn builtin() -> Self {
+        // The file ships with the crate and a test parses it: failing here is a build defect.
+        Self::from_toml_str(include_str!("prices.toml"))
+            .expect("invariant: the built-in prices.toml parses (tested)")
+    }
+
+    /// A table from TOML text: `[prices."provider:model"]` tables with `input_per_mtok` and
+    /// `output_per_mtok` as decimal strings, the format of the built-in table.
+    pub fn from_toml_str(text: &str) -> Result<Self, PriceError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            #[serde(default)]
+            prices: HashMap<String, Price>,
+        }
+        let file: File = toml::from_str(text).map_err(|e| PriceError::Parse(e.to_string()))?;
+        Ok(PriceTable {
+            prices: file.prices,
+        })
+    }
+
+    /// A table from a TOML file (see [`PriceTable::from_toml_str`]). To override the built-in
+    /// prices, [`extend`](PriceTable::extend) [`PriceTable::builtin`] with it.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self, PriceError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| PriceError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&text).map_err(|e| match e {
+            PriceError::Parse(m) => PriceError::Parse(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
     /// Number of priced models.
     pub fn len(&self) -> usize {
         self.prices.len()
@@ -106,6 +152,22 @@ impl PriceTable {
     pub fn is_empty(&self) -> bool {
         self.prices.is_empty()
     }
+}
+
+/// A price table that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PriceError {
+    /// The file could not be read.
+    #[error("cannot read price table {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The text is not a price table.
+    #[error("invalid price table: {0}")]
+    Parse(String),
 }
 
 fn warn_unpriced(model: &str) {
@@ -118,4 +180,60 @@ fn warn_unpriced(model: &str) {
             "no price known for this model: its calls are counted as costing 0 USD"
         );
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_prices_parse_and_cover_the_common_models() {
+        let prices = PriceTable::builtin();
+        for model in [
+            "openai:gpt-4.1",
+            "openai:gpt-4.1-mini",
+            "openai:gpt-4.1-nano",
+            "openai:gpt-4o",
+            "openai:gpt-4o-mini",
+            "openai:o3",
+            "openai:o4-mini",
+            "openai:gpt-5-mini",
+            "anthropic:claude-opus-4-1",
+            "anthropic:claude-sonnet-4-5-20250929",
+            "anthropic:claude-haiku-4-5",
+            "anthropic:claude-3-5-haiku-20241022",
+        ] {
+            assert!(prices.get(model).is_some(), "{model}");
+        }
+        let p = prices
+            .get("openai:gpt-4.1-mini-2025-04-14")
+            .expect("prefix fallback");
+        assert_eq!(p.input_per_mtok, Decimal::new(40, 2));
+        assert_eq!(p.output_per_mtok, Decimal::new(160, 2));
+    }
+
+    #[test]
+    fn a_user_file_overrides_builtin_prices() {
+        let dir = tempfile::tempdir().expect("invariant: temp dir");
+        let path = dir.path().join("prices.toml");
+        std::fs::write(
+            &path,
+            "[prices.\"openai:gpt-4.1\"]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"2\"\n",
+        )
+        .expect("invariant: temp file");
+        let mut prices = PriceTable::builtin();
+        prices.extend(PriceTable::from_toml_file(&path).expect("valid file"));
+        assert_eq!(
+            prices.get("openai:gpt-4.1"),
+            Some(Price::per_mtok(Decimal::ONE, Decimal::TWO))
+        );
+        assert!(matches!(
+            PriceTable::from_toml_str("[prices.x]\ninput = 1"),
+            Err(PriceError::Parse(_))
+        ));
+        assert!(matches!(
+            PriceTable::from_toml_file(dir.path().join("missing.toml")),
+            Err(PriceError::Io { .. })
+        ));
+    }
 }

@@ -3,5 +3,6 @@
 mod budget_stress;
 mod common;
 mod invariants;
+mod providers;
 mod replay;
 mod toml_specs;

@@ -1,0 +1,120 @@
+//! HTTP model providers: [`OpenAiModel`] (Chat Completions, any OpenAI-compatible server)
+//! and [`AnthropicModel`] (Messages), both behind the [`Model`] trait.
+//!
+//! Both share [`ProviderConfig`]: base URL, [`ApiKey`], a per-attempt timeout, and retries with
+//! exponential backoff and jitter on 429, 5xx, connection errors and timeouts, honouring
+//! `Retry-After`. Every failure is a typed [`ModelError`]; the key never appears in one, nor
+//! in any `Debug` output or log line.
+//!
+//! [`model_from_name`] builds either from a `provider:model` name and the environment.
+
+mod anthropic;
+mod http;
+mod openai;
+
+use std::sync::Arc;
+
+pub use anthropic::{AnthropicModel, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION};
+pub use http::{ApiKey, ProviderConfig};
+pub use openai::{MaxTokensField, OpenAiModel, OPENAI_DEFAULT_BASE_URL};
+
+use crate::model::{Model, ModelError};
+
+/// A model from its name, `openai:MODEL` or `anthropic:MODEL`, with credentials and endpoint
+/// from the environment:
+///
+/// - `openai`: key from `OPENAI_API_KEY` (optional: local servers need none); base URL from
+///   `base_url`, else `OPENAI_BASE_URL`, else [`OPENAI_DEFAULT_BASE_URL`].
+/// - `anthropic`: key from `ANTHROPIC_API_KEY` (required unless a base URL points elsewhere
+///   than Anthropic); base URL from `base_url`, else `ANTHROPIC_BASE_URL`, else
+///   [`ANTHROPIC_DEFAULT_BASE_URL`].
+///
+/// Other settings are [`ProviderConfig`]'s defaults.
+pub fn model_from_name(name: &str, base_url: Option<&str>) -> Result<Arc<dyn Model>, ModelError> {
+    model_from_env(name, base_url, |var| std::env::var(var).ok())
+}
+
+fn model_from_env(
+    name: &str,
+    base_url: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Model>, ModelError> {
+    let (provider, model) = name.split_once(':').ok_or_else(|| {
+        ModelError::Config(format!(
+            "model `{name}` is not `provider:model` (`openai:gpt-4.1-mini`, `anthropic:claude-sonnet-4-5`)"
+        ))
+    })?;
+    if model.trim().is_empty() {
+        return Err(ModelError::Config(format!("model `{name}` names no model")));
+    }
+    let non_empty = |var: &str| env(var).filter(|v| !v.trim().is_empty());
+    match provider {
+        "openai" => {
+            let base = base_url
+                .map(str::to_string)
+                .or_else(|| non_empty("OPENAI_BASE_URL"))
+                .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_string());
+            let mut config = ProviderConfig::new(base);
+            if let Some(key) = non_empty("OPENAI_API_KEY") {
+                config = config.api_key(ApiKey::new(key));
+            }
+            Ok(Arc::new(OpenAiModel::new(model, config)?))
+        }
+        "anthropic" => {
+            let base = base_url
+                .map(str::to_string)
+                .or_else(|| non_empty("ANTHROPIC_BASE_URL"))
+                .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE_URL.to_string());
+            let mut config = ProviderConfig::new(base);
+            match non_empty("ANTHROPIC_API_KEY") {
+                Some(key) => config = config.api_key(ApiKey::new(key)),
+                None if config.base_url.trim_end_matches('/') == ANTHROPIC_DEFAULT_BASE_URL => {
+                    return Err(ModelError::Config(
+                        "ANTHROPIC_API_KEY is not set".to_string(),
+                    ))
+                }
+                None => {}
+            }
+            Ok(Arc::new(AnthropicModel::new(model, config)?))
+        }
+        other => Err(ModelError::Config(format!(
+            "unknown provider `{other}` in `{name}`: expected `openai` or `anthropic`"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn names_are_parsed() {
+        let none = env(&[]);
+        let m = model_from_env("openai:gpt-4.1-mini", None, &none).expect("openai needs no key");
+        assert_eq!(m.id(), "openai:gpt-4.1-mini");
+        for bad in ["gpt-4", "openai:", "mystery:model"] {
+            assert!(
+                matches!(model_from_env(bad, None, &none), Err(ModelError::Config(_))),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            model_from_env("anthropic:claude-sonnet-4-5", None, &none),
+            Err(ModelError::Config(m)) if m.contains("ANTHROPIC_API_KEY")
+        ));
+        let keyed = env(&[("ANTHROPIC_API_KEY", "sk-ant-secret")]);
+        let m = model_from_env("anthropic:claude-sonnet-4-5", None, &keyed).expect("has a key");
+        assert_eq!(m.id(), "anthropic:claude-sonnet-4-5");
+        // A proxy elsewhere may need no key.
+        let m = model_from_env("anthropic:x", Some("http://127.0.0.1:1"), &none).expect("proxy");
+        assert_eq!(m.id(), "anthropic:x");
+    }
+}

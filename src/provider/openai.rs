@@ -1,0 +1,240 @@
+//! `openai:MODEL`: the Chat Completions API (`POST {base_url}/chat/completions`), spoken by
+//! OpenAI and by OpenAI-compatible servers (vLLM, Ollama, llama.cpp server, LM Studio).
+
+use async_trait::async_trait;
+use reqwest::header::AUTHORIZATION;
+use serde_json::{json, Map, Value};
+
+use super::http::{ProviderConfig, Transport};
+use crate::model::{
+    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
+};
+
+/// The default API root.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Which field carries the output-token limit.
+///
+/// OpenAI deprecated `max_tokens` in favour of `max_completion_tokens` (its reasoning models
+/// reject `max_tokens`), so that is the default. Some older OpenAI-compatible servers know only
+/// `max_tokens`: choose [`MaxTokensField::MaxTokens`] for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MaxTokensField {
+    /// `max_completion_tokens` (OpenAI's current field; the default).
+    #[default]
+    MaxCompletionTokens,
+    /// `max_tokens` (the legacy field).
+    MaxTokens,
+}
+
+/// A model behind the Chat Completions API.
+#[derive(Debug, Clone)]
+pub struct OpenAiModel {
+    id: String,
+    model: String,
+    max_tokens_field: MaxTokensField,
+    transport: Transport,
+}
+
+impl OpenAiModel {
+    /// A client for `model` (`gpt-4.1-mini`, `llama3.1`) with `config`. The key is optional:
+    /// local servers need none.
+    pub fn new(model: impl Into<String>, config: ProviderConfig) -> Result<Self, ModelError> {
+        let model = model.into();
+        Ok(OpenAiModel {
+            id: format!("openai:{model}"),
+            model,
+            max_tokens_field: MaxTokensField::default(),
+            transport: Transport::new("openai", config)?,
+        })
+    }
+
+    /// Chooses the field that carries the output-token limit.
+    pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
+        self.max_tokens_field = field;
+        self
+    }
+
+    /// The request body for `request`.
+    fn body(&self, request: ModelRequest<'_>) -> Value {
+        let mut messages = Vec::with_capacity(request.messages.len() + 1);
+        if !request.system.is_empty() {
+            messages.push(json!({"role": "system", "content": request.system}));
+        }
+        for message in request.messages {
+            match message {
+                Message::User { text } => messages.push(json!({"role": "user", "content": text})),
+                Message::Assistant { text, tool_calls } => {
+                    let mut m = Map::new();
+                    m.insert("role".into(), "assistant".into());
+                    m.insert(
+                        "content".into(),
+                        match text {
+                            Some(t) => Value::String(t.clone()),
+                            None if tool_calls.is_empty() => Value::String(String::new()),
+                            None => Value::Null,
+                        },
+                    );
+                    if !tool_calls.is_empty() {
+                        let calls = tool_calls
+                            .iter()
+                            .map(|c| {
+                                json!({
+                                    "id": c.id,
+                                    "type": "function",
+                                    "function": {
+                                        "name": c.name,
+                                        // Always a JSON text: arguments that arrived as
+                                        // invalid JSON are held as a string and go back as a
+                                        // JSON string literal.
+                                        "arguments": c.arguments.to_string(),
+                                    },
+                                })
+                            })
+                            .collect();
+                        m.insert("tool_calls".into(), Value::Array(calls));
+                    }
+                    messages.push(Value::Object(m));
+                }
+                Message::ToolResults { results, note } => {
+                    for r in results {
+                        // Chat Completions has no error flag on tool messages.
+                        let content = if r.is_error {
+                            format!("ERROR: {}", r.content)
+                        } else {
+                            r.content.clone()
+                        };
+                        messages.push(json!({
+                            "role": "tool",
+                            "tool_call_id": r.call_id,
+                            "content": content,
+                        }));
+                    }
+                    if let Some(note) = note {
+                        messages.push(json!({"role": "user", "content": note}));
+                    }
+                }
+            }
+        }
+        let mut body = Map::new();
+        body.insert("model".into(), Value::String(self.model.clone()));
+        body.insert("messages".into(), Value::Array(messages));
+        if !request.tools.is_empty() {
+            let tools = request
+                .tools
+                .iter()
+                .map(|t| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": t.name,
+                            "description": t.description,
+                            "parameters": *t.input_schema,
+                        },
+                    })
+                })
+                .collect();
+            body.insert("tools".into(), Value::Array(tools));
+        }
+        let field = match self.max_tokens_field {
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+            MaxTokensField::MaxTokens => "max_tokens",
+        };
+        body.insert(field.into(), request.max_tokens.into());
+        Value::Object(body)
+    }
+
+    fn parse(&self, body: &Value) -> Result<ModelResponse, ModelError> {
+        let malformed = |m: &str| self.transport.malformed(m);
+        let choice = body
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .ok_or_else(|| malformed("no `choices[0]`"))?;
+        let message = choice
+            .get("message")
+            .and_then(Value::as_object)
+            .ok_or_else(|| malformed("no `choices[0].message`"))?;
+        let text = match message.get("content") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err(malformed("`message.content` is not a string")),
+        };
+        let mut tool_calls = Vec::new();
+        match message.get("tool_calls") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(calls)) => {
+                for call in calls {
+                    tool_calls.push(parse_tool_call(call).ok_or_else(|| {
+                        malformed("a tool call lacks `id`, `function.name` or `function.arguments`")
+                    })?);
+                }
+            }
+            Some(_) => return Err(malformed("`message.tool_calls` is not an array")),
+        }
+        let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+            Some("length") => StopReason::MaxTokens,
+            // Some compatible servers say "stop" even when they made tool calls.
+            _ if !tool_calls.is_empty() => StopReason::ToolUse,
+            Some("stop") => StopReason::EndTurn,
+            Some("tool_calls" | "function_call") => StopReason::ToolUse,
+            _ => StopReason::Other,
+        };
+        // Local servers may omit usage; it then counts as zero.
+        let usage = body.get("usage").map(|u| Usage {
+            input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+            output_tokens: u
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+        });
+        Ok(ModelResponse {
+            text,
+            tool_calls,
+            usage: usage.unwrap_or_default(),
+            stop_reason,
+        })
+    }
+}
+
+/// One `tool_calls[]` entry. `arguments` is a JSON text; if it does not parse, the raw text
+/// is kept as a JSON string so the run loop can tell the model.
+fn parse_tool_call(call: &Value) -> Option<ToolCall> {
+    let id = call.get("id")?.as_str()?.to_string();
+    let function = call.get("function")?;
+    let name = function.get("name")?.as_str()?.to_string();
+    let arguments = match function.get("arguments")? {
+        Value::String(raw) if raw.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(raw) => {
+            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))
+        }
+        // Some compatible servers send the object itself.
+        other => other.clone(),
+    };
+    Some(ToolCall {
+        id,
+        name,
+        arguments,
+    })
+}
+
+#[async_trait]
+impl Model for OpenAiModel {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let body = self.body(request);
+        let mut headers = Vec::new();
+        if let Some(key) = &self.transport.config().api_key {
+            headers.push((AUTHORIZATION, format!("Bearer {}", key.expose())));
+        }
+        let answer = self
+            .transport
+            .post_json("/chat/completions", headers, &body)
+            .await?;
+        self.parse(&answer)
+    }
+}

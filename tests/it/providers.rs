@@ -1,0 +1,923 @@
+//! Both HTTP providers against a real local HTTP/1.1 server that speaks their wire formats and
+//! records what it receives.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use subcontract::model::{
+    Message, Model, ModelError, ModelRequest, StopReason, ToolCall, ToolDefinition, ToolResult,
+};
+use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+const KEY: &str = "sk-test-SECRET-0123456789";
+
+/// One canned HTTP answer.
+#[derive(Clone)]
+struct Reply {
+    status: u16,
+    body: String,
+    headers: Vec<(String, String)>,
+    delay: Duration,
+}
+
+impl Reply {
+    fn json(status: u16, body: Value) -> Self {
+        Reply {
+            status,
+            body: body.to_string(),
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+        }
+    }
+    fn raw(status: u16, body: &str) -> Self {
+        Reply {
+            status,
+            body: body.to_string(),
+            headers: Vec::new(),
+            delay: Duration::ZERO,
+        }
+    }
+    fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
+        self
+    }
+    fn delayed(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A request as the server received it.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: HashMap<String, String>,
+    body: Value,
+}
+
+/// A local server answering with `replies` in order (the last one repeats).
+struct Server {
+    base: String,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Server {
+    async fn start(replies: Vec<Reply>) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
+        tokio::spawn(async move {
+            let mut n = 0usize;
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let reply = replies[n.min(replies.len() - 1)].clone();
+                n += 1;
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let Some(request) = read_request(&mut socket).await else {
+                        return;
+                    };
+                    log.lock().expect("log lock").push(request);
+                    tokio::time::sleep(reply.delay).await;
+                    let mut head = format!(
+                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                        reply.status,
+                        reply.body.len()
+                    );
+                    for (k, v) in &reply.headers {
+                        head.push_str(&format!("{k}: {v}\r\n"));
+                    }
+                    head.push_str("\r\n");
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    let _ = socket.write_all(reply.body.as_bytes()).await;
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        Server {
+            base: format!("http://{addr}"),
+            received,
+        }
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().expect("log lock").clone()
+    }
+}
+
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Received> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+    let mut lines = head.split("\r\n");
+    let path = lines.next()?.split(' ').nth(1)?.to_string();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers.get("content-length")?.parse().ok()?;
+    while buf.len() < header_end + len {
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = serde_json::from_slice(&buf[header_end..header_end + len]).ok()?;
+    Some(Received {
+        path,
+        headers,
+        body,
+    })
+}
+
+fn config(server: &Server, base_suffix: &str) -> ProviderConfig {
+    ProviderConfig::new(format!("{}{base_suffix}", server.base))
+        .api_key(ApiKey::new(KEY))
+        .timeout(Duration::from_secs(5))
+        .max_retries(2)
+        .backoff(Duration::from_millis(1), Duration::from_millis(5))
+}
+
+fn openai(server: &Server) -> OpenAiModel {
+    OpenAiModel::new("gpt-4.1-mini", config(server, "/v1")).expect("client")
+}
+
+fn anthropic(server: &Server) -> AnthropicModel {
+    AnthropicModel::new("claude-sonnet-4-5", config(server, "")).expect("client")
+}
+
+fn tools() -> Vec<ToolDefinition> {
+    vec![ToolDefinition {
+        name: "read_file".into(),
+        description: "Reads a file of the workspace.".into(),
+        input_schema: Arc::new(json!({
+            "type": "object",
+            "properties": {"path": {"type": "string", "maxLength": 200}},
+            "required": ["path"],
+            "additionalProperties": false
+        })),
+    }]
+}
+
+fn request<'a>(messages: &'a [Message], tools: &'a [ToolDefinition]) -> ModelRequest<'a> {
+    ModelRequest {
+        system: "You are a careful researcher.",
+        messages,
+        tools,
+        max_tokens: 1024,
+    }
+}
+
+/// Asserts that no rendering of `err` shows the key.
+fn assert_no_key(err: &ModelError) {
+    assert!(!format!("{err}").contains(KEY), "{err}");
+    assert!(!format!("{err:?}").contains(KEY), "{err:?}");
+}
+
+/// The conversation of the three-turn exchange, as the run loop would build it.
+fn conversation(turn: usize) -> Vec<Message> {
+    let mut messages = vec![Message::user("What does lib.rs export?")];
+    if turn >= 2 {
+        messages.push(Message::Assistant {
+            text: Some("Let me look.".into()),
+            tool_calls: vec![
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "src/lib.rs"}),
+                },
+                ToolCall {
+                    id: "call_2".into(),
+                    name: "read_file".into(),
+                    arguments: json!({"path": "missing.rs"}),
+                },
+            ],
+        });
+        messages.push(Message::ToolResults {
+            results: vec![
+                ToolResult {
+                    call_id: "call_1".into(),
+                    content: "pub mod model;".into(),
+                    is_error: false,
+                },
+                ToolResult {
+                    call_id: "call_2".into(),
+                    content: "no such file".into(),
+                    is_error: true,
+                },
+            ],
+            note: Some("1 of 2 tool calls failed".into()),
+        });
+    }
+    messages
+}
+
+// ---------------------------------------------------------------- OpenAI
+
+fn openai_completion(message: Value, finish_reason: &str) -> Value {
+    json!({
+        "id": "chatcmpl-123",
+        "object": "chat.completion",
+        "created": 1_741_569_952,
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish_reason}],
+        "usage": {"prompt_tokens": 19, "completion_tokens": 10, "total_tokens": 29},
+    })
+}
+
+fn openai_tool_call_message(calls: &[(&str, &str)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(id, args)| {
+            json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": args}})
+        })
+        .collect();
+    json!({"role": "assistant", "content": "Let me look.", "tool_calls": calls, "refusal": null})
+}
+
+/// Validates an OpenAI request body against `CreateChatCompletionRequest` of OpenAI's
+/// published OpenAPI document, when the document is there.
+fn validate_against_openapi(bodies: &[Value]) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/openai-openapi.yaml");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        eprintln!(
+            "note: {} is absent; skipping validation against OpenAI's OpenAPI document",
+            path.display()
+        );
+        return;
+    };
+    // The document has bounds beyond 64 bits (`seed.minimum: -9223372036854776000`) that no
+    // YAML parser here represents as an integer: write such numbers as floats first.
+    let text: String = text
+        .lines()
+        .map(|line| {
+            let value = line.rsplit_once(": ").map(|(_, v)| v.trim()).unwrap_or("");
+            let digits = value.trim_start_matches('-');
+            if digits.len() >= 19 && digits.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{line}.0\n")
+            } else {
+                format!("{line}\n")
+            }
+        })
+        .collect();
+    let doc: serde_norway::Value = serde_norway::from_str(&text).expect("OpenAPI document is YAML");
+    let doc = yaml_to_json(doc);
+    let schemas = doc
+        .pointer("/components/schemas")
+        .cloned()
+        .expect("OpenAPI document has components.schemas");
+    // Refs point at `#/components/schemas/...`: keep them where they point.
+    let root = json!({
+        "$ref": "#/components/schemas/CreateChatCompletionRequest",
+        "components": {"schemas": schemas},
+    });
+    let validator = jsonschema::validator_for(&root).expect("the request schema compiles");
+    // The schema is not vacuous: a tool message without `tool_call_id` is refused.
+    let wrong =
+        json!({"model": "m", "messages": [{"role": "tool", "content": "x", "call_id": "c"}]});
+    assert!(
+        !validator.is_valid(&wrong),
+        "the OpenAPI schema accepted {wrong}"
+    );
+    for body in bodies {
+        let errors: Vec<String> = validator.iter_errors(body).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:#?}\nbody: {body:#}");
+    }
+}
+
+/// YAML to JSON; integers beyond 64 bits (the document has `seed.minimum: -9223372036854776000`)
+/// become floats, which serde_json's direct deserializer refuses.
+fn yaml_to_json(v: serde_norway::Value) -> Value {
+    use serde_norway::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                json!(i)
+            } else if let Some(u) = n.as_u64() {
+                json!(u)
+            } else {
+                n.as_f64().map_or(Value::Null, |f| json!(f))
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
+        Y::Mapping(map) => Value::Object(
+            map.into_iter()
+                .filter_map(|(k, v)| match k {
+                    Y::String(k) => Some((k, yaml_to_json(v))),
+                    Y::Number(n) => Some((n.to_string(), yaml_to_json(v))),
+                    Y::Bool(b) => Some((b.to_string(), yaml_to_json(v))),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        Y::Tagged(t) => yaml_to_json(t.value),
+    }
+}
+
+#[tokio::test]
+async fn openai_three_turn_tool_exchange() {
+    let server = Server::start(vec![
+        Reply::json(
+            200,
+            openai_completion(
+                openai_tool_call_message(&[
+                    ("call_1", r#"{"path":"src/lib.rs"}"#),
+                    ("call_2", r#"{"path":"missing.rs"}"#),
+                ]),
+                "tool_calls",
+            ),
+        ),
+        Reply::json(
+            200,
+            openai_completion(
+                json!({"role": "assistant", "content": "It exports `model`.", "refusal": null}),
+                "stop",
+            ),
+        ),
+        Reply::json(
+            200,
+            openai_completion(
+                json!({"role": "assistant", "content": "Done.", "refusal": null}),
+                "length",
+            ),
+        ),
+    ])
+    .await;
+    let model = openai(&server);
+    let tools = tools();
+
+    let first = conversation(1);
+    let r1 = model
+        .complete(request(&first, &tools))
+        .await
+        .expect("turn 1");
+    assert_eq!(r1.stop_reason, StopReason::ToolUse);
+    assert_eq!(r1.text.as_deref(), Some("Let me look."));
+    assert_eq!(r1.tool_calls.len(), 2);
+    assert_eq!(r1.tool_calls[0].id, "call_1");
+    assert_eq!(r1.tool_calls[0].name, "read_file");
+    assert_eq!(r1.tool_calls[0].arguments, json!({"path": "src/lib.rs"}));
+    assert_eq!(r1.usage.input_tokens, 19);
+    assert_eq!(r1.usage.output_tokens, 10);
+
+    let second = conversation(2);
+    let r2 = model
+        .complete(request(&second, &tools))
+        .await
+        .expect("turn 2");
+    assert_eq!(r2.stop_reason, StopReason::EndTurn);
+    assert_eq!(r2.text.as_deref(), Some("It exports `model`."));
+    assert!(r2.tool_calls.is_empty());
+
+    let mut third = second.clone();
+    third.push(Message::Assistant {
+        text: r2.text.clone(),
+        tool_calls: vec![],
+    });
+    third.push(Message::user("Say done."));
+    let r3 = model.complete(request(&third, &[])).await.expect("turn 3");
+    assert_eq!(r3.stop_reason, StopReason::MaxTokens);
+
+    let got = server.received();
+    assert_eq!(got.len(), 3);
+    for r in &got {
+        assert_eq!(r.path, "/v1/chat/completions");
+        assert_eq!(r.headers["authorization"], format!("Bearer {KEY}"));
+        assert_eq!(r.headers["content-type"], "application/json");
+        assert_eq!(r.body["model"], "gpt-4.1-mini");
+        assert_eq!(r.body["max_completion_tokens"], 1024);
+        assert!(r.body.get("max_tokens").is_none());
+    }
+    let b1 = &got[0].body;
+    assert_eq!(
+        b1["messages"][0],
+        json!({"role": "system", "content": "You are a careful researcher."})
+    );
+    assert_eq!(
+        b1["messages"][1],
+        json!({"role": "user", "content": "What does lib.rs export?"})
+    );
+    let tool = &b1["tools"][0];
+    assert_eq!(tool["type"], "function");
+    assert_eq!(tool["function"]["name"], "read_file");
+    assert_eq!(
+        tool["function"]["description"],
+        "Reads a file of the workspace."
+    );
+    assert_eq!(tool["function"]["parameters"], *tools[0].input_schema);
+
+    let m = b1["messages"].as_array().map(Vec::len);
+    assert_eq!(m, Some(2));
+    let m2 = got[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    let roles: Vec<&str> = m2
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(m2[2]["content"], "Let me look.");
+    let call = &m2[2]["tool_calls"][0];
+    assert_eq!(call["id"], "call_1");
+    assert_eq!(call["type"], "function");
+    assert_eq!(call["function"]["name"], "read_file");
+    let args = call["function"]["arguments"]
+        .as_str()
+        .expect("arguments is a JSON string");
+    assert_eq!(
+        serde_json::from_str::<Value>(args).expect("JSON"),
+        json!({"path": "src/lib.rs"})
+    );
+    assert_eq!(
+        m2[3],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "pub mod model;"})
+    );
+    assert_eq!(m2[4]["tool_call_id"], "call_2");
+    assert_eq!(m2[4]["content"], "ERROR: no such file");
+    assert_eq!(
+        m2[5],
+        json!({"role": "user", "content": "1 of 2 tool calls failed"})
+    );
+    assert!(
+        got[2].body.get("tools").is_none(),
+        "no tools, no `tools` field"
+    );
+
+    validate_against_openapi(&got.iter().map(|r| r.body.clone()).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn openai_invalid_arguments_pass_through_as_a_string() {
+    let raw = r#"{"path": "src/lib.rs""#;
+    let server = Server::start(vec![
+        Reply::json(
+            200,
+            openai_completion(openai_tool_call_message(&[("call_9", raw)]), "tool_calls"),
+        ),
+        Reply::json(
+            200,
+            openai_completion(json!({"role": "assistant", "content": "ok"}), "stop"),
+        ),
+    ])
+    .await;
+    let model = openai(&server);
+    let tools = tools();
+    let mut messages = conversation(1);
+    let r = model
+        .complete(request(&messages, &tools))
+        .await
+        .expect("turn");
+    assert_eq!(r.tool_calls[0].arguments, Value::String(raw.to_string()));
+    // The repair turn: the bad call goes back with an error result.
+    messages.push(Message::Assistant {
+        text: None,
+        tool_calls: r.tool_calls.clone(),
+    });
+    messages.push(Message::ToolResults {
+        results: vec![ToolResult {
+            call_id: "call_9".into(),
+            content: "arguments are not valid JSON".into(),
+            is_error: true,
+        }],
+        note: None,
+    });
+    model
+        .complete(request(&messages, &tools))
+        .await
+        .expect("repair turn");
+    let body = &server.received()[1].body;
+    let assistant = &body["messages"][2];
+    assert_eq!(assistant["content"], Value::Null);
+    let sent = assistant["tool_calls"][0]["function"]["arguments"]
+        .as_str()
+        .expect("string");
+    assert_eq!(
+        serde_json::from_str::<Value>(sent).expect("valid JSON text"),
+        Value::String(raw.into())
+    );
+    validate_against_openapi(std::slice::from_ref(body));
+}
+
+// ---------------------------------------------------------------- Anthropic
+
+fn anthropic_message(content: Value, stop_reason: &str) -> Value {
+    json!({
+        "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": null,
+        "usage": {"input_tokens": 2095, "output_tokens": 503},
+    })
+}
+
+#[tokio::test]
+async fn anthropic_three_turn_tool_exchange() {
+    let server = Server::start(vec![
+        Reply::json(
+            200,
+            anthropic_message(
+                json!([
+                    {"type": "text", "text": "Let me look."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "src/lib.rs"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "missing.rs"}},
+                ]),
+                "tool_use",
+            ),
+        ),
+        Reply::json(200, anthropic_message(json!([{"type": "text", "text": "It exports `model`."}]), "end_turn")),
+        Reply::json(200, anthropic_message(json!([{"type": "text", "text": "Do"}]), "max_tokens")),
+    ])
+    .await;
+    let model = anthropic(&server);
+    let tools = tools();
+
+    let first = conversation(1);
+    let r1 = model
+        .complete(request(&first, &tools))
+        .await
+        .expect("turn 1");
+    assert_eq!(r1.stop_reason, StopReason::ToolUse);
+    assert_eq!(r1.text.as_deref(), Some("Let me look."));
+    assert_eq!(r1.tool_calls.len(), 2);
+    assert_eq!(r1.tool_calls[1].id, "toolu_2");
+    assert_eq!(r1.tool_calls[0].arguments, json!({"path": "src/lib.rs"}));
+    assert_eq!((r1.usage.input_tokens, r1.usage.output_tokens), (2095, 503));
+
+    let mut second = conversation(2);
+    // IDs of this provider.
+    if let Message::Assistant { tool_calls, .. } = &mut second[1] {
+        tool_calls[0].id = "toolu_1".into();
+        tool_calls[1].id = "toolu_2".into();
+    }
+    if let Message::ToolResults { results, .. } = &mut second[2] {
+        results[0].call_id = "toolu_1".into();
+        results[1].call_id = "toolu_2".into();
+    }
+    let r2 = model
+        .complete(request(&second, &tools))
+        .await
+        .expect("turn 2");
+    assert_eq!(r2.stop_reason, StopReason::EndTurn);
+    assert_eq!(r2.text.as_deref(), Some("It exports `model`."));
+
+    let mut third = second.clone();
+    third.push(Message::user("And also say done.")); // follows the tool results: merged
+    let r3 = model
+        .complete(request(&third, &tools))
+        .await
+        .expect("turn 3");
+    assert_eq!(r3.stop_reason, StopReason::MaxTokens);
+
+    let got = server.received();
+    assert_eq!(got.len(), 3);
+    for r in &got {
+        assert_eq!(r.path, "/v1/messages");
+        assert_eq!(r.headers["x-api-key"], KEY);
+        assert_eq!(r.headers["anthropic-version"], "2023-06-01");
+        assert_eq!(r.headers["content-type"], "application/json");
+        assert!(!r.headers.contains_key("authorization"));
+        assert_eq!(r.body["model"], "claude-sonnet-4-5");
+        assert_eq!(r.body["max_tokens"], 1024);
+        assert_eq!(r.body["system"], "You are a careful researcher.");
+        assert_eq!(r.body["tools"][0]["name"], "read_file");
+        assert_eq!(
+            r.body["tools"][0]["description"],
+            "Reads a file of the workspace."
+        );
+        assert_eq!(r.body["tools"][0]["input_schema"], *tools[0].input_schema);
+        let roles: Vec<&str> = r.body["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .map(|m| m["role"].as_str().unwrap_or("?"))
+            .collect();
+        assert!(
+            roles.windows(2).all(|w| w[0] != w[1]),
+            "roles alternate: {roles:?}"
+        );
+        assert!(!roles.contains(&"system"));
+    }
+    assert_eq!(
+        got[0].body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "What does lib.rs export?"}]}])
+    );
+    let m2 = &got[1].body["messages"];
+    assert_eq!(
+        m2[1],
+        json!({"role": "assistant", "content": [
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "src/lib.rs"}},
+            {"type": "tool_use", "id": "toolu_2", "name": "read_file", "input": {"path": "missing.rs"}},
+        ]})
+    );
+    assert_eq!(
+        m2[2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "pub mod model;", "is_error": false},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such file", "is_error": true},
+            {"type": "text", "text": "1 of 2 tool calls failed"},
+        ]})
+    );
+    let m3 = got[2].body["messages"].as_array().expect("messages");
+    assert_eq!(
+        m3.len(),
+        3,
+        "the user text is merged into the tool-result turn"
+    );
+    assert_eq!(
+        m3[2]["content"][3],
+        json!({"type": "text", "text": "And also say done."})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_repair_turn_round_trips_the_bad_call() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        anthropic_message(json!([{"type": "text", "text": "fixed"}]), "end_turn"),
+    )])
+    .await;
+    let model = anthropic(&server);
+    let tools = tools();
+    // Arguments that arrived as invalid JSON (held as a string) must still go out as an
+    // object, which the Messages API requires.
+    let messages = vec![
+        Message::user("go"),
+        Message::Assistant {
+            text: None,
+            tool_calls: vec![ToolCall {
+                id: "toolu_9".into(),
+                name: "read_file".into(),
+                arguments: Value::String("{\"path\":".into()),
+            }],
+        },
+        Message::ToolResults {
+            results: vec![ToolResult {
+                call_id: "toolu_9".into(),
+                content: "arguments are not valid JSON".into(),
+                is_error: true,
+            }],
+            note: Some("Call the tool again with valid arguments.".into()),
+        },
+    ];
+    let r = model
+        .complete(request(&messages, &tools))
+        .await
+        .expect("repair");
+    assert_eq!(r.text.as_deref(), Some("fixed"));
+    let body = &server.received()[0].body;
+    assert!(body["messages"][1]["content"][0]["input"].is_object());
+    assert_eq!(body["messages"][2]["content"][0]["is_error"], true);
+}
+
+// ---------------------------------------------------------------- failures, both providers
+
+#[derive(Clone, Copy, Debug)]
+enum Provider {
+    OpenAi,
+    Anthropic,
+}
+
+const PROVIDERS: [Provider; 2] = [Provider::OpenAi, Provider::Anthropic];
+
+fn client(provider: Provider, config: ProviderConfig) -> Arc<dyn Model> {
+    match provider {
+        Provider::OpenAi => Arc::new(OpenAiModel::new("gpt-4.1-mini", config).expect("client")),
+        Provider::Anthropic => {
+            Arc::new(AnthropicModel::new("claude-sonnet-4-5", config).expect("client"))
+        }
+    }
+}
+
+fn base(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi => "/v1",
+        Provider::Anthropic => "",
+    }
+}
+
+fn success(provider: Provider) -> Reply {
+    match provider {
+        Provider::OpenAi => Reply::json(
+            200,
+            openai_completion(json!({"role": "assistant", "content": "hi"}), "stop"),
+        ),
+        Provider::Anthropic => Reply::json(
+            200,
+            anthropic_message(json!([{"type": "text", "text": "hi"}]), "end_turn"),
+        ),
+    }
+}
+
+fn provider_error(provider: Provider, kind: &str, message: &str) -> Value {
+    match provider {
+        Provider::OpenAi => {
+            json!({"error": {"message": message, "type": kind, "param": null, "code": null}})
+        }
+        Provider::Anthropic => {
+            json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+    }
+}
+
+async fn call(
+    provider: Provider,
+    server: &Server,
+    config: ProviderConfig,
+) -> Result<subcontract::model::ModelResponse, ModelError> {
+    let _ = server;
+    let model = client(provider, config);
+    let messages = [Message::user("hello")];
+    model.complete(request(&messages, &[])).await
+}
+
+#[tokio::test]
+async fn rate_limit_honours_retry_after_then_succeeds() {
+    for p in PROVIDERS {
+        let server = Server::start(vec![
+            Reply::json(429, provider_error(p, "rate_limit_error", "slow down"))
+                .header("retry-after", "1"),
+            success(p),
+        ])
+        .await;
+        let started = Instant::now();
+        let r = call(p, &server, config(&server, base(p)))
+            .await
+            .expect("retried");
+        assert_eq!(r.text.as_deref(), Some("hi"), "{p:?}");
+        assert_eq!(server.received().len(), 2, "{p:?}");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{p:?}: Retry-After ignored"
+        );
+    }
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_until_exhausted() {
+    for p in PROVIDERS {
+        let server = Server::start(vec![Reply::json(
+            500,
+            provider_error(p, "api_error", "internal trouble"),
+        )])
+        .await;
+        let err = call(p, &server, config(&server, base(p)).max_retries(2))
+            .await
+            .expect_err("fails");
+        assert_eq!(server.received().len(), 3, "{p:?}: 1 attempt + 2 retries");
+        match &err {
+            ModelError::Http {
+                status: 500,
+                message,
+                ..
+            } => assert_eq!(message, "internal trouble"),
+            other => panic!("{p:?}: {other:?}"),
+        }
+        assert_no_key(&err);
+    }
+}
+
+#[tokio::test]
+async fn wrong_key_is_not_retried_and_the_key_never_shows() {
+    for p in PROVIDERS {
+        // The server echoes the key, as some do: it must not reach the error.
+        let server = Server::start(vec![Reply::json(
+            401,
+            provider_error(
+                p,
+                "authentication_error",
+                &format!("Incorrect API key provided: {KEY}"),
+            ),
+        )])
+        .await;
+        let cfg = config(&server, base(p));
+        assert!(!format!("{cfg:?}").contains(KEY));
+        let err = call(p, &server, cfg).await.expect_err("401");
+        assert_eq!(server.received().len(), 1, "{p:?}: 401 is not retried");
+        match &err {
+            ModelError::Http {
+                status: 401,
+                message,
+                ..
+            } => {
+                assert!(
+                    message.starts_with("Incorrect API key provided"),
+                    "{message}"
+                )
+            }
+            other => panic!("{p:?}: {other:?}"),
+        }
+        assert_no_key(&err);
+    }
+    let openai = OpenAiModel::new(
+        "m",
+        ProviderConfig::new("http://127.0.0.1:1").api_key(ApiKey::new(KEY)),
+    )
+    .expect("client");
+    let anthropic = AnthropicModel::new(
+        "m",
+        ProviderConfig::new("http://127.0.0.1:1").api_key(ApiKey::new(KEY)),
+    )
+    .expect("client");
+    assert!(!format!("{openai:?}").contains(KEY));
+    assert!(!format!("{anthropic:?}").contains(KEY));
+    assert_eq!(format!("{}", ApiKey::new(KEY)), "ApiKey(***)");
+}
+
+#[tokio::test]
+async fn malformed_and_truncated_bodies_are_errors() {
+    for p in PROVIDERS {
+        let truncated = match p {
+            Provider::OpenAi => {
+                r#"{"id":"chatcmpl-1","choices":[{"index":0,"message":{"role":"assis"#
+            }
+            Provider::Anthropic => r#"{"id":"msg_1","type":"message","content":[{"type":"te"#,
+        };
+        for body in [
+            "<html>502 Bad Gateway</html>",
+            truncated,
+            r#"{"unexpected": true}"#,
+            "",
+        ] {
+            let server = Server::start(vec![Reply::raw(200, body)]).await;
+            let err = call(p, &server, config(&server, base(p)))
+                .await
+                .expect_err("malformed");
+            assert!(
+                matches!(err, ModelError::MalformedResponse { .. }),
+                "{p:?} {body:?}: {err:?}"
+            );
+            assert_eq!(server.received().len(), 1, "{p:?}: not retried");
+            assert_no_key(&err);
+        }
+    }
+}
+
+#[tokio::test]
+async fn slow_servers_time_out() {
+    for p in PROVIDERS {
+        let server = Server::start(vec![success(p).delayed(Duration::from_secs(3))]).await;
+        let cfg = config(&server, base(p))
+            .timeout(Duration::from_millis(300))
+            .max_retries(1);
+        let started = Instant::now();
+        let err = call(p, &server, cfg).await.expect_err("timeout");
+        assert!(matches!(err, ModelError::Timeout { .. }), "{p:?}: {err:?}");
+        assert_eq!(server.received().len(), 2, "{p:?}: a timeout is retried");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_no_key(&err);
+    }
+}
+
+#[tokio::test]
+async fn refused_connections_are_connection_errors() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    for p in PROVIDERS {
+        let cfg = ProviderConfig::new(format!("http://{addr}"))
+            .api_key(ApiKey::new(KEY))
+            .max_retries(1)
+            .backoff(Duration::from_millis(1), Duration::from_millis(2));
+        let model = client(p, cfg);
+        let messages = [Message::user("hello")];
+        let err = model
+            .complete(request(&messages, &[]))
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(err, ModelError::Connection { .. }),
+            "{p:?}: {err:?}"
+        );
+        assert_no_key(&err);
+    }
+}
