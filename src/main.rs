@@ -126,7 +126,7 @@ fn run_check(
         CheckFormat::Json => render::Format::Json,
         CheckFormat::Github => render::Format::Github,
     };
-    print!("{}", render::render(&report, format));
+    emit(&render::render(&report, format));
     if report.failed() {
         VIOLATIONS
     } else {
@@ -173,7 +173,7 @@ fn run_schema(path: &std::path::Path, format: SchemaFormat) -> u8 {
     };
     match serde_json::to_string_pretty(&def) {
         Ok(s) => {
-            println!("{s}");
+            emit(&format!("{s}\n"));
             OK
         }
         Err(e) => {
@@ -181,4 +181,11 @@ fn run_schema(path: &std::path::Path, format: SchemaFormat) -> u8 {
             USAGE
         }
     }
+}
+
+/// Writes to stdout without panicking when the reader went away (`| head`).
+fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
