@@ -377,10 +377,10 @@ mod tests {
 
     fn objects_closed(v: &Value) -> bool {
         let Value::Object(m) = v else { return true };
-        if m.get("type") == Some(&json!("object")) || m.contains_key("properties") {
-            if m.get("additionalProperties") != Some(&json!(false)) {
-                return false;
-            }
+        if (m.get("type") == Some(&json!("object")) || m.contains_key("properties"))
+            && m.get("additionalProperties") != Some(&json!(false))
+        {
+            return false;
         }
         m.iter().all(|(k, c)| match (k.as_str(), c) {
             ("properties" | "$defs", Value::Object(ps)) => ps.values().all(objects_closed),

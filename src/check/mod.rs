@@ -1,11 +1,4 @@
-//! `subcontract check`: every contract problem in a set of specs, before any model is called.
-//!
-//! [`check_paths`] loads every `*.toml` spec under some paths and reports, per file, every
-//! problem it finds (shape, schemas, size analysis, examples) and, across the set, duplicate
-//! names, unknown tools, call cycles and chains deeper than the depth limit. The same contract
-//! checks run on a Rust-declared spec with [`SubAgentSpec::check`].
-//!
-//! Nothing here prints: the binary renders a [`CheckReport`] with [`render`].
+#![doc = include_str!("../docs/check.md")]
 
 mod catalog;
 pub mod render;

@@ -53,7 +53,11 @@ pub fn human(report: &CheckReport) -> String {
             let col = d.column.saturating_sub(1) as usize;
             let skip = col.saturating_sub(60);
             let shown: String = text.chars().skip(skip).take(120).collect();
-            let shown = shown.replace('\t', " ");
+            // Control characters (garbage files) would garble the terminal; one column each.
+            let shown: String = shown
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
             let gutter = d.line.to_string().len();
             let _ = writeln!(out, "{:gutter$} |", "");
             let _ = writeln!(out, "{} | {}", d.line, shown);

@@ -154,7 +154,7 @@ pub(crate) fn truncate(s: &str) -> String {
         return s.to_string();
     }
     let mut t: String = s.chars().take(MAX_MESSAGE_CHARS).collect();
-    t.push_str("…");
+    t.push('…');
     t
 }
 

@@ -137,7 +137,7 @@ where
     ///
     /// ```
     /// use schemars::JsonSchema;
-    /// use serde::Serialize;
+    /// use serde::{Deserialize, Serialize};
     /// use validator::Validate;
     /// use subcontract::SubAgentSpec;
     ///

@@ -52,9 +52,12 @@ fn clean_set_passes() {
     assert_eq!(stdout.trim(), "0 errors, 0 warnings in 2 specs");
 }
 
+/// (code, file, line) expected from one fixture set.
+type Expected = (&'static str, &'static str, u64);
+
 #[test]
 fn one_broken_set_per_code() {
-    let cases: &[(&str, &[(&str, &str, u64)])] = &[
+    let cases: &[(&str, &[Expected])] = &[
         ("unknown_key", &[("unknown-key", "unknown_key/s.toml", 7)]),
         (
             "duplicate_name",
