@@ -271,9 +271,15 @@ fn compile(schema: &Value) -> Result<Contract, SchemaError> {
     Contract::compile(Arc::new(schema.clone()))
 }
 
-fn schema_error(loc: &Locator<'_>, which: &str, e: &SchemaError) -> Diagnostic {
+fn schema_error(loc: &Locator<'_>, which: &str, schema: &Value, e: &SchemaError) -> Diagnostic {
+    // The compiler's path is into the meta-schema; the meta-schema check says where in *this*
+    // schema the problem is, which is the line a person must edit.
+    let at = match jsonschema::draft202012::meta::validate(schema) {
+        Err(m) => m.instance_path().to_string(),
+        Ok(()) => String::new(),
+    };
     loc.diag(
-        loc.schema(which, &e.path),
+        loc.schema(which, &at),
         Severity::Error,
         codes::INVALID_SCHEMA,
         format!("the {which} schema does not compile: {}", e.message),
@@ -382,10 +388,10 @@ fn check_raw(raw: &RawSpec) -> Vec<Diagnostic> {
     };
     let mut out = Vec::new();
     let input = compile(&raw.input.value)
-        .map_err(|e| out.push(schema_error(&loc, "input", &e)))
+        .map_err(|e| out.push(schema_error(&loc, "input", &raw.input.value, &e)))
         .ok();
     let output = compile(&raw.output.value)
-        .map_err(|e| out.push(schema_error(&loc, "output", &e)))
+        .map_err(|e| out.push(schema_error(&loc, "output", &raw.output.value, &e)))
         .ok();
     let max = raw
         .limits
@@ -567,6 +573,39 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
         }
     }
 
+    // Capabilities never widen: a spec can only spawn a spec whose tools it holds itself.
+    for (i, es) in edges.iter().enumerate() {
+        for &(j, k) in es {
+            if in_cycle[i] && in_cycle[j] {
+                continue; // already a call-cycle error
+            }
+            let held: HashSet<&str> = specs[i].tools.iter().map(|t| t.value.as_str()).collect();
+            let missing: Vec<&str> = specs[j]
+                .tools
+                .iter()
+                .map(|t| t.value.as_str())
+                .filter(|t| !held.contains(t))
+                .collect();
+            if !missing.is_empty() {
+                out.push(err(
+                    &specs[i],
+                    specs[i].tools[k].pos,
+                    codes::TOOL_NOT_HELD,
+                    format!(
+                        "`{}` calls `{}`, which uses {}; `{}` does not hold {}: add {} to its \
+                         tools (a sub-agent's tools must all be held by its caller)",
+                        specs[i].name.value,
+                        specs[j].name.value,
+                        quoted(&missing),
+                        specs[i].name.value,
+                        if missing.len() == 1 { "it" } else { "them" },
+                        if missing.len() == 1 { "it" } else { "them" },
+                    ),
+                ));
+            }
+        }
+    }
+
     // Depth: a spec the host calls runs at depth 1; each spec it calls one deeper.
     let max_depth = opts.max_depth as usize;
     let mut memo: Vec<Option<Vec<usize>>> = vec![None; specs.len()];
@@ -597,6 +636,14 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A path from `from` to `to` (both included), by breadth-first search.

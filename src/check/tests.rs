@@ -38,7 +38,7 @@ fn codes_of(r: &CheckReport) -> Vec<(String, String, u32, u32)> {
 #[test]
 fn a_clean_set_passes() {
     let r = check_sources(
-        &[spec("a", &["b", "grep"]), spec("b", &["read_file"])],
+        &[spec("a", &["b", "read_file"]), spec("b", &["read_file"])],
         &CheckOptions::default(),
     );
     assert!(r.diagnostics.is_empty(), "{:#?}", r.diagnostics);
@@ -52,8 +52,8 @@ fn cycles_depth_and_unknown_tools() {
         &[
             spec("a", &["b"]),
             spec("b", &["a"]),
-            spec("c", &["d"]),
-            spec("d", &["e"]),
+            spec("c", &["d", "e", "nope"]),
+            spec("d", &["e", "nope"]),
             spec("e", &["nope"]),
         ],
         &CheckOptions::default(),
@@ -86,7 +86,11 @@ fn cycles_depth_and_unknown_tools() {
         deny_warnings: false,
     };
     let r = check_sources(
-        &[spec("c", &["d"]), spec("d", &["e"]), spec("e", &["nope"])],
+        &[
+            spec("c", &["d", "e", "nope"]),
+            spec("d", &["e", "nope"]),
+            spec("e", &["nope"]),
+        ],
         &opts,
     );
     assert!(r.diagnostics.is_empty(), "{:#?}", r.diagnostics);
@@ -194,4 +198,15 @@ fn rust_declared_spec_check() {
     let d = spec.check();
     assert_eq!(d[0].code, "output-too-large");
     assert!(d[0].message.contains("502"), "{}", d[0].message);
+}
+
+#[test]
+fn a_caller_must_hold_its_callees_tools() {
+    let r = check_sources(
+        &[spec("a", &["b"]), spec("b", &["grep", "list_dir"])],
+        &CheckOptions::default(),
+    );
+    let c = codes_of(&r);
+    assert_eq!(c, [("tool-not-held".into(), "specs/a.toml".into(), 4, 10)]);
+    assert!(r.diagnostics[0].message.contains("`grep`, `list_dir`"));
 }

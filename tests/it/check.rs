@@ -75,6 +75,10 @@ fn one_broken_set_per_code() {
         ),
         ("too_deep", &[("too-deep", "too_deep/a.toml", 4)]),
         (
+            "tool_not_held",
+            &[("tool-not-held", "tool_not_held/caller.toml", 4)],
+        ),
+        (
             "unknown_tool",
             &[("unknown-tool", "unknown_tool/s.toml", 4)],
         ),
@@ -114,7 +118,7 @@ fn one_broken_set_per_code() {
         ),
         (
             "invalid_schema",
-            &[("invalid-schema", "invalid_schema/s.toml", 9)],
+            &[("invalid-schema", "invalid_schema/s.toml", 12)],
         ),
     ];
     for (set, expected) in cases {
