@@ -9,11 +9,13 @@
 //! ```
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::CheckError;
+use crate::contract::Contract;
 use crate::tool::is_valid_name;
 
 /// One tool declared in a catalogue.
@@ -61,6 +63,10 @@ fn parse_catalogue(shown: &str, text: &str) -> Result<Vec<CatalogueTool>, CheckE
                 t.name
             )));
         }
+        if let Some(input) = &t.input {
+            Contract::compile(Arc::new(input.clone()))
+                .map_err(|e| bad(format!("tool `{}`: input schema: {e}", t.name)))?;
+        }
     }
     Ok(cat.tool)
 }
@@ -81,5 +87,7 @@ mod tests {
         assert!(parse_catalogue("c", "[[tool]]\nname = \"x\"\ncolour = 1\n").is_err());
         assert!(parse_catalogue("c", "[[tool]]\nname = \"a b\"\n").is_err());
         assert!(parse_catalogue("c", "").unwrap().is_empty());
+        let bad_schema = "[[tool]]\nname = \"x\"\ninput = { type = 5 }\n";
+        assert!(parse_catalogue("c", bad_schema).is_err());
     }
 }

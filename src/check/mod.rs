@@ -521,6 +521,14 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     // Tools, and the call graph between specs.
     let catalogue: HashSet<&str> = opts.catalogue.iter().map(|t| t.name.as_str()).collect();
     let node_of: HashMap<&str, usize> = by_name.iter().map(|(n, idx)| (*n, idx[0])).collect();
+    let mut known: Vec<&str> = BUILTIN_TOOLS
+        .iter()
+        .copied()
+        .chain(node_of.keys().copied())
+        .chain(catalogue.iter().copied())
+        .collect();
+    // Sorted, so a tie between suggestions is broken the same way every run.
+    known.sort_unstable();
     // edges[i] = (callee, index into specs[i].tools)
     let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); specs.len()];
     for (i, r) in specs.iter().enumerate() {
@@ -529,17 +537,15 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
             } else if !BUILTIN_TOOLS.contains(&name) && !catalogue.contains(name) {
-                out.push(err(
-                    r,
-                    t.pos,
-                    codes::UNKNOWN_TOOL,
-                    format!(
-                        "unknown tool `{name}`: not a built-in tool ({}), not a spec in this \
-                         set, and not in the tool catalogue (declare it in a file given with \
-                         --tools)",
-                        BUILTIN_TOOLS.join(", ")
-                    ),
-                ));
+                let mut message = format!(
+                    "unknown tool `{name}`: not a built-in tool ({}), not a spec in this set, \
+                     and not in the tool catalogue (declare it in a file given with --tools)",
+                    BUILTIN_TOOLS.join(", ")
+                );
+                if let Some(best) = crate::spec::file::suggest(name, &known) {
+                    message.push_str(&format!("; did you mean `{best}`?"));
+                }
+                out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
             }
         }
     }

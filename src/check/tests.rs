@@ -210,3 +210,13 @@ fn a_caller_must_hold_its_callees_tools() {
     assert_eq!(c, [("tool-not-held".into(), "specs/a.toml".into(), 4, 10)]);
     assert!(r.diagnostics[0].message.contains("`grep`, `list_dir`"));
 }
+
+#[test]
+fn unknown_tool_suggests_a_close_name() {
+    let r = check_sources(&[spec("a", &["gerp"])], &CheckOptions::default());
+    assert!(
+        r.diagnostics[0].message.ends_with("did you mean `grep`?"),
+        "{}",
+        r.diagnostics[0].message
+    );
+}
