@@ -20,6 +20,10 @@
 //! it. **The bounds stay enforced**: subcontract validates every output (and every tool
 //! argument) against the full contract, and a violation goes back to the model to repair.
 //! Looser is fine for the provider's grammar; our validation is the contract.
+//!
+//! OpenAI's strict mode makes optional properties required-but-nullable, so a model may answer
+//! `null` where the contract wants the property absent: run [`strip_optional_nulls`] (with the
+//! original schema) on what comes back before validating it.
 
 use serde_json::{Map, Value};
 
@@ -316,6 +320,83 @@ fn describe(key: &str, v: &Value) -> Option<String> {
     })
 }
 
+/// Undoes [`openai_strict`]'s nullable rewrite on a value that came back: removes `null`
+/// properties that the *original* schema does not require and does not allow to be null, so
+/// the value can be validated against the full contract. Follows `properties`, `items` and
+/// local `$ref`s (`#/$defs/…`, `#/definitions/…`).
+pub fn strip_optional_nulls(original: &Value, value: &mut Value) {
+    strip(original, original, value, 0);
+}
+
+fn strip(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Some(schema) = resolve(root, schema) else {
+        return;
+    };
+    match value {
+        Value::Object(obj) => {
+            let Some(Value::Object(props)) = schema.get("properties") else {
+                return;
+            };
+            let required: Vec<&str> = schema
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            obj.retain(|k, v| {
+                !(v.is_null()
+                    && !required.contains(&k.as_str())
+                    && props
+                        .get(k)
+                        .is_some_and(|p| !allows_null(resolve(root, p).unwrap_or(p))))
+            });
+            for (k, v) in obj.iter_mut() {
+                if let Some(p) = props.get(k) {
+                    strip(root, p, v, depth + 1);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items").filter(|i| i.is_object()) {
+                for v in items {
+                    strip(root, item_schema, v, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Follows local `$ref`s (a bounded number of hops, so a ref cycle cannot loop).
+fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> Option<&'a Value> {
+    for _ in 0..32 {
+        match schema.get("$ref").and_then(Value::as_str) {
+            Some(r) => schema = root.pointer(r.strip_prefix('#')?)?,
+            None => return Some(schema),
+        }
+    }
+    None
+}
+
+fn allows_null(schema: &Value) -> bool {
+    let has_null = |v: Option<&Value>| match v {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(a)) => a.iter().any(|t| t == "null" || t.is_null()),
+        _ => false,
+    };
+    has_null(schema.get("type"))
+        || has_null(schema.get("enum"))
+        || schema.get("const").is_some_and(Value::is_null)
+        || ["anyOf", "oneOf"].iter().any(|k| {
+            schema
+                .get(*k)
+                .and_then(Value::as_array)
+                .is_some_and(|a| a.iter().any(allows_null))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,6 +570,26 @@ mod tests {
         // minItems 0 or 1 is accepted.
         let t = anthropic(&json!({"type": "array", "minItems": 1, "items": {"type": "string"}}));
         assert_eq!(t["minItems"], 1);
+    }
+
+    #[test]
+    fn nulls_for_optional_properties_are_stripped_back() {
+        let original = sample();
+        let mut v = json!({
+            "findings": [{"claim": "c", "score": null, "id": null, "kind": "a"}],
+            "meta": {"n": null},
+            "mixed": null
+        });
+        strip_optional_nulls(&original, &mut v);
+        assert_eq!(
+            v,
+            json!({"findings": [{"claim": "c", "kind": "a"}], "meta": {}})
+        );
+        // A property that may be null keeps its null.
+        let s = json!({"type": "object", "properties": {"x": {"type": ["string", "null"]}}});
+        let mut v = json!({"x": null});
+        strip_optional_nulls(&s, &mut v);
+        assert_eq!(v, json!({"x": null}));
     }
 
     #[test]
