@@ -482,7 +482,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     let file = |r: &RawSpec| r.path.display().to_string();
     let err = |r: &RawSpec, pos: Pos, code: &str, message: String| {
         let mut d = Diagnostic::error(file(r), pos, code, message);
-        d.spec = Some(r.name.value.clone());
+        d.spec = crate::tool::is_valid_name(&r.name.value).then(|| r.name.value.clone());
         d
     };
 
