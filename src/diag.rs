@@ -115,6 +115,9 @@ pub mod codes {
     pub const OUTPUT_TOO_LARGE: &str = "output-too-large";
     /// A spec names a tool that is neither built in, another spec, nor in the catalogue.
     pub const UNKNOWN_TOOL: &str = "unknown-tool";
+    /// A spec calls another spec without holding every tool that spec uses (capabilities never
+    /// widen, design.md §2.1), so spawning it would fail.
+    pub const TOOL_NOT_HELD: &str = "tool-not-held";
     /// Specs call each other in a cycle.
     pub const CALL_CYCLE: &str = "call-cycle";
     /// A chain of spec-to-spec calls is deeper than the depth limit.

@@ -1,9 +1,11 @@
 #![doc = include_str!("docs/crate.md")]
 
 pub mod budget;
+pub mod check;
 pub mod contract;
 pub mod ctx;
 pub mod diag;
+pub mod dialect;
 pub mod events;
 pub mod gate;
 pub mod model;

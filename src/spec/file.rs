@@ -884,7 +884,7 @@ const TOP_LEVEL: &str = "at the top level";
 
 /// The known key closest to `key`, if within edit distance 2 (and not a wholesale rewrite of a
 /// very short key).
-fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+pub(crate) fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     known
         .iter()
         .filter_map(|k| edit_distance(key, k, 2).map(|d| (d, *k)))

@@ -1,6 +1,7 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
 mod budget_stress;
+mod check;
 mod common;
 mod invariants;
 mod providers;

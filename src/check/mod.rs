@@ -1,0 +1,718 @@
+#![doc = include_str!("../docs/check.md")]
+
+mod catalog;
+pub mod render;
+
+pub use catalog::{load_catalogue, CatalogueTool};
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::contract::{Contract, SchemaError, UnboundedKind, Violation};
+use crate::ctx::DEFAULT_MAX_DEPTH;
+use crate::diag::{codes, Diagnostic, LineIndex, Pos, Severity};
+use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
+use crate::spec::{compact_chars, spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
+use crate::workspace::BUILTIN_TOOLS;
+
+/// What a check run may assume beyond the spec files themselves.
+#[derive(Debug, Clone)]
+pub struct CheckOptions {
+    /// Tools declared outside the spec set (`--tools FILE`), which specs may name.
+    pub catalogue: Vec<CatalogueTool>,
+    /// Deepest sub-agent depth allowed (host = 0); a spec called by the host is at depth 1.
+    pub max_depth: u32,
+    /// Whether warnings fail the run too.
+    pub deny_warnings: bool,
+}
+
+impl Default for CheckOptions {
+    fn default() -> Self {
+        CheckOptions {
+            catalogue: Vec::new(),
+            max_depth: DEFAULT_MAX_DEPTH,
+            deny_warnings: false,
+        }
+    }
+}
+
+/// Why a check could not run at all (as opposed to finding violations): exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// A path given to check does not exist or cannot be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The `--tools` catalogue is unreadable or malformed.
+    #[error("tool catalogue {path}: {message}")]
+    Catalogue {
+        /// The catalogue's path.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The outcome of a check run.
+#[derive(Debug, Clone, Default)]
+pub struct CheckReport {
+    /// Every finding, sorted by file, line and column.
+    pub diagnostics: Vec<Diagnostic>,
+    /// How many spec files were checked.
+    pub specs_checked: usize,
+    /// Whether warnings count as failures (copied from [`CheckOptions::deny_warnings`]).
+    pub deny_warnings: bool,
+    /// Source text of each file checked, to show the offending lines.
+    sources: HashMap<String, Arc<LineIndex>>,
+}
+
+impl CheckReport {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// Errors found.
+    pub fn error_count(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Warnings found.
+    pub fn warning_count(&self) -> usize {
+        self.diagnostics.len() - self.error_count()
+    }
+
+    /// Whether the run fails: any error, or any warning under `deny_warnings`.
+    pub fn failed(&self) -> bool {
+        self.has_errors() || (self.deny_warnings && !self.diagnostics.is_empty())
+    }
+
+    /// The text of `line` in `file`, when the file was read by this run.
+    pub fn line_text(&self, file: &str, line: u32) -> Option<&str> {
+        self.sources.get(file)?.line_text(line)
+    }
+}
+
+/// Checks every `*.toml` spec under `paths` (files or directories, searched recursively) as
+/// one set. I/O failures (a missing path, an unreadable file) are errors; everything wrong
+/// with the specs themselves is a diagnostic in the report.
+pub fn check_paths(paths: &[PathBuf], opts: &CheckOptions) -> Result<CheckReport, CheckError> {
+    let mut files = Vec::new();
+    for p in paths {
+        let found = spec_files(p).map_err(|source| CheckError::Io {
+            path: p.display().to_string(),
+            source,
+        })?;
+        files.extend(found);
+    }
+    files.sort();
+    files.dedup();
+
+    let mut set = SetBuilder::default();
+    for f in &files {
+        let io = |source| CheckError::Io {
+            path: f.display().to_string(),
+            source,
+        };
+        let bytes = std::fs::read(f).map_err(io)?;
+        match String::from_utf8(bytes) {
+            Ok(src) => set.add(f, &src),
+            // Reuse the parser's own diagnostic for the first invalid byte.
+            Err(e) => {
+                let (raw, diags) = parse_spec_file(f).map_err(io)?;
+                set.add_parsed(f, raw, diags, &String::from_utf8_lossy(e.as_bytes()));
+            }
+        }
+    }
+    Ok(set.finish(opts))
+}
+
+/// Checks specs given as already-read text (path, source): what [`check_paths`] does after
+/// reading the files. Useful for tests and for tools that hold specs in memory.
+pub fn check_sources(sources: &[(PathBuf, String)], opts: &CheckOptions) -> CheckReport {
+    let mut set = SetBuilder::default();
+    for (path, src) in sources {
+        set.add(path, src);
+    }
+    set.finish(opts)
+}
+
+/// Accumulates per-file results, then runs the set-wide checks.
+#[derive(Default)]
+struct SetBuilder {
+    parsed: Vec<RawSpec>,
+    diagnostics: Vec<Diagnostic>,
+    sources: HashMap<String, Arc<LineIndex>>,
+    files: usize,
+}
+
+impl SetBuilder {
+    fn add(&mut self, path: &Path, src: &str) {
+        let (raw, diags) = parse_spec(path, src);
+        self.add_parsed(path, raw, diags, src);
+    }
+
+    fn add_parsed(
+        &mut self,
+        path: &Path,
+        raw: Option<RawSpec>,
+        mut diags: Vec<Diagnostic>,
+        src: &str,
+    ) {
+        self.files += 1;
+        if let Some(raw) = &raw {
+            diags.extend(check_raw(raw));
+        }
+        // Kept for every file: set-wide findings (a duplicate name) may point into a file
+        // that had no findings of its own, and human output shows the offending line.
+        self.sources
+            .insert(path.display().to_string(), Arc::new(LineIndex::new(src)));
+        self.diagnostics.extend(diags);
+        self.parsed.extend(raw);
+    }
+
+    fn finish(mut self, opts: &CheckOptions) -> CheckReport {
+        self.diagnostics.extend(check_set(&self.parsed, opts));
+        self.diagnostics
+            .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+        CheckReport {
+            diagnostics: self.diagnostics,
+            specs_checked: self.files,
+            deny_warnings: opts.deny_warnings,
+            sources: self.sources,
+        }
+    }
+}
+
+/// Where the contract checks point their diagnostics: into a spec file, or (for a spec
+/// declared in Rust) at nothing more precise than the spec itself.
+struct Locator<'a> {
+    file: String,
+    spec: Option<String>,
+    raw: Option<&'a RawSpec>,
+}
+
+impl Locator<'_> {
+    fn schema(&self, table: &str, pointer: &str) -> Pos {
+        self.raw
+            .map_or(Pos::START, |r| r.positions.locate_pointer(table, pointer))
+    }
+
+    fn max_output_chars(&self) -> Pos {
+        self.raw.map_or(Pos::START, |r| {
+            r.positions
+                .locate(&["limits", "max_output_chars"])
+                .unwrap_or(r.output.pos)
+        })
+    }
+
+    /// The example's `input`/`output`, or the value inside it that a violation names.
+    fn example(&self, index: usize, side: &str, instance_path: &str) -> Pos {
+        let Some(r) = self.raw else {
+            return Pos::START;
+        };
+        let idx = index.to_string();
+        let mut path: Vec<String> = vec!["examples".into(), idx, side.into()];
+        let base = r
+            .positions
+            .locate(&path.iter().map(String::as_str).collect::<Vec<_>>());
+        let mut best = base;
+        for seg in instance_path.split('/').skip(1) {
+            path.push(seg.replace("~1", "/").replace("~0", "~"));
+            match r
+                .positions
+                .locate(&path.iter().map(String::as_str).collect::<Vec<_>>())
+            {
+                Some(p) => best = Some(p),
+                None => break,
+            }
+        }
+        best.unwrap_or_else(|| {
+            r.examples
+                .iter()
+                .find(|x| x.index == index)
+                .map_or(r.name.pos, |x| {
+                    if side == "input" {
+                        x.input.pos
+                    } else {
+                        x.output.pos
+                    }
+                })
+        })
+    }
+
+    fn diag(&self, pos: Pos, severity: Severity, code: &str, message: String) -> Diagnostic {
+        let mut d = match severity {
+            Severity::Error => Diagnostic::error(self.file.clone(), pos, code, message),
+            Severity::Warning => Diagnostic::warning(self.file.clone(), pos, code, message),
+        };
+        d.spec = self.spec.clone();
+        d
+    }
+}
+
+/// One contract example, as the checks see it.
+struct Example<'a> {
+    /// Index in the file's `examples` array (or in the spec's list).
+    index: usize,
+    input: &'a Value,
+    output: &'a Value,
+}
+
+fn compile(schema: &Value) -> Result<Contract, SchemaError> {
+    Contract::compile(Arc::new(schema.clone()))
+}
+
+fn schema_error(loc: &Locator<'_>, which: &str, schema: &Value, e: &SchemaError) -> Diagnostic {
+    // The compiler's path is into the meta-schema; the meta-schema check says where in *this*
+    // schema the problem is, which is the line a person must edit.
+    let at = match jsonschema::draft202012::meta::validate(schema) {
+        Err(m) => m.instance_path().to_string(),
+        Ok(()) => String::new(),
+    };
+    loc.diag(
+        loc.schema(which, &at),
+        Severity::Error,
+        codes::INVALID_SCHEMA,
+        format!("the {which} schema does not compile: {}", e.message),
+    )
+}
+
+/// The contract checks shared by spec files and Rust-declared specs.
+fn check_contracts(
+    loc: &Locator<'_>,
+    input: Option<&Contract>,
+    output: Option<&Contract>,
+    max_output_chars: usize,
+    examples: &[Example<'_>],
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if let Some(output) = output {
+        let a = output.analysis();
+        for p in &a.problems {
+            let code = match p.kind {
+                UnboundedKind::String => codes::UNBOUNDED_STRING,
+                UnboundedKind::Array => codes::UNBOUNDED_ARRAY,
+                UnboundedKind::RecursiveRef => codes::RECURSIVE_REF,
+                UnboundedKind::OpenObject | UnboundedKind::AnyValue => codes::OPEN_OBJECT,
+            };
+            let at = if p.schema_path.is_empty() {
+                "the output schema's root".to_string()
+            } else {
+                format!("output{}", p.schema_path)
+            };
+            out.push(loc.diag(
+                loc.schema("output", &p.schema_path),
+                Severity::Error,
+                code,
+                format!("{at}: {}", p.message),
+            ));
+        }
+        if let Some(w) = a.worst_case_chars {
+            if w > max_output_chars as u64 {
+                out.push(loc.diag(
+                    loc.max_output_chars(),
+                    Severity::Error,
+                    codes::OUTPUT_TOO_LARGE,
+                    format!(
+                        "the largest valid output is {w} characters of compact JSON, over \
+                         max_output_chars = {max_output_chars}: tighten maxLength/maxItems \
+                         or raise the limit"
+                    ),
+                ));
+            }
+        }
+    }
+    for ex in examples {
+        let n = ex.index + 1;
+        if let Some(input) = input {
+            if let Err(vs) = input.validate(ex.input) {
+                out.push(example_diag(loc, ex.index, n, "input", &vs));
+            }
+        }
+        if let Some(output) = output {
+            let mut vs = output.validate(ex.output).err().unwrap_or_default();
+            let chars = compact_chars(ex.output);
+            if chars > max_output_chars {
+                vs.push(Violation {
+                    path: String::new(),
+                    message: format!(
+                        "is {chars} characters of compact JSON, over max_output_chars = \
+                         {max_output_chars}"
+                    ),
+                });
+            }
+            if !vs.is_empty() {
+                out.push(example_diag(loc, ex.index, n, "output", &vs));
+            }
+        }
+    }
+    out
+}
+
+fn example_diag(
+    loc: &Locator<'_>,
+    index: usize,
+    n: usize,
+    side: &str,
+    vs: &[Violation],
+) -> Diagnostic {
+    let first = vs.first().map_or("", |v| v.path.as_str());
+    let list: Vec<String> = vs.iter().map(ToString::to_string).collect();
+    loc.diag(
+        loc.example(index, side, first),
+        Severity::Error,
+        codes::EXAMPLE_INVALID,
+        format!(
+            "example {n} {side} does not validate against the {side} contract: {}",
+            list.join("; ")
+        ),
+    )
+}
+
+/// Contract checks of one parsed spec file: schemas compile, the output is bounded and fits,
+/// and every example validates.
+fn check_raw(raw: &RawSpec) -> Vec<Diagnostic> {
+    let loc = Locator {
+        file: raw.path.display().to_string(),
+        spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
+        raw: Some(raw),
+    };
+    let mut out = Vec::new();
+    let input = compile(&raw.input.value)
+        .map_err(|e| out.push(schema_error(&loc, "input", &raw.input.value, &e)))
+        .ok();
+    let output = compile(&raw.output.value)
+        .map_err(|e| out.push(schema_error(&loc, "output", &raw.output.value, &e)))
+        .ok();
+    let max = raw
+        .limits
+        .max_output_chars
+        .as_ref()
+        .map_or(DEFAULT_MAX_OUTPUT_CHARS, |m| {
+            usize::try_from(m.value).unwrap_or(usize::MAX)
+        });
+    let examples: Vec<Example<'_>> = raw
+        .examples
+        .iter()
+        .map(|x| Example {
+            index: x.index,
+            input: &x.input.value,
+            output: &x.output.value,
+        })
+        .collect();
+    out.extend(check_contracts(
+        &loc,
+        input.as_ref(),
+        output.as_ref(),
+        max,
+        &examples,
+    ));
+    out
+}
+
+impl<I, O> SubAgentSpec<I, O> {
+    /// The contract checks of `subcontract check`, on a spec built in Rust: an unbounded or
+    /// too-large output (possible with `allow_unbounded_output`), examples that do not
+    /// validate, and a warning when there are no examples. Diagnostics name the spec in place
+    /// of a file, at line 1, column 1.
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use subcontract::SubAgentSpec;
+    ///
+    /// let spec = SubAgentSpec::dynamic(
+    ///     "echo",
+    ///     json!({"type": "object"}),
+    ///     json!({"type": "string", "maxLength": 10}),
+    /// )
+    /// .description("Echoes.")
+    /// .system("Echo.")
+    /// .example(json!({}), json!("hi"))
+    /// .build()
+    /// .unwrap();
+    /// assert!(spec.check().is_empty());
+    /// ```
+    pub fn check(&self) -> Vec<Diagnostic> {
+        let loc = Locator {
+            file: format!("<spec {}>", self.name()),
+            spec: Some(self.name().to_string()),
+            raw: None,
+        };
+        let examples: Vec<Example<'_>> = self
+            .examples()
+            .iter()
+            .enumerate()
+            .map(|(index, (i, o))| Example {
+                index,
+                input: i,
+                output: o,
+            })
+            .collect();
+        let mut out = check_contracts(
+            &loc,
+            Some(self.input_contract()),
+            Some(self.output_contract()),
+            self.limits().max_output_chars,
+            &examples,
+        );
+        if examples.is_empty() {
+            out.push(loc.diag(
+                Pos::START,
+                Severity::Warning,
+                codes::NO_EXAMPLES,
+                "the spec has no examples, so its contracts are checked against nothing".into(),
+            ));
+        }
+        out
+    }
+}
+
+/// Checks across the set: duplicate names, unknown tools, call cycles, too-deep chains.
+fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let file = |r: &RawSpec| r.path.display().to_string();
+    let err = |r: &RawSpec, pos: Pos, code: &str, message: String| {
+        let mut d = Diagnostic::error(file(r), pos, code, message);
+        d.spec = crate::tool::is_valid_name(&r.name.value).then(|| r.name.value.clone());
+        d
+    };
+
+    // Names: the first file (in path order) owns a name for the call graph.
+    let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, r) in specs.iter().enumerate() {
+        if crate::tool::is_valid_name(&r.name.value) {
+            by_name.entry(r.name.value.as_str()).or_default().push(i);
+        }
+    }
+    for (name, idx) in &by_name {
+        if idx.len() < 2 {
+            continue;
+        }
+        for &i in idx {
+            let others: Vec<String> = idx
+                .iter()
+                .filter(|&&j| j != i)
+                .map(|&j| {
+                    let o = &specs[j];
+                    format!("{}:{}", file(o), o.name.pos)
+                })
+                .collect();
+            out.push(err(
+                &specs[i],
+                specs[i].name.pos,
+                codes::DUPLICATE_NAME,
+                format!(
+                    "spec name `{name}` is also used by {}; tool names must be unique",
+                    others.join(", ")
+                ),
+            ));
+        }
+    }
+
+    // Tools, and the call graph between specs.
+    let catalogue: HashSet<&str> = opts.catalogue.iter().map(|t| t.name.as_str()).collect();
+    let node_of: HashMap<&str, usize> = by_name.iter().map(|(n, idx)| (*n, idx[0])).collect();
+    let mut known: Vec<&str> = BUILTIN_TOOLS
+        .iter()
+        .copied()
+        .chain(node_of.keys().copied())
+        .chain(catalogue.iter().copied())
+        .collect();
+    // Sorted, so a tie between suggestions is broken the same way every run.
+    known.sort_unstable();
+    // edges[i] = (callee, index into specs[i].tools)
+    let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); specs.len()];
+    for (i, r) in specs.iter().enumerate() {
+        for (k, t) in r.tools.iter().enumerate() {
+            let name = t.value.as_str();
+            if let Some(&j) = node_of.get(name) {
+                edges[i].push((j, k));
+            } else if !BUILTIN_TOOLS.contains(&name) && !catalogue.contains(name) {
+                let mut message = format!(
+                    "unknown tool `{name}`: not a built-in tool ({}), not a spec in this set, \
+                     and not in the tool catalogue (declare it in a file given with --tools)",
+                    BUILTIN_TOOLS.join(", ")
+                );
+                if let Some(best) = crate::spec::file::suggest(name, &known) {
+                    message.push_str(&format!("; did you mean `{best}`?"));
+                }
+                out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
+            }
+        }
+    }
+
+    // Cycles: an edge i → j is on a cycle when j leads back to i.
+    let names = |path: &[usize]| {
+        path.iter()
+            .map(|&n| specs[n].name.value.as_str())
+            .collect::<Vec<_>>()
+            .join(" → ")
+    };
+    let mut in_cycle = vec![false; specs.len()];
+    for (i, es) in edges.iter().enumerate() {
+        for &(j, k) in es {
+            if let Some(path) = find_path(&edges, j, i) {
+                in_cycle[i] = true;
+                let mut full = vec![i];
+                full.extend(path);
+                out.push(err(
+                    &specs[i],
+                    specs[i].tools[k].pos,
+                    codes::CALL_CYCLE,
+                    format!(
+                        "`{}` calls `{}`, which leads back to it: {}",
+                        specs[i].name.value,
+                        specs[j].name.value,
+                        names(&full)
+                    ),
+                ));
+            }
+        }
+    }
+
+    // Capabilities never widen: a spec can only spawn a spec whose tools it holds itself.
+    for (i, es) in edges.iter().enumerate() {
+        for &(j, k) in es {
+            if in_cycle[i] && in_cycle[j] {
+                continue; // already a call-cycle error
+            }
+            let held: HashSet<&str> = specs[i].tools.iter().map(|t| t.value.as_str()).collect();
+            let missing: Vec<&str> = specs[j]
+                .tools
+                .iter()
+                .map(|t| t.value.as_str())
+                .filter(|t| !held.contains(t))
+                .collect();
+            if !missing.is_empty() {
+                out.push(err(
+                    &specs[i],
+                    specs[i].tools[k].pos,
+                    codes::TOOL_NOT_HELD,
+                    format!(
+                        "`{}` calls `{}`, which uses {}; `{}` does not hold {}: add {} to its \
+                         tools (a sub-agent's tools must all be held by its caller)",
+                        specs[i].name.value,
+                        specs[j].name.value,
+                        quoted(&missing),
+                        specs[i].name.value,
+                        if missing.len() == 1 { "it" } else { "them" },
+                        if missing.len() == 1 { "it" } else { "them" },
+                    ),
+                ));
+            }
+        }
+    }
+
+    // Depth: a spec the host calls runs at depth 1; each spec it calls one deeper.
+    let max_depth = opts.max_depth as usize;
+    let mut memo: Vec<Option<Vec<usize>>> = vec![None; specs.len()];
+    for i in 0..specs.len() {
+        if in_cycle[i] {
+            continue;
+        }
+        let chain = longest_chain(&edges, &in_cycle, i, &mut memo);
+        if chain.len() > max_depth {
+            // Point at the call that starts the long chain.
+            let next = chain[1];
+            let pos = edges[i]
+                .iter()
+                .find(|(j, _)| *j == next)
+                .map_or(specs[i].name.pos, |&(_, k)| specs[i].tools[k].pos);
+            out.push(err(
+                &specs[i],
+                pos,
+                codes::TOO_DEEP,
+                format!(
+                    "called by a host, `{}` reaches sub-agent depth {} ({}), deeper than the \
+                     limit of {max_depth}",
+                    specs[i].name.value,
+                    chain.len(),
+                    names(&chain)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A path from `from` to `to` (both included), by breadth-first search.
+fn find_path(edges: &[Vec<(usize, usize)>], from: usize, to: usize) -> Option<Vec<usize>> {
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    let mut seen = HashSet::from([from]);
+    while let Some(n) = queue.pop_front() {
+        if n == to {
+            let mut path = vec![n];
+            let mut cur = n;
+            while let Some(&p) = parent.get(&cur) {
+                path.push(p);
+                cur = p;
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for &(m, _) in &edges[n] {
+            if seen.insert(m) {
+                parent.insert(m, n);
+                queue.push_back(m);
+            }
+        }
+    }
+    None
+}
+
+/// The longest call chain starting at `i` (including `i`), ignoring specs on cycles (those
+/// are reported as cycles). Iterative post-order, so a long chain cannot overflow the stack.
+fn longest_chain(
+    edges: &[Vec<(usize, usize)>],
+    in_cycle: &[bool],
+    i: usize,
+    memo: &mut [Option<Vec<usize>>],
+) -> Vec<usize> {
+    let mut stack = vec![(i, false)];
+    while let Some((n, expanded)) = stack.pop() {
+        if memo[n].is_some() {
+            continue;
+        }
+        let callees = edges[n].iter().map(|&(j, _)| j).filter(|&j| !in_cycle[j]);
+        if !expanded {
+            stack.push((n, true));
+            for j in callees {
+                if memo[j].is_none() {
+                    stack.push((j, false));
+                }
+            }
+        } else {
+            let best = callees
+                .filter_map(|j| memo[j].as_ref())
+                .max_by_key(|c| c.len())
+                .cloned()
+                .unwrap_or_default();
+            let mut chain = Vec::with_capacity(best.len() + 1);
+            chain.push(n);
+            chain.extend(best);
+            memo[n] = Some(chain);
+        }
+    }
+    memo[i].clone().unwrap_or_else(|| vec![i])
+}
+
+#[cfg(test)]
+mod tests;
