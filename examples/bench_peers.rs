@@ -25,7 +25,9 @@ use subcontract::events::{Event, EventSink};
 use subcontract::model::{
     ModelError, ModelRequest, ModelResponse, Price, PriceTable, StopReason, ToolCall, Usage,
 };
-use subcontract::{Budget, Ctx, FnTool, Model, Outcome, SubAgentSpec, ToolOutput, ToolSet, SUBMIT_TOOL};
+use subcontract::{
+    Budget, Ctx, FnTool, Model, Outcome, SubAgentSpec, ToolOutput, ToolSet, SUBMIT_TOOL,
+};
 use validator::Validate;
 
 const T: usize = 20;
@@ -76,7 +78,11 @@ fn sample_findings() -> Findings {
             );
             Finding {
                 claim: base.chars().take(240).collect(),
-                source_ids: vec![format!("src-{i:04}-a"), format!("src-{i:04}-b"), format!("src-{i:04}-c")],
+                source_ids: vec![
+                    format!("src-{i:04}-a"),
+                    format!("src-{i:04}-b"),
+                    format!("src-{i:04}-c"),
+                ],
             }
         })
         .collect();
@@ -110,14 +116,21 @@ fn pydantic_schema() -> Value {
 // ---------------------------------------------------------------------------------------
 
 fn usage() -> Usage {
-    Usage { input_tokens: 100, output_tokens: 20 }
+    Usage {
+        input_tokens: 100,
+        output_tokens: 20,
+    }
 }
 
 fn call(name: &str, args: String, id: String) -> ModelResponse {
     ModelResponse {
         text: None,
         // Arguments arrive as a JSON string, as from a provider; the run loop parses them.
-        tool_calls: vec![ToolCall { id, name: name.into(), arguments: Value::String(args) }],
+        tool_calls: vec![ToolCall {
+            id,
+            name: name.into(),
+            arguments: Value::String(args),
+        }],
         usage: usage(),
         stop_reason: StopReason::ToolUse,
     }
@@ -155,7 +168,11 @@ impl Model for Worker {
             }
             return Ok(call("lookup", "{}".into(), format!("c{turn}")));
         }
-        Ok(call(SUBMIT_TOOL, self.sample.to_string(), format!("c{turn}")))
+        Ok(call(
+            SUBMIT_TOOL,
+            self.sample.to_string(),
+            format!("c{turn}"),
+        ))
     }
 }
 
@@ -183,7 +200,11 @@ impl Model for Parent {
         }
         let turn = (req.messages.len() - 1) / 2;
         if self.sequential && turn < self.n {
-            return Ok(call("research", format!("{{\"query\": \"q{turn}\"}}"), format!("p{turn}")));
+            return Ok(call(
+                "research",
+                format!("{{\"query\": \"q{turn}\"}}"),
+                format!("p{turn}"),
+            ));
         }
         if !self.sequential && turn == 0 {
             let tool_calls = (0..self.n)
@@ -193,9 +214,18 @@ impl Model for Parent {
                     arguments: Value::String(format!("{{\"query\": \"q{k}\"}}")),
                 })
                 .collect();
-            return Ok(ModelResponse { text: None, tool_calls, usage: usage(), stop_reason: StopReason::ToolUse });
+            return Ok(ModelResponse {
+                text: None,
+                tool_calls,
+                usage: usage(),
+                stop_reason: StopReason::ToolUse,
+            });
         }
-        Ok(call(SUBMIT_TOOL, self.sample.to_string(), format!("p{turn}")))
+        Ok(call(
+            SUBMIT_TOOL,
+            self.sample.to_string(),
+            format!("p{turn}"),
+        ))
     }
 }
 
@@ -234,7 +264,10 @@ fn lookup() -> Arc<dyn subcontract::Tool> {
 
 fn prices() -> PriceTable {
     let mut p = PriceTable::new();
-    p.insert("scripted:bench", Price::per_mtok(Decimal::new(2, 0), Decimal::new(8, 0)));
+    p.insert(
+        "scripted:bench",
+        Price::per_mtok(Decimal::new(2, 0), Decimal::new(8, 0)),
+    );
     p
 }
 
@@ -245,14 +278,22 @@ fn prices() -> PriceTable {
 fn summarize(mut v: Vec<f64>) -> Value {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
     json!({"median": median, "min": v[0], "max": v[n - 1], "n": n})
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn status_kb(field: &str) -> f64 {
@@ -278,12 +319,17 @@ fn peak_rss_mb() -> f64 {
 /// CPU time of the whole process (user + system, every thread), from
 /// `clock_gettime(CLOCK_PROCESS_CPUTIME_ID)`.
 fn cpu_time() -> Duration {
-    cpu_time::ProcessTime::try_now().map(|t| t.as_duration()).unwrap_or_default()
+    cpu_time::ProcessTime::try_now()
+        .map(|t| t.as_duration())
+        .unwrap_or_default()
 }
 
 fn rt() -> tokio::runtime::Runtime {
     // One thread, like asyncio's event loop in the peers.
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime")
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -291,9 +337,16 @@ fn rt() -> tokio::runtime::Runtime {
 // ---------------------------------------------------------------------------------------
 
 fn s1(reps: usize, runs_per_rep: usize, tool_turns: usize) -> Value {
-    let sample: Arc<str> = serde_json::to_string(&sample_findings()).expect("serialisable").into();
+    let sample: Arc<str> = serde_json::to_string(&sample_findings())
+        .expect("serialisable")
+        .into();
     let spec = worker_spec("worker", "You are a research worker.", &["lookup"]);
-    let model = Arc::new(Worker { tool_turns, latency: Duration::ZERO, gauge: Arc::default(), sample });
+    let model = Arc::new(Worker {
+        tool_turns,
+        latency: Duration::ZERO,
+        gauge: Arc::default(),
+        sample,
+    });
     let events = Arc::new(CountingSink::default());
     let ctx = Ctx::builder(model)
         .tools(ToolSet::new().with(lookup()).expect("one tool"))
@@ -339,7 +392,9 @@ fn s1(reps: usize, runs_per_rep: usize, tool_turns: usize) -> Value {
 }
 
 fn s2(reps: usize, runs_per_rep: usize) -> Value {
-    let sample: Arc<str> = serde_json::to_string(&sample_findings()).expect("serialisable").into();
+    let sample: Arc<str> = serde_json::to_string(&sample_findings())
+        .expect("serialisable")
+        .into();
     let child = worker_spec("research", "You are a research worker.", &["lookup"]);
     let parent_spec = SubAgentSpec::<Query, Findings>::builder("parent")
         .description("Lead researcher.")
@@ -353,11 +408,19 @@ fn s2(reps: usize, runs_per_rep: usize) -> Value {
     let model = Arc::new(Parent {
         n: N,
         sequential: true,
-        worker: Worker { tool_turns: CHILD_TOOL_TURNS, latency: Duration::ZERO, gauge: Arc::default(), sample: sample.clone() },
+        worker: Worker {
+            tool_turns: CHILD_TOOL_TURNS,
+            latency: Duration::ZERO,
+            gauge: Arc::default(),
+            sample: sample.clone(),
+        },
         stamps: Mutex::new(Vec::new()),
         sample,
     });
-    let tools = ToolSet::new().with(lookup()).and_then(|t| t.with(child.as_tool())).expect("two tools");
+    let tools = ToolSet::new()
+        .with(lookup())
+        .and_then(|t| t.with(child.as_tool()))
+        .expect("two tools");
     let expected = sample_findings();
     rt().block_on(async {
         let one = || async {
@@ -380,14 +443,18 @@ fn s2(reps: usize, runs_per_rep: usize) -> Value {
             let calls = budget.snapshot().calls;
             assert_eq!(calls as usize, (N + 1) + N * (CHILD_TOOL_TURNS + 1));
             let stamps = model.stamps.lock().expect("not poisoned").clone();
-            let gaps: Vec<f64> = stamps.windows(2).map(|w| (w[1] - w[0]).as_secs_f64() * 1e6).collect();
+            let gaps: Vec<f64> = stamps
+                .windows(2)
+                .map(|w| (w[1] - w[0]).as_secs_f64() * 1e6)
+                .collect();
             let early = median(gaps[..10].to_vec());
             let late = median(gaps[gaps.len() - 10..].to_vec());
             (dt, early, late, dc, calls)
         };
         one().await;
         let setup = rss_mb();
-        let (mut per, mut run_ms, mut early, mut late, mut cpu) = (vec![], vec![], vec![], vec![], vec![]);
+        let (mut per, mut run_ms, mut early, mut late, mut cpu) =
+            (vec![], vec![], vec![], vec![], vec![]);
         let mut calls = 0;
         for _ in 0..reps {
             let mut runs = Vec::new();
@@ -416,18 +483,28 @@ fn s2(reps: usize, runs_per_rep: usize) -> Value {
 }
 
 fn s3(reps: usize, k: usize, cap: usize, runtime: tokio::runtime::Runtime) -> Value {
-    let sample: Arc<str> = serde_json::to_string(&sample_findings()).expect("serialisable").into();
+    let sample: Arc<str> = serde_json::to_string(&sample_findings())
+        .expect("serialisable")
+        .into();
     let child = worker_spec("research", "You are a research worker.", &["lookup"]);
     let parent_spec = worker_spec("parent", "parent", &["research"]);
     let gauge = Arc::new(Gauge::default());
     let model = Arc::new(Parent {
         n: k,
         sequential: false,
-        worker: Worker { tool_turns: CHILD_TOOL_TURNS, latency: L, gauge: gauge.clone(), sample: sample.clone() },
+        worker: Worker {
+            tool_turns: CHILD_TOOL_TURNS,
+            latency: L,
+            gauge: gauge.clone(),
+            sample: sample.clone(),
+        },
         stamps: Mutex::new(Vec::new()),
         sample,
     });
-    let tools = ToolSet::new().with(lookup()).and_then(|t| t.with(child.as_tool())).expect("two tools");
+    let tools = ToolSet::new()
+        .with(lookup())
+        .and_then(|t| t.with(child.as_tool()))
+        .expect("two tools");
     let waves = k.div_ceil(cap) as f64;
     let ideal_ms = waves * CHILD_TOOL_TURNS as f64 * L.as_secs_f64() * 1000.0;
     runtime.block_on(async {
@@ -447,7 +524,10 @@ fn s3(reps: usize, k: usize, cap: usize, runtime: tokio::runtime::Runtime) -> Va
             let r = parent_spec.run(&Query { query: "go".into() }, &ctx).await;
             let dt = t0.elapsed();
             assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-            assert_eq!(budget.snapshot().calls as usize, 2 + k * (CHILD_TOOL_TURNS + 1));
+            assert_eq!(
+                budget.snapshot().calls as usize,
+                2 + k * (CHILD_TOOL_TURNS + 1)
+            );
             (dt, gauge.peak.load(Ordering::Relaxed), cpu_time() - c0)
         };
         one().await;
@@ -465,7 +545,9 @@ fn s3(reps: usize, k: usize, cap: usize, runtime: tokio::runtime::Runtime) -> Va
         // all. Tokio's timer has 1 ms granularity, so each sleep ends up to ~1 ms late.
         let mut floors = vec![];
         for _ in 0..reps {
-            let permits = Arc::new(tokio::sync::Semaphore::new(cap.min(tokio::sync::Semaphore::MAX_PERMITS)));
+            let permits = Arc::new(tokio::sync::Semaphore::new(
+                cap.min(tokio::sync::Semaphore::MAX_PERMITS),
+            ));
             let t0 = Instant::now();
             let mut set = tokio::task::JoinSet::new();
             for _ in 0..k {
@@ -548,7 +630,10 @@ fn s4(reps: usize, iters: usize) -> Value {
 }
 
 fn scale(reps: usize) -> Value {
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
     let before = rss_mb();
     let mut v = s3(reps, SCALE, SCALE, rt);
     let peak = peak_rss_mb();
@@ -583,7 +668,12 @@ fn fmt(v: &Value, digits: usize) -> String {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let get = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let get = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     let reps: usize = get("--reps").and_then(|r| r.parse().ok()).unwrap_or(5);
     if let Some(name) = get("--scenario") {
         let setup_rss = rss_mb();
@@ -595,7 +685,10 @@ fn main() {
         if args.iter().any(|a| a == "--child") {
             println!("@@RESULT@@{res}");
         } else {
-            println!("{}", serde_json::to_string_pretty(&res).expect("serialisable"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&res).expect("serialisable")
+            );
         }
         return;
     }
@@ -618,40 +711,138 @@ fn main() {
     }
     let s = |n: &str| &all[n];
     let rows: Vec<(String, String, String)> = vec![
-        ("s0".into(), "us / run of 1 turn (final output only), wall".into(), fmt(&s("s0")["us_per_model_turn"], 1)),
-        ("s0".into(), "  same, process CPU time".into(), fmt(&s("s0")["cpu_us_per_model_turn"], 1)),
-        ("s1".into(), "us / model turn (21 turns/run), wall".into(), fmt(&s("s1")["us_per_model_turn"], 2)),
-        ("s1".into(), "  same, process CPU time".into(), fmt(&s("s1")["cpu_us_per_model_turn"], 2)),
-        ("s2".into(), "us / sub-agent call (4 child turns + 1 parent turn), wall".into(), fmt(&s("s2")["us_per_subagent_call"], 1)),
-        ("s2".into(), "  same, process CPU time".into(), fmt(&s("s2")["cpu_us_per_subagent_call"], 1)),
-        ("s2".into(), "us / call, calls 1-10 (short parent history)".into(), fmt(&s("s2")["us_per_call_first10"], 1)),
-        ("s2".into(), "us / call, calls 91-100 (long parent history)".into(), fmt(&s("s2")["us_per_call_last10"], 1)),
-        ("s3".into(), format!("wall ms, K=50 unbounded, ideal {} ms", s("s3")["ideal_ms"]), fmt(&s("s3")["wall_ms"], 2)),
-        ("s3".into(), "process CPU ms during the run".into(), fmt(&s("s3")["cpu_ms"], 2)),
-        ("s3".into(), "floor: bare tokio tasks, same sleeps, no framework (ms)".into(), fmt(&s("s3")["tokio_floor_ms"], 2)),
-        ("s3".into(), "peak concurrent child model calls".into(), s("s3")["peak_concurrent_child_model_calls"].to_string()),
-        ("s3b".into(), format!("wall ms, K=50 cap 10, ideal {} ms", s("s3b")["ideal_ms"]), fmt(&s("s3b")["wall_ms"], 2)),
-        ("s3b".into(), "floor: bare tokio tasks, same sleeps, no framework (ms)".into(), fmt(&s("s3b")["tokio_floor_ms"], 2)),
-        ("s3b".into(), "peak concurrent child model calls".into(), s("s3b")["peak_concurrent_child_model_calls"].to_string()),
-        ("s4".into(), "us / parse + JSON Schema validate (2039 B)".into(), fmt(&s("s4")["parse_and_schema_validate_us"], 2)),
-        ("s4".into(), "us / full output pipeline (size, schema, typed decode, rules)".into(), fmt(&s("s4")["full_output_pipeline_us"], 2)),
-        ("s4".into(), "us / serde typed parse + validator rules".into(), fmt(&s("s4")["serde_typed_parse_and_rules_us"], 2)),
-        ("scale".into(), format!("wall ms, {SCALE} sub-agents, cap {SCALE}, ideal 60 ms"), fmt(&s("scale")["wall_ms"], 1)),
-        ("scale".into(), "floor: bare tokio tasks, same sleeps, no framework (ms)".into(), fmt(&s("scale")["tokio_floor_ms"], 1)),
-        ("scale".into(), "peak RSS KB per child".into(), format!("{:.1}", s("scale")["peak_rss_per_child_kb"].as_f64().unwrap_or(-1.0))),
+        (
+            "s0".into(),
+            "us / run of 1 turn (final output only), wall".into(),
+            fmt(&s("s0")["us_per_model_turn"], 1),
+        ),
+        (
+            "s0".into(),
+            "  same, process CPU time".into(),
+            fmt(&s("s0")["cpu_us_per_model_turn"], 1),
+        ),
+        (
+            "s1".into(),
+            "us / model turn (21 turns/run), wall".into(),
+            fmt(&s("s1")["us_per_model_turn"], 2),
+        ),
+        (
+            "s1".into(),
+            "  same, process CPU time".into(),
+            fmt(&s("s1")["cpu_us_per_model_turn"], 2),
+        ),
+        (
+            "s2".into(),
+            "us / sub-agent call (4 child turns + 1 parent turn), wall".into(),
+            fmt(&s("s2")["us_per_subagent_call"], 1),
+        ),
+        (
+            "s2".into(),
+            "  same, process CPU time".into(),
+            fmt(&s("s2")["cpu_us_per_subagent_call"], 1),
+        ),
+        (
+            "s2".into(),
+            "us / call, calls 1-10 (short parent history)".into(),
+            fmt(&s("s2")["us_per_call_first10"], 1),
+        ),
+        (
+            "s2".into(),
+            "us / call, calls 91-100 (long parent history)".into(),
+            fmt(&s("s2")["us_per_call_last10"], 1),
+        ),
+        (
+            "s3".into(),
+            format!("wall ms, K=50 unbounded, ideal {} ms", s("s3")["ideal_ms"]),
+            fmt(&s("s3")["wall_ms"], 2),
+        ),
+        (
+            "s3".into(),
+            "process CPU ms during the run".into(),
+            fmt(&s("s3")["cpu_ms"], 2),
+        ),
+        (
+            "s3".into(),
+            "floor: bare tokio tasks, same sleeps, no framework (ms)".into(),
+            fmt(&s("s3")["tokio_floor_ms"], 2),
+        ),
+        (
+            "s3".into(),
+            "peak concurrent child model calls".into(),
+            s("s3")["peak_concurrent_child_model_calls"].to_string(),
+        ),
+        (
+            "s3b".into(),
+            format!("wall ms, K=50 cap 10, ideal {} ms", s("s3b")["ideal_ms"]),
+            fmt(&s("s3b")["wall_ms"], 2),
+        ),
+        (
+            "s3b".into(),
+            "floor: bare tokio tasks, same sleeps, no framework (ms)".into(),
+            fmt(&s("s3b")["tokio_floor_ms"], 2),
+        ),
+        (
+            "s3b".into(),
+            "peak concurrent child model calls".into(),
+            s("s3b")["peak_concurrent_child_model_calls"].to_string(),
+        ),
+        (
+            "s4".into(),
+            "us / parse + JSON Schema validate (2039 B)".into(),
+            fmt(&s("s4")["parse_and_schema_validate_us"], 2),
+        ),
+        (
+            "s4".into(),
+            "us / full output pipeline (size, schema, typed decode, rules)".into(),
+            fmt(&s("s4")["full_output_pipeline_us"], 2),
+        ),
+        (
+            "s4".into(),
+            "us / serde typed parse + validator rules".into(),
+            fmt(&s("s4")["serde_typed_parse_and_rules_us"], 2),
+        ),
+        (
+            "scale".into(),
+            format!("wall ms, {SCALE} sub-agents, cap {SCALE}, ideal 60 ms"),
+            fmt(&s("scale")["wall_ms"], 1),
+        ),
+        (
+            "scale".into(),
+            "floor: bare tokio tasks, same sleeps, no framework (ms)".into(),
+            fmt(&s("scale")["tokio_floor_ms"], 1),
+        ),
+        (
+            "scale".into(),
+            "peak RSS KB per child".into(),
+            format!(
+                "{:.1}",
+                s("scale")["peak_rss_per_child_kb"].as_f64().unwrap_or(-1.0)
+            ),
+        ),
     ];
     println!("\n== subcontract {} ==", env!("CARGO_PKG_VERSION"));
     println!("values: median [min .. max] over {reps} reps; each scenario in its own process\n");
-    println!("{:<6} {:<62} {:<34} peak RSS MB", "scen.", "metric", "value");
+    println!(
+        "{:<6} {:<62} {:<34} peak RSS MB",
+        "scen.", "metric", "value"
+    );
     let mut last = String::new();
     for (scen, metric, value) in rows {
-        let rss = if scen != last { format!("{:.1}", s(&scen)["peak_rss_mb"].as_f64().unwrap_or(-1.0)) } else { String::new() };
+        let rss = if scen != last {
+            format!("{:.1}", s(&scen)["peak_rss_mb"].as_f64().unwrap_or(-1.0))
+        } else {
+            String::new()
+        };
         println!("{scen:<6} {metric:<62} {value:<34} {rss}");
         last = scen;
     }
     if let Some(path) = get("--json") {
         let doc = json!({"framework": "subcontract", "version": env!("CARGO_PKG_VERSION"), "reps": reps, "scenarios": all});
-        std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("serialisable")).expect("writable --json path");
+        std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).expect("serialisable"),
+        )
+        .expect("writable --json path");
         println!("\nwrote {path}");
     }
 }

@@ -3,12 +3,16 @@
 //! A [`ModelRequest`] borrows the conversation instead of owning it, so the run loop never
 //! clones a whole history to make a call. Providers translate it to their wire format.
 
+mod example;
 mod price;
 mod replay;
+mod resolve;
 mod scripted;
 
+pub use example::ExampleModel;
 pub use price::{Price, PriceError, PriceTable};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
+pub use resolve::resolve_model;
 pub use scripted::{ScriptStep, ScriptedModel};
 
 use std::sync::Arc;

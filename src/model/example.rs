@@ -1,0 +1,75 @@
+//! The `example` model: answers every spec with its first contract example. Offline,
+//! deterministic, and always valid, so `subcontract run` and `subcontract mcp` can be tried
+//! (and tested) with no key and no network.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use super::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
+use crate::runloop::SUBMIT_TOOL;
+use crate::SubAgentSpec;
+
+/// Answers a sub-agent by its system prompt with the output of its first `[[examples]]`
+/// entry; a spec without examples gets a [`ModelError::Exhausted`] (which ends the run as
+/// `model_error`, visibly).
+#[derive(Debug, Clone, Default)]
+pub struct ExampleModel {
+    by_system: HashMap<String, Value>,
+}
+
+impl ExampleModel {
+    /// Learns the first example of each spec.
+    pub fn new<'a, I: 'a, O: 'a>(specs: impl IntoIterator<Item = &'a SubAgentSpec<I, O>>) -> Self {
+        let by_system = specs
+            .into_iter()
+            .filter_map(|s| {
+                s.examples()
+                    .first()
+                    .map(|(_, out)| (s.system().to_string(), out.clone()))
+            })
+            .collect();
+        ExampleModel { by_system }
+    }
+}
+
+#[async_trait]
+impl Model for ExampleModel {
+    fn id(&self) -> &str {
+        "example"
+    }
+
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let Some(output) = self.by_system.get(request.system) else {
+            return Err(ModelError::Exhausted(
+                "the example model has no [[examples]] entry for this spec to answer with".into(),
+            ));
+        };
+        let submit = request.tools.iter().any(|t| t.name == SUBMIT_TOOL);
+        Ok(match (submit, output) {
+            (true, _) => ModelResponse {
+                text: None,
+                tool_calls: vec![ToolCall {
+                    id: "example_1".into(),
+                    name: SUBMIT_TOOL.into(),
+                    arguments: output.clone(),
+                }],
+                usage: Usage::default(),
+                stop_reason: StopReason::ToolUse,
+            },
+            (false, Value::String(s)) => ModelResponse {
+                text: Some(s.clone()),
+                tool_calls: Vec::new(),
+                usage: Usage::default(),
+                stop_reason: StopReason::EndTurn,
+            },
+            (false, other) => ModelResponse {
+                text: Some(other.to_string()),
+                tool_calls: Vec::new(),
+                usage: Usage::default(),
+                stop_reason: StopReason::EndTurn,
+            },
+        })
+    }
+}
