@@ -11,6 +11,7 @@ pub mod gate;
 pub mod model;
 pub mod provider;
 pub mod runloop;
+pub mod runner;
 pub mod spec;
 pub mod tool;
 pub mod tree;

@@ -28,9 +28,44 @@ struct Cli {
     command: Command,
 }
 
-// `run`, `trace` and `mcp` (design.md §4) join this enum as they are built.
+// `mcp` (design.md §4) joins this enum as it is built.
 #[derive(Subcommand)]
 enum Command {
+    /// Run one sub-agent and print its validated output (JSON) on stdout; exit 0 valid output,
+    /// 1 the run ended without one (its outcome on stderr), 2 usage error.
+    Run {
+        /// The spec file (.toml); specs beside it can be called as sub-agents.
+        spec: PathBuf,
+        /// The input: JSON text, or @FILE to read it from a file.
+        #[arg(long, value_name = "JSON|@FILE")]
+        input: String,
+        /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
+        #[arg(long, value_name = "PROVIDER:MODEL")]
+        model: Option<String>,
+        /// API root (OpenAI-compatible: with /v1; Anthropic: without).
+        #[arg(long, value_name = "URL")]
+        base_url: Option<String>,
+        /// Root of the read-only workspace tools.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        workspace: PathBuf,
+        /// Write the run's events as JSON Lines (render with `subcontract trace`).
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
+        /// Record the model exchanges, to replay offline with --model replay:FILE.
+        #[arg(long, value_name = "FILE")]
+        record: Option<PathBuf>,
+        /// Extra or overriding model prices (TOML, USD per million tokens).
+        #[arg(long, value_name = "FILE")]
+        prices: Option<PathBuf>,
+        /// Print no progress on stderr, only the outcome.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Render a JSON Lines trace as a run tree with turns, tokens, cost and cost shares.
+    Trace {
+        /// The trace file.
+        file: PathBuf,
+    },
     /// Check every spec's contracts; exit 0 all hold, 1 violations, 2 usage or I/O error.
     Check {
         /// Spec files or directories (searched recursively for *.toml).
@@ -92,7 +127,162 @@ fn main() -> ExitCode {
             max_depth,
         } => run_check(paths, tools, format, deny_warnings, max_depth),
         Command::Schema { spec, format } => run_schema(&spec, format),
+        Command::Run {
+            spec,
+            input,
+            model,
+            base_url,
+            workspace,
+            trace,
+            record,
+            prices,
+            quiet,
+        } => run_run(
+            spec, input, model, base_url, workspace, trace, record, prices, quiet,
+        ),
+        Command::Trace { file } => run_trace(&file),
     })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_run(
+    spec: PathBuf,
+    input: String,
+    model: Option<String>,
+    base_url: Option<String>,
+    workspace: PathBuf,
+    trace: Option<PathBuf>,
+    record: Option<PathBuf>,
+    prices: Option<PathBuf>,
+    quiet: bool,
+) -> u8 {
+    let text = match input.strip_prefix('@') {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: --input @{path}: {e}");
+                return USAGE;
+            }
+        },
+        None => input,
+    };
+    let input: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: --input is not JSON: {e}");
+            return USAGE;
+        }
+    };
+    let Some(model) = model.or_else(|| std::env::var("SUBCONTRACT_MODEL").ok()) else {
+        eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
+        return USAGE;
+    };
+    let opts = subcontract::runner::RunOptions {
+        spec,
+        input,
+        model,
+        base_url,
+        workspace,
+        trace,
+        record,
+        prices,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return USAGE;
+        }
+    };
+    let progress: Option<std::sync::Arc<dyn subcontract::EventSink>> = if quiet {
+        None
+    } else {
+        Some(std::sync::Arc::new(Progress))
+    };
+    match runtime.block_on(subcontract::runner::run_spec(&opts, progress)) {
+        Err(e) => {
+            eprintln!("{e}");
+            USAGE
+        }
+        Ok(r) => {
+            eprintln!(
+                "{}: {} after {} turn(s), {} in / {} out tokens, {} USD in all, {:.0} ms",
+                r.run_id,
+                r.outcome,
+                r.turns,
+                r.usage.input_tokens,
+                r.usage.output_tokens,
+                r.total_cost_usd.round_dp(6).normalize(),
+                r.duration.as_secs_f64() * 1000.0
+            );
+            match (r.outcome, r.output) {
+                (subcontract::Outcome::Completed, Some(out)) => {
+                    emit(&format!("{out}\n"));
+                    OK
+                }
+                (_, _) => {
+                    eprintln!(
+                        "error: {}",
+                        r.error.unwrap_or_else(|| r.outcome.to_string())
+                    );
+                    VIOLATIONS
+                }
+            }
+        }
+    }
+}
+
+/// Progress on stderr: one line per model call, tool call and finished run.
+struct Progress;
+
+impl subcontract::EventSink for Progress {
+    fn emit(&self, e: &subcontract::Event) {
+        use subcontract::EventKind;
+        match &e.kind {
+            EventKind::Started { model } => eprintln!("[{}] started ({model})", e.run_id),
+            EventKind::ModelCall {
+                turn, usage, error, ..
+            } => match error {
+                Some(err) => eprintln!("[{}] turn {turn}: model error: {err}", e.run_id),
+                None => eprintln!(
+                    "[{}] turn {turn}: {} in / {} out tokens",
+                    e.run_id, usage.input_tokens, usage.output_tokens
+                ),
+            },
+            EventKind::ToolCall {
+                turn,
+                tool,
+                is_error,
+                ..
+            } => eprintln!(
+                "[{}] turn {turn}: {tool}{}",
+                e.run_id,
+                if *is_error { " (error)" } else { "" }
+            ),
+            EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
+        }
+    }
+}
+
+fn run_trace(file: &std::path::Path) -> u8 {
+    match subcontract::events::read_jsonl(file) {
+        Ok(events) => {
+            let tree = subcontract::tree::build_tree(&events);
+            if tree.is_empty() {
+                eprintln!("error: {}: no events", file.display());
+                return USAGE;
+            }
+            emit(&subcontract::tree::render_tree(&tree));
+            OK
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            USAGE
+        }
+    }
 }
 
 fn run_check(

@@ -2,6 +2,7 @@
 
 mod budget_stress;
 mod check;
+mod cli;
 mod common;
 mod invariants;
 mod providers;

@@ -18,7 +18,7 @@ const KEY: &str = "sk-test-SECRET-0123456789";
 
 /// One canned HTTP answer.
 #[derive(Clone)]
-struct Reply {
+pub(crate) struct Reply {
     status: u16,
     body: String,
     headers: Vec<(String, String)>,
@@ -26,7 +26,7 @@ struct Reply {
 }
 
 impl Reply {
-    fn json(status: u16, body: Value) -> Self {
+    pub(crate) fn json(status: u16, body: Value) -> Self {
         Reply {
             status,
             body: body.to_string(),
@@ -54,20 +54,20 @@ impl Reply {
 
 /// A request as the server received it.
 #[derive(Debug, Clone)]
-struct Received {
-    path: String,
-    headers: HashMap<String, String>,
-    body: Value,
+pub(crate) struct Received {
+    pub(crate) path: String,
+    pub(crate) headers: HashMap<String, String>,
+    pub(crate) body: Value,
 }
 
 /// A local server answering with `replies` in order (the last one repeats).
-struct Server {
-    base: String,
+pub(crate) struct Server {
+    pub(crate) base: String,
     received: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Server {
-    async fn start(replies: Vec<Reply>) -> Server {
+    pub(crate) async fn start(replies: Vec<Reply>) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -108,7 +108,7 @@ impl Server {
         }
     }
 
-    fn received(&self) -> Vec<Received> {
+    pub(crate) fn received(&self) -> Vec<Received> {
         self.received.lock().expect("log lock").clone()
     }
 }

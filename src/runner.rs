@@ -1,0 +1,138 @@
+//! Running one spec file from the command line: the host context, the model, the workspace
+//! tools, traces and recordings. The `subcontract run` command is a thin shell over this.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::events::{EventSink, JsonlSink, Sinks};
+use crate::model::{resolve_model, Model, PriceTable, Recorder};
+use crate::runloop::RunResult;
+use crate::spec::{load_spec, spec_files, LoadError};
+use crate::tool::ToolSet;
+use crate::workspace::Workspace;
+use crate::{Ctx, SubAgentSpec};
+
+/// What to run and how.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// The spec file.
+    pub spec: PathBuf,
+    /// Its input.
+    pub input: Value,
+    /// `openai:MODEL`, `anthropic:MODEL`, `replay:PATH` or `example`.
+    pub model: String,
+    /// API root for the provider.
+    pub base_url: Option<String>,
+    /// Root of the read-only workspace tools.
+    pub workspace: PathBuf,
+    /// Write events as JSON Lines here.
+    pub trace: Option<PathBuf>,
+    /// Record model exchanges here, for `replay:PATH`.
+    pub record: Option<PathBuf>,
+    /// Extra or overriding prices (TOML).
+    pub prices: Option<PathBuf>,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// A spec did not load.
+    #[error("{0}")]
+    Spec(#[from] LoadError),
+    /// The model could not be made.
+    #[error("{0}")]
+    Model(#[from] crate::model::ModelError),
+    /// The workspace is not a directory.
+    #[error("{0}")]
+    Workspace(#[from] crate::workspace::WorkspaceError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Anything else that stops a run from starting.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunnerError + '_ {
+    move |source| RunnerError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// The spec at `path` and every other spec in its directory (so that specs naming each other
+/// as tools can run), the named one first.
+pub fn load_with_siblings(path: &Path) -> Result<Vec<SubAgentSpec<Value, Value>>, RunnerError> {
+    let main = load_spec(path)?;
+    let mut specs = vec![main];
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for f in spec_files(dir).map_err(io(dir))? {
+        if f.canonicalize().ok() == path.canonicalize().ok() {
+            continue;
+        }
+        // A sibling that does not load is not this run's problem; `check` reports it.
+        match load_spec(&f) {
+            Ok(s) if s.name() != specs[0].name() => specs.push(s),
+            Ok(_) => {}
+            Err(e) => tracing::debug!(file = %f.display(), error = %e, "sibling spec skipped"),
+        }
+    }
+    Ok(specs)
+}
+
+/// Runs the spec as a sub-agent (depth 1) of a host context that holds the workspace tools and
+/// every sibling spec, with the spec's own limits and a budget forked from an unlimited root.
+pub async fn run_spec(
+    opts: &RunOptions,
+    progress: Option<Arc<dyn EventSink>>,
+) -> Result<RunResult<Value>, RunnerError> {
+    let specs = load_with_siblings(&opts.spec)?;
+    let mut model: Arc<dyn Model> = resolve_model(&opts.model, opts.base_url.as_deref(), &specs)?;
+    if let Some(path) = &opts.record {
+        model = Arc::new(Recorder::to_file(model, path).map_err(io(path))?);
+    }
+    let mut prices = PriceTable::builtin();
+    if let Some(path) = &opts.prices {
+        prices.extend(
+            PriceTable::from_toml_file(path).map_err(|e| RunnerError::Other(e.to_string()))?,
+        );
+    }
+    let mut tools = ToolSet::new();
+    for t in Workspace::new(&opts.workspace)?.tools() {
+        tools
+            .insert(t)
+            .map_err(|e| RunnerError::Other(e.to_string()))?;
+    }
+    for s in &specs {
+        tools
+            .insert(s.as_tool())
+            .map_err(|e| RunnerError::Other(e.to_string()))?;
+    }
+    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+    if let Some(p) = progress {
+        sinks.push(p);
+    }
+    if let Some(path) = &opts.trace {
+        sinks.push(Arc::new(JsonlSink::create(path).map_err(io(path))?));
+    }
+    let resolver_specs = specs.clone();
+    let base_url = opts.base_url.clone();
+    let ctx = Ctx::builder(model)
+        .tools(tools)
+        .prices(prices)
+        .events(Arc::new(Sinks(sinks)))
+        .spec_name("cli")
+        .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
+        .build();
+    Ok(specs[0].run_child(&opts.input, &ctx).await)
+}

@@ -1,0 +1,271 @@
+//! `subcontract run` and `subcontract trace` through the real binary: offline models, a
+//! recording replayed, exit codes, and a real OpenAI-compatible HTTP server.
+
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+use crate::providers::{Reply, Server};
+
+const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn run(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .current_dir(ROOT)
+        .env_remove("SUBCONTRACT_MODEL");
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().expect("the binary runs")
+}
+
+fn stdout_json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}); stderr: {}",
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+#[test]
+fn run_example_model_trace_record_and_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rec = dir.path().join("rec.jsonl");
+    let input = r#"{"question": "Which library hashes passwords?"}"#;
+    let o = run(
+        &[
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            input,
+            "--trace",
+            trace.to_str().unwrap(),
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = stdout_json(&o);
+    assert_eq!(out["findings"][0]["source_ids"][0], "Cargo.toml");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[root.research_topic-1] completed"), "{err}");
+
+    let t = run(&["trace", trace.to_str().unwrap()], &[]);
+    assert_eq!(t.status.code(), Some(0));
+    let tree = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        tree.contains("root.research_topic-1 [research_topic] completed, 1 turn(s)"),
+        "{tree}"
+    );
+
+    let replay = format!("replay:{}", rec.display());
+    let r = run(
+        &[
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            &replay,
+            "--input",
+            input,
+            "-q",
+        ],
+        &[],
+    );
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(stdout_json(&r), out);
+
+    // The input from a file gives the same answer.
+    let f = dir.path().join("input.json");
+    std::fs::write(&f, input).unwrap();
+    let at = format!("@{}", f.display());
+    let r = run(
+        &[
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            &at,
+            "-q",
+        ],
+        &[],
+    );
+    assert_eq!(stdout_json(&r), out);
+}
+
+#[test]
+fn run_exit_codes() {
+    // The run ended without an output: 1, with the outcome on stderr.
+    let o = run(
+        &[
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            r#"{"question": "short"}"#,
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("invalid_input"));
+    // Usage errors: 2.
+    for args in [
+        vec![
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            "{not json",
+        ],
+        vec!["run", "specs/research_topic.toml", "--input", "{}"],
+        vec![
+            "run",
+            "specs/missing.toml",
+            "--model",
+            "example",
+            "--input",
+            "{}",
+        ],
+        vec![
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "nonsense",
+            "--input",
+            "{}",
+        ],
+        vec![
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            "@/nonexistent",
+        ],
+    ] {
+        let o = run(&args, &[]);
+        assert_eq!(
+            o.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = run(&["trace", "/nonexistent.jsonl"], &[]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+fn completion(message: Value, finish: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-4.1-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": null}],
+        "usage": {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_against_an_openai_compatible_server() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("Cargo.toml"),
+        "[dependencies]\nargon2 = \"0.5\"\n",
+    )
+    .unwrap();
+    let grep_call = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "grep", "arguments": "{\"pattern\": \"argon2\"}"}}]});
+    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_2", "type": "function",
+        "function": {"name": "submit_output", "arguments": "{\"findings\": [{\"claim\": \"Passwords are hashed with argon2.\", \"source_ids\": [\"Cargo.toml:2\"]}], \"gaps\": []}"}}]});
+    let server = Server::start(vec![
+        Reply::json(200, completion(grep_call, "tool_calls")),
+        Reply::json(200, completion(submit, "tool_calls")),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let ws_path = ws.path().to_str().unwrap().to_string();
+    let o = tokio::task::spawn_blocking(move || {
+        run(
+            &[
+                "run",
+                "specs/research_topic.toml",
+                "--model",
+                "openai:gpt-4.1-mini",
+                "--base-url",
+                &base,
+                "--workspace",
+                &ws_path,
+                "--input",
+                r#"{"question": "Which library hashes passwords?"}"#,
+            ],
+            &[("OPENAI_API_KEY", "sk-cli-test-key")],
+        )
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(
+        stdout_json(&o)["findings"][0]["source_ids"][0],
+        "Cargo.toml:2"
+    );
+    assert!(
+        !err.contains("sk-cli-test-key"),
+        "the key never shows: {err}"
+    );
+    // gpt-4.1-mini has a built-in price, so the run cost something.
+    assert!(!err.contains(" 0 USD in all"), "{err}");
+    let got = server.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].path, "/v1/chat/completions");
+    assert_eq!(
+        got[0].headers.get("authorization").map(String::as_str),
+        Some("Bearer sk-cli-test-key")
+    );
+    let tools: Vec<&str> = got[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        vec!["read_file", "grep", "submit_output"],
+        "the spec's tools, never more"
+    );
+    let tool_msg = got[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(tool_msg["tool_call_id"], "call_1");
+    assert!(
+        tool_msg["content"]
+            .as_str()
+            .unwrap()
+            .contains("Cargo.toml:2: argon2"),
+        "{tool_msg}"
+    );
+}
