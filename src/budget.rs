@@ -203,35 +203,7 @@ impl Budget {
     /// refuses without reserving anything.
     pub fn reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
         let usd = usd.max(Decimal::ZERO);
-        let chain = self.node.chain();
-        let mut guards: Vec<MutexGuard<'_, State>> = chain.iter().map(|n| n.lock()).collect();
-        for (n, s) in chain.iter().zip(guards.iter()) {
-            if let Some(limit) = n.limit_usd {
-                if s.spent_usd + s.reserved_usd + usd > limit {
-                    return Err(BudgetError::Usd {
-                        node: n.label.clone(),
-                        limit: limit.normalize(),
-                        spent: s.spent_usd.normalize(),
-                        reserved: s.reserved_usd.normalize(),
-                        requested: usd.round_dp(6).normalize(),
-                    });
-                }
-            }
-            if let Some(limit) = n.limit_calls {
-                if s.calls + s.reserved_calls >= limit {
-                    return Err(BudgetError::Calls {
-                        node: n.label.clone(),
-                        limit,
-                        used: s.calls + s.reserved_calls,
-                    });
-                }
-            }
-        }
-        for s in guards.iter_mut() {
-            s.reserved_usd += usd;
-            s.reserved_calls += 1;
-        }
-        drop(guards);
+        reserve_chain(&self.node, usd)?;
         Ok(Reservation {
             node: Some(self.node.clone()),
             usd,
@@ -268,6 +240,57 @@ impl Budget {
     }
 }
 
+/// Checks `node` and its ancestors and reserves in all of them, or in none. Each node's lock
+/// is held while its ancestors are checked (leaf first, the one lock order used everywhere),
+/// so no other reservation can slip in between the check and the update. Recursion instead of
+/// a list of guards: the chain is a few nodes deep and this runs on every model call.
+fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
+    let mut s = node.lock();
+    if let Some(limit) = node.limit_usd {
+        if s.spent_usd + s.reserved_usd + usd > limit {
+            return Err(BudgetError::Usd {
+                node: node.label.clone(),
+                limit: limit.normalize(),
+                spent: s.spent_usd.normalize(),
+                reserved: s.reserved_usd.normalize(),
+                requested: usd.round_dp(6).normalize(),
+            });
+        }
+    }
+    if let Some(limit) = node.limit_calls {
+        if s.calls + s.reserved_calls >= limit {
+            return Err(BudgetError::Calls {
+                node: node.label.clone(),
+                limit,
+                used: s.calls + s.reserved_calls,
+            });
+        }
+    }
+    if let Some(parent) = node.parent.as_deref() {
+        reserve_chain(parent, usd)?;
+    }
+    s.reserved_usd += usd;
+    s.reserved_calls += 1;
+    Ok(())
+}
+
+/// Moves one reservation of `usd` to a spend of `actual` (or releases it) in `node` and every
+/// ancestor.
+fn settle_chain(node: &Node, usd: Decimal, actual: Option<Decimal>) {
+    let mut cur = Some(node);
+    while let Some(n) = cur {
+        let mut s = n.lock();
+        s.reserved_usd -= usd;
+        s.reserved_calls = s.reserved_calls.saturating_sub(1);
+        if let Some(a) = actual {
+            s.spent_usd += a;
+            s.calls += 1;
+        }
+        drop(s);
+        cur = n.parent.as_deref();
+    }
+}
+
 /// A reserved model call. [`settle`](Self::settle) it with the actual cost; dropping it
 /// unsettled (the call was cancelled or failed before costing anything) releases it.
 #[derive(Debug)]
@@ -299,16 +322,7 @@ impl Reservation {
                 tracing::warn!(reserved = %self.usd, actual = %a, node = %node.label, "a model call cost more than it reserved");
             }
         }
-        let chain = node.chain();
-        let mut guards: Vec<MutexGuard<'_, State>> = chain.iter().map(|n| n.lock()).collect();
-        for s in guards.iter_mut() {
-            s.reserved_usd -= self.usd;
-            s.reserved_calls = s.reserved_calls.saturating_sub(1);
-            if let Some(a) = actual {
-                s.spent_usd += a;
-                s.calls += 1;
-            }
-        }
+        settle_chain(&node, self.usd, actual);
     }
 }
 

@@ -338,7 +338,11 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
 
     let model = ctx.model().clone();
     let price = ctx.prices().get(model.id());
-    let mut messages: Vec<Message> = vec![Message::user(input.to_string())];
+    // Two messages per turn after the first; sized once so the history never reallocates
+    // in a run of ordinary length.
+    let mut messages: Vec<Message> =
+        Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(64));
+    messages.push(Message::user(input.to_string()));
     let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
     let mut last_invalid: Option<String> = None;
     let max_tokens = spec.limits.max_tokens_per_turn;

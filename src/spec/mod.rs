@@ -129,10 +129,54 @@ impl SpecCore {
     }
 }
 
-/// Length in characters of `v`'s compact JSON, without building the string.
+/// Length in characters of `v`'s compact JSON (as `serde_json::to_string` writes it), counted
+/// by walking the value: no formatting, no allocation. It runs on every output a sub-agent
+/// submits.
 pub(crate) fn compact_chars(v: &Value) -> usize {
-    // Count UTF-8 scalar values: every byte that is not a continuation byte.
-    compact_len(v, |buf| buf.iter().filter(|&&b| (b & 0xC0) != 0x80).count())
+    match v {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => number_len(n),
+        Value::String(s) => string_chars(s),
+        Value::Array(a) => {
+            2 + a.len().saturating_sub(1) + a.iter().map(compact_chars).sum::<usize>()
+        }
+        Value::Object(o) => {
+            2 + o.len().saturating_sub(1)
+                + o.iter()
+                    .map(|(k, v)| string_chars(k) + 1 + compact_chars(v))
+                    .sum::<usize>()
+        }
+    }
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    if let Some(u) = n.as_u64() {
+        u.checked_ilog10().map_or(1, |d| d as usize + 1)
+    } else if let Some(i) = n.as_i64() {
+        // Negative (non-negative fits u64): the sign plus the digits of its magnitude.
+        1 + i
+            .unsigned_abs()
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1)
+    } else {
+        // Floats are rare in outputs; let serde_json render them exactly as it would.
+        n.to_string().len()
+    }
+}
+
+/// Characters of a JSON string literal: quotes, escapes as serde_json writes them.
+fn string_chars(s: &str) -> usize {
+    let mut n = 2;
+    for c in s.chars() {
+        n += match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{08}' | '\u{0c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            _ => 1,
+        };
+    }
+    n
 }
 
 /// Length in bytes of `v`'s compact JSON, without building the string.
@@ -280,5 +324,41 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
         runloop::run_child(&self.core, value, parent)
             .await
             .downcast()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn compact_chars_matches_serde_json() {
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(7),
+            json!(10),
+            json!(-1),
+            json!(-10),
+            json!(i64::MIN),
+            json!(u64::MAX),
+            json!(1.5),
+            json!(-0.1),
+            json!(1e300),
+            json!("a\"b\\c\nd\u{1}e\u{7f}é€😀\u{8}\u{c}\t\r/"),
+            json!([]),
+            json!({}),
+            json!([1, "x", {"k": [null, {"é": "ü"}]}]),
+        ];
+        for v in values {
+            assert_eq!(
+                compact_chars(&v),
+                serde_json::to_string(&v).unwrap().chars().count(),
+                "{v}"
+            );
+        }
     }
 }

@@ -52,7 +52,8 @@ impl ToolEntry {
 /// Tools by name: the capabilities a context holds. Cloning is cheap (shared).
 #[derive(Clone, Default)]
 pub struct ToolSet {
-    tools: Arc<BTreeMap<String, ToolEntry>>,
+    // Entries are shared: a child's subset costs a map of reference counts, not copies.
+    tools: Arc<BTreeMap<Arc<str>, Arc<ToolEntry>>>,
 }
 
 impl std::fmt::Debug for ToolSet {
@@ -76,7 +77,7 @@ impl ToolSet {
         if name == crate::runloop::SUBMIT_TOOL {
             return Err(ToolSetError::Reserved(name));
         }
-        if self.tools.contains_key(&name) {
+        if self.tools.contains_key(name.as_str()) {
             return Err(ToolSetError::Duplicate(name));
         }
         let schema = tool.input_schema();
@@ -90,12 +91,12 @@ impl ToolSet {
             input_schema: schema,
         };
         Arc::make_mut(&mut self.tools).insert(
-            name,
-            ToolEntry {
+            Arc::from(name.as_str()),
+            Arc::new(ToolEntry {
                 tool,
                 input,
                 definition,
-            },
+            }),
         );
         Ok(self)
     }
@@ -108,7 +109,7 @@ impl ToolSet {
 
     /// The tool named `name`.
     pub fn get(&self, name: &str) -> Option<&ToolEntry> {
-        self.tools.get(name)
+        self.tools.get(name).map(|e| &**e)
     }
 
     /// Whether the set holds `name`.
@@ -118,12 +119,12 @@ impl ToolSet {
 
     /// Tool names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.keys().map(String::as_str)
+        self.tools.keys().map(|k| &**k)
     }
 
     /// The entries, sorted by name.
     pub fn entries(&self) -> impl Iterator<Item = &ToolEntry> {
-        self.tools.values()
+        self.tools.values().map(|e| &**e)
     }
 
     /// Number of tools.
@@ -145,9 +146,9 @@ impl ToolSet {
         let mut out = BTreeMap::new();
         let mut missing = Vec::new();
         for n in names {
-            match self.tools.get(n) {
-                Some(e) => {
-                    out.insert(n.to_string(), e.clone());
+            match self.tools.get_key_value(n) {
+                Some((k, e)) => {
+                    out.insert(k.clone(), e.clone());
                 }
                 None => missing.push(n.to_string()),
             }
