@@ -360,6 +360,19 @@ impl Ctx {
         &self.inner.events
     }
 
+    /// Emits an event for a child run of this context that never got a context of its own
+    /// (it was refused at spawn).
+    pub(crate) fn emit_child(&self, run_id: &str, spec: &Arc<str>, kind: EventKind) {
+        self.inner.events.emit(&Event {
+            ts_ms: crate::events::now_ms(),
+            run_id: run_id.into(),
+            parent_run_id: Some(self.inner.run_id.clone()),
+            spec: spec.clone(),
+            depth: self.inner.depth + 1,
+            kind,
+        });
+    }
+
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
         self.inner.events.emit(&Event {

@@ -187,14 +187,22 @@ pub(crate) async fn run_child(spec: &SpecCore, input: Value, parent: &Ctx) -> Ru
         Ok(child) => run_core(spec, input, &child).await,
         Err(e) => {
             let error = e.to_string();
-            parent.emit(EventKind::ToolCall {
-                turn: 0,
-                tool: format!("{} (denied: {error})", spec.name),
-                is_error: true,
-                duration_ms: 0.0,
-            });
+            let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
+            // The refused child still appears in the run tree, as a run that ended `denied`.
+            parent.emit_child(
+                &run_id,
+                &spec.name_arc,
+                EventKind::Finished {
+                    outcome: Outcome::Denied,
+                    turns: 0,
+                    usage: Usage::default(),
+                    cost_usd: Decimal::ZERO,
+                    duration_ms: 0.0,
+                    error: Some(error.clone()),
+                },
+            );
             RunResult {
-                run_id: format!("{}.{}", parent.run_id(), spec.name),
+                run_id,
                 outcome: Outcome::Denied,
                 output: None,
                 turns: 0,
