@@ -201,10 +201,18 @@ async fn depth_is_bounded() {
     );
     let ids: Vec<String> = sink.events().iter().map(|e| e.run_id.to_string()).collect();
     assert!(ids.contains(&"root.a-1.b-1".to_string()));
-    assert!(
-        !ids.iter().any(|i| i.contains(".c-")),
-        "no run at depth 3: {ids:?}"
-    );
+    // c never started: its only event is the refusal, a child of b that ended `denied`.
+    let c_events: Vec<_> = sink
+        .events()
+        .into_iter()
+        .filter(|e| e.run_id.contains(".c-"))
+        .collect();
+    assert_eq!(c_events.len(), 1, "{ids:?}");
+    let tree = build_tree(&sink.events());
+    let b_node = &tree[0].children[0].children[0];
+    assert_eq!(b_node.run_id, "root.a-1.b-1");
+    assert_eq!(b_node.children[0].run_id, "root.a-1.b-1.c-denied");
+    assert_eq!(b_node.children[0].outcome, Some(Outcome::Denied));
 }
 
 /// Invariant 4: an invalid output goes back with paths and messages; the parent only ever
