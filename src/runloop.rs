@@ -341,9 +341,14 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     }
     let tools_bytes: usize = offered
         .iter()
-        .map(|t| t.name.len() + t.description.len() + crate::spec::compact_bytes(&t.input_schema))
+        .map(|t| {
+            let schema = match ctx.tools().get(&t.name) {
+                Some(e) => e.schema_bytes,
+                None => spec.output_schema_bytes, // the submission tool
+            };
+            t.name.len() + t.description.len() + schema
+        })
         .sum();
-
     let model = ctx.model().clone();
     let price = ctx.prices().get(model.id());
     // Two messages per turn after the first; sized once so the history never reallocates

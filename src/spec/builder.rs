@@ -365,6 +365,7 @@ impl<I, O> SpecBuilder<I, O> {
         } else {
             OutputMode::Tool
         };
+        let output_schema_bytes = super::compact_bytes(output.schema());
         let core = SpecCore {
             name_arc: Arc::from(self.name.as_str()),
             name: self.name,
@@ -376,6 +377,7 @@ impl<I, O> SpecBuilder<I, O> {
             input,
             output,
             output_mode,
+            output_schema_bytes,
             decode_input: self.decode_input,
             decode_output: self.decode_output,
             examples: Vec::new(),

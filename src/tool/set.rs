@@ -40,6 +40,8 @@ pub struct ToolEntry {
     pub input: Contract,
     /// Its definition as offered to a model.
     pub definition: ToolDefinition,
+    /// Compact JSON bytes of the definition's schema, counted once for budget reservations.
+    pub schema_bytes: usize,
 }
 
 impl ToolEntry {
@@ -94,6 +96,7 @@ impl ToolSet {
             Arc::from(name.as_str()),
             Arc::new(ToolEntry {
                 tool,
+                schema_bytes: crate::spec::compact_bytes(input.schema()),
                 input,
                 definition,
             }),
