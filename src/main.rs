@@ -57,6 +57,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = SchemaFormat::JsonSchema)]
         format: SchemaFormat,
     },
+    /// Serve the specs as MCP tools over stdio (input/output schemas, structured content).
+    #[cfg(feature = "mcp")]
+    Mcp(subcontract::mcp::McpArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -92,6 +95,8 @@ fn main() -> ExitCode {
             max_depth,
         } => run_check(paths, tools, format, deny_warnings, max_depth),
         Command::Schema { spec, format } => run_schema(&spec, format),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(args) => subcontract::mcp::main(args),
     })
 }
 

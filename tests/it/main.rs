@@ -4,6 +4,7 @@ mod budget_stress;
 mod check;
 mod common;
 mod invariants;
+mod mcp;
 mod providers;
 mod replay;
 mod toml_specs;

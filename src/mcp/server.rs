@@ -1,0 +1,286 @@
+//! The MCP server handler: `tools/list` and `tools/call` over the loaded specs.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+
+use super::progress::ProgressRouter;
+use super::{McpConfig, McpError};
+use crate::events::{EventSink, Sinks};
+use crate::model::resolve_model;
+use crate::runloop::{Outcome, RunResult};
+use crate::workspace::Workspace;
+use crate::{Budget, Ctx, SubAgentSpec};
+
+/// The key a non-object output is wrapped under (MCP's `outputSchema` must describe an object).
+const WRAP_KEY: &str = "result";
+
+struct Served {
+    spec: SubAgentSpec<Value, Value>,
+    /// Whether the output is served wrapped as `{"result": output}`.
+    wrapped: bool,
+}
+
+/// An MCP server handler serving one tool per spec. Build it with [`SubcontractServer::new`]
+/// and serve it on any rmcp transport (see [`serve_stdio`](super::serve_stdio)).
+pub struct SubcontractServer {
+    tools: Vec<Tool>,
+    specs: HashMap<String, Served>,
+    root: Ctx,
+    progress: Arc<ProgressRouter>,
+    log: bool,
+}
+
+impl std::fmt::Debug for SubcontractServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubcontractServer")
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubcontractServer {
+    /// Builds the root context (workspace tools + every spec as a tool, the server-wide
+    /// budget, the trace sink) and the tool list.
+    pub fn new(config: McpConfig) -> Result<Self, McpError> {
+        let McpConfig {
+            specs,
+            model,
+            base_url,
+            workspace,
+            max_cost_usd,
+            prices,
+            trace,
+            log,
+        } = config;
+        let mut tools = Workspace::new(&workspace)?.tool_set()?;
+        let mut served = HashMap::new();
+        let mut list = Vec::new();
+        for spec in &specs {
+            if served.contains_key(spec.name()) {
+                return Err(McpError::DuplicateName(spec.name().to_string()));
+            }
+            // Every spec is also a tool of the root, so specs can call each other.
+            tools.insert(spec.as_tool())?;
+            let (tool, wrapped) = mcp_tool(spec);
+            list.push(tool);
+            served.insert(
+                spec.name().to_string(),
+                Served {
+                    spec: spec.clone(),
+                    wrapped,
+                },
+            );
+        }
+        let progress = Arc::new(ProgressRouter::default());
+        let mut sinks: Vec<Arc<dyn EventSink>> = vec![progress.clone()];
+        sinks.extend(trace);
+        let resolver_specs = specs;
+        let root = Ctx::builder(model)
+            .run_id("mcp")
+            .spec_name("mcp")
+            .tools(tools)
+            .budget(Budget::with_label("mcp", max_cost_usd, None))
+            .prices(prices)
+            .events(Arc::new(Sinks(sinks)))
+            .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
+            .build();
+        Ok(SubcontractServer {
+            tools: list,
+            specs: served,
+            root,
+            progress,
+            log,
+        })
+    }
+
+    /// The tools this server lists.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// The server-wide root context every call is a child of.
+    pub fn root(&self) -> &Ctx {
+        &self.root
+    }
+
+    async fn call(
+        &self,
+        served: &Served,
+        input: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let spec = &served.spec;
+        let child = match self.root.child(spec) {
+            Ok(c) => c,
+            Err(e) => return error_result(Outcome::Denied, &e.to_string()),
+        };
+        let progress = context.meta.get_progress_token().map(|token| {
+            self.progress
+                .register(child.run_id(), context.peer.clone(), token)
+        });
+        let run = spec.run(&input, &child);
+        tokio::pin!(run);
+        // A client's `notifications/cancelled` cancels the run (and its sub-agents); the run
+        // then ends as `cancelled` and is still recorded.
+        let result = tokio::select! {
+            r = &mut run => r,
+            () = context.ct.cancelled() => {
+                child.cancellation().cancel();
+                run.await
+            }
+        };
+        if let Some(p) = progress {
+            // Every progress notification goes out before the result does.
+            p.finish().await;
+        }
+        self.log_call(spec.name(), &result);
+        match (result.outcome, result.output) {
+            (Outcome::Completed, Some(output)) => {
+                let output = if served.wrapped {
+                    json!({ WRAP_KEY: output })
+                } else {
+                    output
+                };
+                CallToolResult::structured(output)
+            }
+            (outcome, _) => error_result(
+                outcome,
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or("the run ended without an output"),
+            ),
+        }
+    }
+
+    fn log_call(&self, tool: &str, r: &RunResult<Value>) {
+        if !self.log {
+            return;
+        }
+        // stdout carries the protocol: logs go to stderr, and a failed write is not an error.
+        let mut line = format!(
+            "subcontract mcp: {tool} [{}] {} in {} turn(s), ${} ({:.1?})",
+            r.run_id, r.outcome, r.turns, r.total_cost_usd, r.duration
+        );
+        if let Some(e) = &r.error {
+            line.push_str(": ");
+            line.push_str(e);
+        }
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {error}"))])
+}
+
+/// The MCP tool for `spec`, and whether its output is wrapped.
+fn mcp_tool(spec: &SubAgentSpec<Value, Value>) -> (Tool, bool) {
+    let input: &Value = spec.input_contract().schema();
+    let input = match input {
+        Value::Object(m) => m.clone(),
+        // A non-object input schema cannot be a tool's `inputSchema`; the input contract
+        // still validates every call.
+        _ => object(json!({ "type": "object" })),
+    };
+    let output: &Value = spec.output_contract().schema();
+    let is_object = output.get("type").and_then(Value::as_str) == Some("object");
+    let (output, wrapped) = if is_object {
+        (object(output.clone()), false)
+    } else {
+        (wrap(output), true)
+    };
+    let mut tool = Tool::new(
+        spec.name().to_string(),
+        spec.description().to_string(),
+        input,
+    );
+    tool.output_schema = Some(Arc::new(output));
+    // Sub-agents hold only the read-only workspace tools and each other; they do reach a
+    // model, an open world.
+    tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(true));
+    (tool, wrapped)
+}
+
+/// `{"type": "object", "properties": {"result": schema}, …}` with `schema`'s definitions moved
+/// to the root, where its `#/$defs/…` references point.
+fn wrap(schema: &Value) -> JsonObject {
+    let mut inner = schema.clone();
+    let mut root = Map::new();
+    root.insert("type".into(), json!("object"));
+    if let Value::Object(m) = &mut inner {
+        for key in ["$schema", "$defs", "definitions"] {
+            if let Some(v) = m.remove(key) {
+                root.insert(key.into(), v);
+            }
+        }
+    }
+    root.insert("properties".into(), json!({ WRAP_KEY: inner }));
+    root.insert("required".into(), json!([WRAP_KEY]));
+    root.insert("additionalProperties".into(), json!(false));
+    root
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+impl ServerHandler for SubcontractServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(rmcp::model::Implementation::new(
+                "subcontract",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Each tool is a sub-agent with a validated output contract: a successful call \
+                 returns structuredContent matching the tool's outputSchema; a failed run is an \
+                 isError result naming its outcome.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(served) = self.specs.get(request.name.as_ref()) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self.call(served, input, &context).await.into())
+    }
+}
