@@ -284,3 +284,83 @@ impl ServerHandler for SubcontractServer {
         Ok(self.call(served, input, &context).await.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ExampleModel;
+
+    fn spec(name: &str, output: Value) -> SubAgentSpec<Value, Value> {
+        SubAgentSpec::dynamic(
+            name,
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "string", "maxLength": 10}}}),
+            output,
+        )
+        .description("A test spec.")
+        .system(format!("system of {name}"))
+        .build()
+        .expect("valid test spec")
+    }
+
+    #[test]
+    fn non_object_outputs_are_wrapped_with_their_definitions_at_the_root() {
+        let s = spec(
+            "tags",
+            json!({"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/tag"},
+                   "$defs": {"tag": {"type": "string", "maxLength": 5}}}),
+        );
+        let (tool, wrapped) = mcp_tool(&s);
+        assert!(wrapped);
+        let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
+        assert_eq!(out["type"], "object");
+        assert_eq!(out["required"], json!(["result"]));
+        assert_eq!(out["$defs"]["tag"]["maxLength"], 5);
+        assert_eq!(out["properties"]["result"]["items"]["$ref"], "#/$defs/tag");
+        assert!(out["properties"]["result"].get("$defs").is_none());
+        // The wrapped schema still compiles and accepts exactly the wrapped outputs.
+        let v = jsonschema::validator_for(&out).expect("wrapped schema compiles");
+        assert!(v.is_valid(&json!({"result": ["a", "b"]})));
+        assert!(!v.is_valid(&json!({"result": ["toolong"]})));
+        assert!(!v.is_valid(&json!(["a"])));
+    }
+
+    #[test]
+    fn object_outputs_are_served_as_they_are() {
+        let output = json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": "integer"}}});
+        let (tool, wrapped) = mcp_tool(&spec("obj", output.clone()));
+        assert!(!wrapped);
+        let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
+        assert_eq!(out, output);
+    }
+
+    #[test]
+    fn every_call_shares_the_server_wide_budget_and_tools() {
+        let specs = vec![
+            spec("one", json!({"type": "string", "maxLength": 10})),
+            spec("two", json!({"type": "string", "maxLength": 10})),
+        ];
+        let model = Arc::new(ExampleModel::new(&specs));
+        let dir = std::env::temp_dir();
+        let mut config = McpConfig::new(specs.clone(), model, &dir);
+        config.max_cost_usd = Some(rust_decimal::Decimal::ONE);
+        let server = SubcontractServer::new(config).expect("server builds");
+        assert_eq!(
+            server.root().budget().limit_usd(),
+            Some(rust_decimal::Decimal::ONE)
+        );
+        let names: Vec<&str> = server.root().tools().names().collect();
+        for t in ["read_file", "list_dir", "grep", "one", "two"] {
+            assert!(names.contains(&t), "{t} in {names:?}");
+        }
+        assert_eq!(server.tools().len(), 2);
+        // Duplicate names are refused: a host could not tell the tools apart.
+        let model = Arc::new(ExampleModel::new(&specs));
+        let dup = vec![specs[0].clone(), specs[0].clone()];
+        assert!(matches!(
+            SubcontractServer::new(McpConfig::new(dup, model, &dir)),
+            Err(McpError::DuplicateName(_))
+        ));
+    }
+}

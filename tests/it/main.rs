@@ -4,6 +4,7 @@ mod budget_stress;
 mod check;
 mod common;
 mod invariants;
+#[cfg(feature = "mcp")]
 mod mcp;
 mod providers;
 mod replay;
