@@ -363,4 +363,72 @@ mod tests {
             Err(McpError::DuplicateName(_))
         ));
     }
+
+    /// A minimal JSON-RPC peer over an in-memory pipe: enough to reach a budget the offline
+    /// models never spend (the example model is priced here so that one turn is too dear).
+    #[tokio::test]
+    async fn a_call_past_the_server_wide_budget_is_an_is_error_result() {
+        use crate::model::{Price, PriceTable};
+        use rmcp::ServiceExt;
+        use rust_decimal::Decimal;
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+        let specs = vec![spec("one", json!({"type": "string", "maxLength": 10}))];
+        let model = Arc::new(ExampleModel::new(&specs));
+        let mut config = McpConfig::new(specs, model, std::env::temp_dir());
+        let mut prices = PriceTable::new();
+        prices.insert(
+            "example",
+            Price::per_mtok(Decimal::from(1000), Decimal::from(1000)),
+        );
+        config.prices = prices;
+        config.max_cost_usd = Some(Decimal::new(1, 6));
+        let server = SubcontractServer::new(config).expect("server builds");
+        let (client, server_io) = tokio::io::duplex(64 * 1024);
+        let served = tokio::spawn(async move {
+            let running = server
+                .serve(tokio::io::split(server_io))
+                .await
+                .map_err(|e| e.to_string())?;
+            running.waiting().await.map_err(|e| e.to_string())
+        });
+        let (read, mut write) = tokio::io::split(client);
+        let mut lines = BufReader::new(read).lines();
+        let mut send = async |v: Value| {
+            let mut line = v.to_string();
+            line.push('\n');
+            write.write_all(line.as_bytes()).await.expect("pipe open");
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}}),
+        )
+        .await;
+        let init: Value =
+            serde_json::from_str(&lines.next_line().await.expect("read").expect("a reply"))
+                .expect("JSON");
+        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "one", "arguments": {"q": "hi"}}}))
+        .await;
+        let reply = loop {
+            let line = lines.next_line().await.expect("read").expect("a reply");
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            if v["id"] == 2 {
+                break v;
+            }
+        };
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        let text = reply["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.starts_with("budget_exhausted:"), "{text}");
+        // Closing the pipe ends the session: the server stops serving.
+        drop(write);
+        drop(lines);
+        served
+            .await
+            .expect("server task")
+            .expect("server ends cleanly");
+    }
 }
