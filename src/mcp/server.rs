@@ -185,8 +185,13 @@ impl SubcontractServer {
     }
 }
 
+/// An `isError` result whose text starts with the outcome's stable name, so hosts and models
+/// can tell `budget_exhausted` from `invalid_input` without parsing prose.
 fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {error}"))])
+    // The run loop's message may already open with the outcome in words ("invalid input: …").
+    let words = format!("{}: ", outcome.as_str().replace('_', " "));
+    let detail = error.strip_prefix(words.as_str()).unwrap_or(error);
+    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {detail}"))])
 }
 
 /// The MCP tool for `spec`, and whether its output is wrapped.

@@ -123,7 +123,11 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
     // Failures are isError results naming the outcome.
     assert_eq!(s["bad_args"]["isError"], true, "{}", s["bad_args"]);
     let text = s["bad_args"]["text"][0].as_str().unwrap_or("");
-    assert!(text.starts_with("invalid_input:"), "{text}");
+    assert!(text.starts_with("invalid_input: "), "{text}");
+    assert!(
+        text.contains("/sentence") && !text.contains("invalid input:"),
+        "{text}"
+    );
     assert_eq!(s["failing"]["isError"], true, "{}", s["failing"]);
     let text = s["failing"]["text"][0].as_str().unwrap_or("");
     assert!(text.starts_with("model_error:"), "{text}");
