@@ -369,18 +369,91 @@ mod tests {
         ));
     }
 
-    /// A minimal JSON-RPC peer over an in-memory pipe: enough to reach a budget the offline
-    /// models never spend (the example model is priced here so that one turn is too dear).
+    /// A minimal JSON-RPC peer over an in-memory pipe (the real-client tests are in
+    /// tests/it/mcp.rs; this reaches what the offline CLI models cannot: cost and delay).
+    struct Pipe {
+        lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+        write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        served: tokio::task::JoinHandle<Result<(), String>>,
+    }
+
+    impl Pipe {
+        async fn start(config: McpConfig) -> Pipe {
+            use rmcp::ServiceExt;
+            use tokio::io::AsyncBufReadExt;
+            let server = SubcontractServer::new(config).expect("server builds");
+            let (client, server_io) = tokio::io::duplex(64 * 1024);
+            let served = tokio::spawn(async move {
+                let running = server
+                    .serve(tokio::io::split(server_io))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                running.waiting().await.map(drop).map_err(|e| e.to_string())
+            });
+            let (read, write) = tokio::io::split(client);
+            let mut pipe = Pipe {
+                lines: tokio::io::BufReader::new(read).lines(),
+                write,
+                served,
+            };
+            pipe.send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+            )
+            .await;
+            let init = pipe.recv().await;
+            assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+            pipe.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+            pipe
+        }
+
+        async fn send(&mut self, v: Value) {
+            use tokio::io::AsyncWriteExt;
+            let mut line = v.to_string();
+            line.push('\n');
+            self.write
+                .write_all(line.as_bytes())
+                .await
+                .expect("pipe open");
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("a message");
+            serde_json::from_str(&line).expect("JSON")
+        }
+
+        fn call(id: u32, tool: &str, arguments: Value) -> Value {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments}})
+        }
+
+        /// Closing the pipe ends the session: the server stops serving.
+        async fn close(self) {
+            drop(self.write);
+            drop(self.lines);
+            self.served
+                .await
+                .expect("server task")
+                .expect("server ends cleanly");
+        }
+    }
+
     #[tokio::test]
     async fn a_call_past_the_server_wide_budget_is_an_is_error_result() {
         use crate::model::{Price, PriceTable};
-        use rmcp::ServiceExt;
         use rust_decimal::Decimal;
-        use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
         let specs = vec![spec("one", json!({"type": "string", "maxLength": 10}))];
         let model = Arc::new(ExampleModel::new(&specs));
         let mut config = McpConfig::new(specs, model, std::env::temp_dir());
+        // The example model priced so that one turn is dearer than the whole budget.
         let mut prices = PriceTable::new();
         prices.insert(
             "example",
@@ -388,52 +461,60 @@ mod tests {
         );
         config.prices = prices;
         config.max_cost_usd = Some(Decimal::new(1, 6));
-        let server = SubcontractServer::new(config).expect("server builds");
-        let (client, server_io) = tokio::io::duplex(64 * 1024);
-        let served = tokio::spawn(async move {
-            let running = server
-                .serve(tokio::io::split(server_io))
-                .await
-                .map_err(|e| e.to_string())?;
-            running.waiting().await.map_err(|e| e.to_string())
-        });
-        let (read, mut write) = tokio::io::split(client);
-        let mut lines = BufReader::new(read).lines();
-        let mut send = async |v: Value| {
-            let mut line = v.to_string();
-            line.push('\n');
-            write.write_all(line.as_bytes()).await.expect("pipe open");
-        };
-        send(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}}),
-        )
-        .await;
-        let init: Value =
-            serde_json::from_str(&lines.next_line().await.expect("read").expect("a reply"))
-                .expect("JSON");
-        assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
-        send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "one", "arguments": {"q": "hi"}}}))
-        .await;
-        let reply = loop {
-            let line = lines.next_line().await.expect("read").expect("a reply");
-            let v: Value = serde_json::from_str(&line).expect("JSON");
-            if v["id"] == 2 {
-                break v;
-            }
-        };
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "one", json!({"q": "hi"}))).await;
+        let reply = pipe.recv().await;
+        assert_eq!(reply["id"], 1);
         assert_eq!(reply["result"]["isError"], true, "{reply}");
         let text = reply["result"]["content"][0]["text"].as_str().unwrap_or("");
-        assert!(text.starts_with("budget_exhausted:"), "{text}");
-        // Closing the pipe ends the session: the server stops serving.
-        drop(write);
-        drop(lines);
-        served
-            .await
-            .expect("server task")
-            .expect("server ends cleanly");
+        assert!(text.starts_with("budget_exhausted: "), "{text}");
+        pipe.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_run_concurrently_and_report_progress_before_their_result() {
+        use crate::model::{ScriptStep, ScriptedModel};
+        use std::time::{Duration, Instant};
+
+        let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];
+        let delay = Duration::from_millis(400);
+        let model =
+            ScriptedModel::from_fn("scripted", move |_| ScriptStep::text("done").delayed(delay));
+        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let mut pipe = Pipe::start(config).await;
+        let t0 = Instant::now();
+        for id in 1..=3 {
+            let mut call = Pipe::call(id, "slow", json!({"q": "hi"}));
+            if id == 1 {
+                call["params"]["_meta"] = json!({"progressToken": "p1"});
+            }
+            pipe.send(call).await;
+        }
+        let mut replies = HashMap::new();
+        let mut progress_before_reply = false;
+        while replies.len() < 3 {
+            let m = pipe.recv().await;
+            if m["method"] == "notifications/progress" {
+                assert_eq!(m["params"]["progressToken"], "p1", "{m}");
+                progress_before_reply |= !replies.contains_key(&1);
+                continue;
+            }
+            let id = m["id"].as_u64().expect("a reply has an id");
+            replies.insert(id, m);
+        }
+        // Three 400 ms runs served one after another would take 1.2 s.
+        assert!(t0.elapsed() < delay * 5 / 2, "took {:?}", t0.elapsed());
+        for (id, r) in &replies {
+            assert_eq!(
+                r["result"]["structuredContent"],
+                json!({"result": "done"}),
+                "{id}"
+            );
+        }
+        assert!(
+            progress_before_reply,
+            "progress notifications precede the result"
+        );
+        pipe.close().await;
     }
 }
