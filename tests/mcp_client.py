@@ -86,6 +86,21 @@ async def main():
             out["after"] = call_summary(
                 await session.call_tool("classify", {"sentence": "Please add dark mode."})
             )
+
+    # A second connection on the modern (2026-07-28) lifecycle: `server/discover` and
+    # per-request metadata instead of the `initialize` handshake. (No --trace: it would
+    # truncate the first connection's.)
+    modern = StdioServerParameters(command=binary, args=["mcp", specs, "--model", "example"])
+    async with stdio_client(modern) as (read, write):
+        async with ClientSession(read, write) as session:
+            discovered = dump(await session.discover())
+            out["modern"] = {
+                "supportedVersions": discovered.get("supportedVersions"),
+                "tools": [t.name for t in (await session.list_tools()).tools],
+                "ok": call_summary(
+                    await session.call_tool("classify", {"sentence": "Is it fast?"})
+                ),
+            }
     print(json.dumps(out))
 
 

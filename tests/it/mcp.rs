@@ -1,6 +1,7 @@
 //! `subcontract mcp` end to end, driven by the official MCP Python SDK (a client we did not
 //! write): initialize, list, a successful call, an invalid call, a failing run, an unknown tool,
-//! concurrent calls, and a call after all of those.
+//! concurrent calls, and a call after all of those; then a second connection on the modern
+//! (2026-07-28, `server/discover`) lifecycle.
 //!
 //! The SDK is found at `$SUBCONTRACT_MCP_PYTHON`, else `/tmp/subcontract-mcp-venv/bin/python`
 //! (`.ci/run` installs it there); without it the client test prints SKIP and passes.
@@ -143,6 +144,14 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
         assert_ok(c, &expected, "concurrent");
     }
     assert_ok(&s["after"], &expected, "after");
+
+    // The modern lifecycle (no `initialize`, `server/discover`) serves the same tools.
+    let modern = &s["modern"];
+    let versions = modern["supportedVersions"].as_array().expect("versions");
+    assert!(versions.contains(&json!("2025-06-18")), "{versions:?}");
+    assert!(versions.contains(&json!("2026-07-28")), "{versions:?}");
+    assert_eq!(modern["tools"].as_array().map(Vec::len), Some(3));
+    assert_ok(&modern["ok"], &expected, "modern");
 
     // The trace holds every call's run, each a child of the one server-wide root.
     let events = read_jsonl(&trace).expect("trace readable");
