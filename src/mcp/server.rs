@@ -293,6 +293,7 @@ impl ServerHandler for SubcontractServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::EventKind;
     use crate::model::ExampleModel;
 
     fn spec(name: &str, output: Value) -> SubAgentSpec<Value, Value> {
@@ -514,6 +515,67 @@ mod tests {
         assert!(
             progress_before_reply,
             "progress notifications precede the result"
+        );
+        pipe.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_request_cancels_its_run_and_the_server_keeps_serving() {
+        use crate::events::MemorySink;
+        use crate::model::{ScriptStep, ScriptedModel};
+        use std::time::{Duration, Instant};
+
+        let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];
+        let model = ScriptedModel::from_fn("scripted", |req| {
+            // Input "hang" waits far longer than the test; anything else answers at once.
+            let hang = req
+                .messages
+                .iter()
+                .any(|m| format!("{m:?}").contains("hang"));
+            let step = ScriptStep::text("done");
+            if hang {
+                step.delayed(Duration::from_secs(30))
+            } else {
+                step
+            }
+        });
+        let events = Arc::new(MemorySink::new());
+        let mut config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        config.trace = Some(events.clone());
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "slow", json!({"q": "hang"}))).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        pipe.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 1, "reason": "test"}}),
+        )
+        .await;
+        let t0 = Instant::now();
+        let cancelled = loop {
+            let done = events.events().into_iter().find_map(|e| match e.kind {
+                EventKind::Finished { outcome, .. } if e.depth == 1 => Some(outcome),
+                _ => None,
+            });
+            if let Some(o) = done {
+                break o;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the run was not cancelled"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(cancelled, Outcome::Cancelled);
+        pipe.send(Pipe::call(2, "slow", json!({"q": "now"}))).await;
+        let reply = loop {
+            let m = pipe.recv().await;
+            if m["id"] == 2 {
+                break m;
+            }
+        };
+        assert_eq!(
+            reply["result"]["structuredContent"],
+            json!({"result": "done"})
         );
         pipe.close().await;
     }
