@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use super::{serve_stdio, McpConfig};
+use super::{serve_stdio, McpConfig, McpError};
 use crate::events::{EventSink, JsonlSink};
 use crate::model::resolve_model;
 use crate::spec::{load_spec, spec_files};
@@ -72,18 +72,18 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
             return Err(format!("--max-cost-usd must not be negative (got {limit})"));
         }
     }
-    let trace = match &args.trace {
-        Some(path) => Some(Arc::new(
-            JsonlSink::create(path).map_err(|e| format!("--trace {}: {e}", path.display()))?,
-        ) as Arc<dyn EventSink>),
-        None => None,
-    };
     if !args.workspace.is_dir() {
         return Err(format!(
             "--workspace {}: not a directory",
             args.workspace.display()
         ));
     }
+    let trace = match &args.trace {
+        Some(path) => Some(Arc::new(
+            JsonlSink::create(path).map_err(|e| format!("--trace {}: {e}", path.display()))?,
+        ) as Arc<dyn EventSink>),
+        None => None,
+    };
     let names: Vec<&str> = specs.iter().map(|s| s.name()).collect();
     log(&format!(
         "subcontract mcp: serving {} tool(s) [{}] with model {} on workspace {}",
@@ -145,7 +145,11 @@ fn serve(config: McpConfig) -> u8 {
         Ok(()) => 0,
         Err(e) => {
             log(&format!("error: {e}"));
-            FAILED
+            match e {
+                // The configuration was refused before serving: a usage error.
+                McpError::DuplicateName(_) | McpError::Workspace(_) | McpError::Tools(_) => USAGE,
+                McpError::Session(_) | McpError::Join(_) => FAILED,
+            }
         }
     }
 }

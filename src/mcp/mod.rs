@@ -15,6 +15,7 @@
 //! the schema is wrapped the same way (its `$defs` move to the wrapper so references still
 //! resolve).
 
+mod cli;
 mod progress;
 mod server;
 
@@ -28,6 +29,7 @@ use crate::events::EventSink;
 use crate::model::{Model, PriceTable};
 use crate::SubAgentSpec;
 
+pub use cli::{main, McpArgs};
 pub use server::SubcontractServer;
 
 /// Why the server could not start or stopped abnormally.
@@ -116,6 +118,3 @@ pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
     running.waiting().await?;
     Ok(())
 }
-
-mod cli;
-pub use cli::{main, McpArgs};

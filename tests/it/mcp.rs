@@ -204,6 +204,14 @@ fn mcp_refuses_specs_that_do_not_load() {
 }
 
 #[test]
+fn mcp_refuses_two_specs_with_one_name() {
+    let f = fixtures().join("classify.toml");
+    let (code, err) = run_cli(&["mcp", path(&f), path(&f), "--model", "example"], None);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("two specs are named `classify`"), "{err}");
+}
+
+#[test]
 fn mcp_with_no_input_ends_quietly() {
     // A client that connects and hangs up at once: the server exits, printing nothing on stdout.
     let f = fixtures();
