@@ -8,6 +8,8 @@ pub mod diag;
 pub mod dialect;
 pub mod events;
 pub mod gate;
+#[cfg(feature = "mcp")]
+pub mod mcp;
 pub mod model;
 pub mod provider;
 pub mod runloop;

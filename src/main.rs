@@ -92,6 +92,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = SchemaFormat::JsonSchema)]
         format: SchemaFormat,
     },
+    /// Serve the specs as MCP tools over stdio (input/output schemas, structured content).
+    #[cfg(feature = "mcp")]
+    Mcp(subcontract::mcp::McpArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -141,6 +144,8 @@ fn main() -> ExitCode {
             spec, input, model, base_url, workspace, trace, record, prices, quiet,
         ),
         Command::Trace { file } => run_trace(&file),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(args) => subcontract::mcp::main(args),
     })
 }
 

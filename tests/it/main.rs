@@ -5,6 +5,8 @@ mod check;
 mod cli;
 mod common;
 mod invariants;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod providers;
 mod replay;
 mod toml_specs;

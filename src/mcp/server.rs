@@ -1,0 +1,582 @@
+//! The MCP server handler: `tools/list` and `tools/call` over the loaded specs.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{json, Map, Value};
+
+use super::progress::ProgressRouter;
+use super::{McpConfig, McpError};
+use crate::events::{EventSink, Sinks};
+use crate::model::resolve_model;
+use crate::runloop::{Outcome, RunResult};
+use crate::workspace::Workspace;
+use crate::{Budget, Ctx, SubAgentSpec};
+
+/// The key a non-object output is wrapped under (MCP's `outputSchema` must describe an object).
+const WRAP_KEY: &str = "result";
+
+struct Served {
+    spec: SubAgentSpec<Value, Value>,
+    /// Whether the output is served wrapped as `{"result": output}`.
+    wrapped: bool,
+}
+
+/// An MCP server handler serving one tool per spec. Build it with [`SubcontractServer::new`]
+/// and serve it on any rmcp transport (see [`serve_stdio`](super::serve_stdio)).
+pub struct SubcontractServer {
+    tools: Vec<Tool>,
+    specs: HashMap<String, Served>,
+    root: Ctx,
+    progress: Arc<ProgressRouter>,
+    log: bool,
+}
+
+impl std::fmt::Debug for SubcontractServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubcontractServer")
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SubcontractServer {
+    /// Builds the root context (workspace tools + every spec as a tool, the server-wide
+    /// budget, the trace sink) and the tool list.
+    pub fn new(config: McpConfig) -> Result<Self, McpError> {
+        let McpConfig {
+            specs,
+            model,
+            base_url,
+            workspace,
+            max_cost_usd,
+            prices,
+            trace,
+            log,
+        } = config;
+        let mut tools = Workspace::new(&workspace)?.tool_set()?;
+        let mut served = HashMap::new();
+        let mut list = Vec::new();
+        for spec in &specs {
+            if served.contains_key(spec.name()) {
+                return Err(McpError::DuplicateName(spec.name().to_string()));
+            }
+            // Every spec is also a tool of the root, so specs can call each other.
+            tools.insert(spec.as_tool())?;
+            let (tool, wrapped) = mcp_tool(spec);
+            list.push(tool);
+            served.insert(
+                spec.name().to_string(),
+                Served {
+                    spec: spec.clone(),
+                    wrapped,
+                },
+            );
+        }
+        let progress = Arc::new(ProgressRouter::default());
+        let mut sinks: Vec<Arc<dyn EventSink>> = vec![progress.clone()];
+        sinks.extend(trace);
+        let resolver_specs = specs;
+        let root = Ctx::builder(model)
+            .run_id("mcp")
+            .spec_name("mcp")
+            .tools(tools)
+            .budget(Budget::with_label("mcp", max_cost_usd, None))
+            .prices(prices)
+            .events(Arc::new(Sinks(sinks)))
+            .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
+            .build();
+        Ok(SubcontractServer {
+            tools: list,
+            specs: served,
+            root,
+            progress,
+            log,
+        })
+    }
+
+    /// The tools this server lists.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// The server-wide root context every call is a child of.
+    pub fn root(&self) -> &Ctx {
+        &self.root
+    }
+
+    async fn call(
+        &self,
+        served: &Served,
+        input: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let spec = &served.spec;
+        let child = match self.root.child(spec) {
+            Ok(c) => c,
+            Err(e) => return error_result(Outcome::Denied, &e.to_string()),
+        };
+        let progress = context.meta.get_progress_token().map(|token| {
+            self.progress
+                .register(child.run_id(), context.peer.clone(), token)
+        });
+        let run = spec.run(&input, &child);
+        tokio::pin!(run);
+        // A client's `notifications/cancelled` cancels the run (and its sub-agents); the run
+        // then ends as `cancelled` and is still recorded.
+        let result = tokio::select! {
+            r = &mut run => r,
+            () = context.ct.cancelled() => {
+                child.cancellation().cancel();
+                run.await
+            }
+        };
+        if let Some(p) = progress {
+            // Every progress notification goes out before the result does.
+            p.finish().await;
+        }
+        self.log_call(spec.name(), &result);
+        match (result.outcome, result.output) {
+            (Outcome::Completed, Some(output)) => {
+                let output = if served.wrapped {
+                    json!({ WRAP_KEY: output })
+                } else {
+                    output
+                };
+                CallToolResult::structured(output)
+            }
+            (outcome, _) => error_result(
+                outcome,
+                result
+                    .error
+                    .as_deref()
+                    .unwrap_or("the run ended without an output"),
+            ),
+        }
+    }
+
+    fn log_call(&self, tool: &str, r: &RunResult<Value>) {
+        if !self.log {
+            return;
+        }
+        // stdout carries the protocol: logs go to stderr, and a failed write is not an error.
+        let mut line = format!(
+            "subcontract mcp: {tool} [{}] {} in {} turn(s), ${} ({:.1?})",
+            r.run_id, r.outcome, r.turns, r.total_cost_usd, r.duration
+        );
+        if let Some(e) = &r.error {
+            line.push_str(": ");
+            line.push_str(e);
+        }
+        line.push('\n');
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    }
+}
+
+/// An `isError` result whose text starts with the outcome's stable name, so hosts and models
+/// can tell `budget_exhausted` from `invalid_input` without parsing prose.
+fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
+    // The run loop's message may already open with the outcome in words ("invalid input: …").
+    let words = format!("{}: ", outcome.as_str().replace('_', " "));
+    let detail = error.strip_prefix(words.as_str()).unwrap_or(error);
+    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {detail}"))])
+}
+
+/// The MCP tool for `spec`, and whether its output is wrapped.
+fn mcp_tool(spec: &SubAgentSpec<Value, Value>) -> (Tool, bool) {
+    let input: &Value = spec.input_contract().schema();
+    let input = match input {
+        Value::Object(m) => m.clone(),
+        // A non-object input schema cannot be a tool's `inputSchema`; the input contract
+        // still validates every call.
+        _ => object(json!({ "type": "object" })),
+    };
+    let output: &Value = spec.output_contract().schema();
+    let is_object = output.get("type").and_then(Value::as_str) == Some("object");
+    let (output, wrapped) = if is_object {
+        (object(output.clone()), false)
+    } else {
+        (wrap(output), true)
+    };
+    let mut tool = Tool::new(
+        spec.name().to_string(),
+        spec.description().to_string(),
+        input,
+    );
+    tool.output_schema = Some(Arc::new(output));
+    // Sub-agents hold only the read-only workspace tools and each other; they do reach a
+    // model, an open world.
+    tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(true));
+    (tool, wrapped)
+}
+
+/// `{"type": "object", "properties": {"result": schema}, …}` with `schema`'s definitions moved
+/// to the root, where its `#/$defs/…` references point.
+fn wrap(schema: &Value) -> JsonObject {
+    let mut inner = schema.clone();
+    let mut root = Map::new();
+    root.insert("type".into(), json!("object"));
+    if let Value::Object(m) = &mut inner {
+        for key in ["$schema", "$defs", "definitions"] {
+            if let Some(v) = m.remove(key) {
+                root.insert(key.into(), v);
+            }
+        }
+    }
+    root.insert("properties".into(), json!({ WRAP_KEY: inner }));
+    root.insert("required".into(), json!([WRAP_KEY]));
+    root.insert("additionalProperties".into(), json!(false));
+    root
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(m) => m,
+        _ => JsonObject::new(),
+    }
+}
+
+impl ServerHandler for SubcontractServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(rmcp::model::Implementation::new(
+                "subcontract",
+                env!("CARGO_PKG_VERSION"),
+            ))
+            .with_instructions(
+                "Each tool is a sub-agent with a validated output contract: a successful call \
+                 returns structuredContent matching the tool's outputSchema; a failed run is an \
+                 isError result naming its outcome.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(served) = self.specs.get(request.name.as_ref()) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool `{}`", request.name),
+                None,
+            ));
+        };
+        let input = Value::Object(request.arguments.unwrap_or_default());
+        Ok(self.call(served, input, &context).await.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::EventKind;
+    use crate::model::ExampleModel;
+
+    fn spec(name: &str, output: Value) -> SubAgentSpec<Value, Value> {
+        SubAgentSpec::dynamic(
+            name,
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "string", "maxLength": 10}}}),
+            output,
+        )
+        .description("A test spec.")
+        .system(format!("system of {name}"))
+        .build()
+        .expect("valid test spec")
+    }
+
+    #[test]
+    fn non_object_outputs_are_wrapped_with_their_definitions_at_the_root() {
+        let s = spec(
+            "tags",
+            json!({"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/tag"},
+                   "$defs": {"tag": {"type": "string", "maxLength": 5}}}),
+        );
+        let (tool, wrapped) = mcp_tool(&s);
+        assert!(wrapped);
+        let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
+        assert_eq!(out["type"], "object");
+        assert_eq!(out["required"], json!(["result"]));
+        assert_eq!(out["$defs"]["tag"]["maxLength"], 5);
+        assert_eq!(out["properties"]["result"]["items"]["$ref"], "#/$defs/tag");
+        assert!(out["properties"]["result"].get("$defs").is_none());
+        // The wrapped schema still compiles and accepts exactly the wrapped outputs.
+        let v = jsonschema::validator_for(&out).expect("wrapped schema compiles");
+        assert!(v.is_valid(&json!({"result": ["a", "b"]})));
+        assert!(!v.is_valid(&json!({"result": ["toolong"]})));
+        assert!(!v.is_valid(&json!(["a"])));
+    }
+
+    #[test]
+    fn object_outputs_are_served_as_they_are() {
+        let output = json!({"type": "object", "additionalProperties": false,
+                            "properties": {"a": {"type": "integer"}}});
+        let (tool, wrapped) = mcp_tool(&spec("obj", output.clone()));
+        assert!(!wrapped);
+        let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
+        assert_eq!(out, output);
+    }
+
+    #[test]
+    fn every_call_shares_the_server_wide_budget_and_tools() {
+        let specs = vec![
+            spec("one", json!({"type": "string", "maxLength": 10})),
+            spec("two", json!({"type": "string", "maxLength": 10})),
+        ];
+        let model = Arc::new(ExampleModel::new(&specs));
+        let dir = std::env::temp_dir();
+        let mut config = McpConfig::new(specs.clone(), model, &dir);
+        config.max_cost_usd = Some(rust_decimal::Decimal::ONE);
+        let server = SubcontractServer::new(config).expect("server builds");
+        assert_eq!(
+            server.root().budget().limit_usd(),
+            Some(rust_decimal::Decimal::ONE)
+        );
+        let names: Vec<&str> = server.root().tools().names().collect();
+        for t in ["read_file", "list_dir", "grep", "one", "two"] {
+            assert!(names.contains(&t), "{t} in {names:?}");
+        }
+        assert_eq!(server.tools().len(), 2);
+        // Duplicate names are refused: a host could not tell the tools apart.
+        let model = Arc::new(ExampleModel::new(&specs));
+        let dup = vec![specs[0].clone(), specs[0].clone()];
+        assert!(matches!(
+            SubcontractServer::new(McpConfig::new(dup, model, &dir)),
+            Err(McpError::DuplicateName(_))
+        ));
+    }
+
+    /// A minimal JSON-RPC peer over an in-memory pipe (the real-client tests are in
+    /// tests/it/mcp.rs; this reaches what the offline CLI models cannot: cost and delay).
+    struct Pipe {
+        lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+        write: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+        served: tokio::task::JoinHandle<Result<(), String>>,
+    }
+
+    impl Pipe {
+        async fn start(config: McpConfig) -> Pipe {
+            use rmcp::ServiceExt;
+            use tokio::io::AsyncBufReadExt;
+            let server = SubcontractServer::new(config).expect("server builds");
+            let (client, server_io) = tokio::io::duplex(64 * 1024);
+            let served = tokio::spawn(async move {
+                let running = server
+                    .serve(tokio::io::split(server_io))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                running.waiting().await.map(drop).map_err(|e| e.to_string())
+            });
+            let (read, write) = tokio::io::split(client);
+            let mut pipe = Pipe {
+                lines: tokio::io::BufReader::new(read).lines(),
+                write,
+                served,
+            };
+            pipe.send(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+            )
+            .await;
+            let init = pipe.recv().await;
+            assert_eq!(init["result"]["protocolVersion"], "2025-06-18", "{init}");
+            pipe.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+            pipe
+        }
+
+        async fn send(&mut self, v: Value) {
+            use tokio::io::AsyncWriteExt;
+            let mut line = v.to_string();
+            line.push('\n');
+            self.write
+                .write_all(line.as_bytes())
+                .await
+                .expect("pipe open");
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("a message");
+            serde_json::from_str(&line).expect("JSON")
+        }
+
+        fn call(id: u32, tool: &str, arguments: Value) -> Value {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments}})
+        }
+
+        /// Closing the pipe ends the session: the server stops serving.
+        async fn close(self) {
+            drop(self.write);
+            drop(self.lines);
+            self.served
+                .await
+                .expect("server task")
+                .expect("server ends cleanly");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_past_the_server_wide_budget_is_an_is_error_result() {
+        use crate::model::{Price, PriceTable};
+        use rust_decimal::Decimal;
+
+        let specs = vec![spec("one", json!({"type": "string", "maxLength": 10}))];
+        let model = Arc::new(ExampleModel::new(&specs));
+        let mut config = McpConfig::new(specs, model, std::env::temp_dir());
+        // The example model priced so that one turn is dearer than the whole budget.
+        let mut prices = PriceTable::new();
+        prices.insert(
+            "example",
+            Price::per_mtok(Decimal::from(1000), Decimal::from(1000)),
+        );
+        config.prices = prices;
+        config.max_cost_usd = Some(Decimal::new(1, 6));
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "one", json!({"q": "hi"}))).await;
+        let reply = pipe.recv().await;
+        assert_eq!(reply["id"], 1);
+        assert_eq!(reply["result"]["isError"], true, "{reply}");
+        let text = reply["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.starts_with("budget_exhausted: "), "{text}");
+        pipe.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn calls_run_concurrently_and_report_progress_before_their_result() {
+        use crate::model::{ScriptStep, ScriptedModel};
+        use std::time::{Duration, Instant};
+
+        let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];
+        let delay = Duration::from_millis(400);
+        let model =
+            ScriptedModel::from_fn("scripted", move |_| ScriptStep::text("done").delayed(delay));
+        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let mut pipe = Pipe::start(config).await;
+        let t0 = Instant::now();
+        for id in 1..=3 {
+            let mut call = Pipe::call(id, "slow", json!({"q": "hi"}));
+            if id == 1 {
+                call["params"]["_meta"] = json!({"progressToken": "p1"});
+            }
+            pipe.send(call).await;
+        }
+        let mut replies = HashMap::new();
+        let mut progress_before_reply = false;
+        while replies.len() < 3 {
+            let m = pipe.recv().await;
+            if m["method"] == "notifications/progress" {
+                assert_eq!(m["params"]["progressToken"], "p1", "{m}");
+                progress_before_reply |= !replies.contains_key(&1);
+                continue;
+            }
+            let id = m["id"].as_u64().expect("a reply has an id");
+            replies.insert(id, m);
+        }
+        // Three 400 ms runs served one after another would take 1.2 s.
+        assert!(t0.elapsed() < delay * 5 / 2, "took {:?}", t0.elapsed());
+        for (id, r) in &replies {
+            assert_eq!(
+                r["result"]["structuredContent"],
+                json!({"result": "done"}),
+                "{id}"
+            );
+        }
+        assert!(
+            progress_before_reply,
+            "progress notifications precede the result"
+        );
+        pipe.close().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_request_cancels_its_run_and_the_server_keeps_serving() {
+        use crate::events::MemorySink;
+        use crate::model::{ScriptStep, ScriptedModel};
+        use std::time::{Duration, Instant};
+
+        let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];
+        let model = ScriptedModel::from_fn("scripted", |req| {
+            // Input "hang" waits far longer than the test; anything else answers at once.
+            let hang = req
+                .messages
+                .iter()
+                .any(|m| format!("{m:?}").contains("hang"));
+            let step = ScriptStep::text("done");
+            if hang {
+                step.delayed(Duration::from_secs(30))
+            } else {
+                step
+            }
+        });
+        let events = Arc::new(MemorySink::new());
+        let mut config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        config.trace = Some(events.clone());
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "slow", json!({"q": "hang"}))).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        pipe.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": 1, "reason": "test"}}),
+        )
+        .await;
+        let t0 = Instant::now();
+        let cancelled = loop {
+            let done = events.events().into_iter().find_map(|e| match e.kind {
+                EventKind::Finished { outcome, .. } if e.depth == 1 => Some(outcome),
+                _ => None,
+            });
+            if let Some(o) = done {
+                break o;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "the run was not cancelled"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(cancelled, Outcome::Cancelled);
+        pipe.send(Pipe::call(2, "slow", json!({"q": "now"}))).await;
+        let reply = loop {
+            let m = pipe.recv().await;
+            if m["id"] == 2 {
+                break m;
+            }
+        };
+        assert_eq!(
+            reply["result"]["structuredContent"],
+            json!({"result": "done"})
+        );
+        pipe.close().await;
+    }
+}
