@@ -216,9 +216,37 @@ pub(crate) async fn run_child(spec: &SpecCore, input: Value, parent: &Ctx) -> Ru
     }
 }
 
+/// Emits a `cancelled` finished event for a run whose future was dropped before it finished
+/// (its parent timed out or was cancelled), so that no run ends silently in a trace.
+struct FinishGuard<'a> {
+    ctx: &'a Ctx,
+    start: Instant,
+    finished: bool,
+}
+
+impl Drop for FinishGuard<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.ctx.emit(EventKind::Finished {
+                outcome: Outcome::Cancelled,
+                turns: 0,
+                usage: Usage::default(),
+                cost_usd: Decimal::ZERO,
+                duration_ms: self.start.elapsed().as_secs_f64() * 1000.0,
+                error: Some("stopped because its parent stopped (timeout or cancellation)".into()),
+            });
+        }
+    }
+}
+
 /// Runs `spec` on `input` in `ctx`.
 pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunResult<Decoded> {
     let start = Instant::now();
+    let mut guard = FinishGuard {
+        ctx,
+        start,
+        finished: false,
+    };
     let spent_before = ctx.budget().snapshot().spent_usd;
     ctx.emit(EventKind::Started {
         model: ctx.model().id().to_string(),
@@ -251,6 +279,7 @@ pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunRes
     };
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
+    guard.finished = true;
     ctx.emit(EventKind::Finished {
         outcome,
         turns: st.turns,

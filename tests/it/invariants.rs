@@ -657,3 +657,48 @@ async fn tool_arguments_are_validated_first() {
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
 }
+
+/// Invariant 5 one level down: when a parent times out, its sub-agents in flight are stopped,
+/// and each still records how it ended.
+#[tokio::test]
+async fn a_parent_timeout_stops_its_children_visibly() {
+    let research = research_spec("research", &[]);
+    let host = SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 100}),
+    )
+    .description("d")
+    .system("HOST")
+    .tools(["research"])
+    .timeout(Duration::from_millis(100))
+    .build()
+    .unwrap();
+    let m = model(|system, _, _| match system {
+        "HOST" => ScriptStep::tool_calls(vec![
+            ("research".into(), json!({"question": "slow one"})),
+            ("research".into(), json!({"question": "slow two"})),
+        ]),
+        _ => ScriptStep::submit(good_findings()).delayed(Duration::from_secs(10)),
+    });
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .tools(tools(vec![research.as_tool()]))
+        .events(sink.clone())
+        .build();
+    let t0 = std::time::Instant::now();
+    let r = host.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Timeout);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "children did not hold the parent up"
+    );
+    // Aborted tasks are dropped at their next poll; give them that moment.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let tree = build_tree(&sink.events());
+    assert_eq!(tree[0].outcome, Some(Outcome::Timeout));
+    assert_eq!(tree[0].children.len(), 2);
+    for c in &tree[0].children {
+        assert_eq!(c.outcome, Some(Outcome::Cancelled), "{c:?}");
+    }
+}
