@@ -20,6 +20,7 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 pub struct AnthropicModel {
     id: String,
     model: String,
+    strict: bool,
     transport: Transport,
 }
 
@@ -30,8 +31,18 @@ impl AnthropicModel {
         Ok(AnthropicModel {
             id: format!("anthropic:{model}"),
             model,
+            strict: false,
             transport: Transport::new("anthropic", config)?,
         })
+    }
+
+    /// Strict tool use: each tool carries `strict: true` and its schema in the dialect strict
+    /// mode accepts ([`crate::dialect::anthropic`]: length, number and item bounds moved into
+    /// descriptions). Our own validation still enforces the full schema on what comes back.
+    /// Off by default: the full schema is sent as is, which the Messages API accepts.
+    pub fn strict(mut self, on: bool) -> Self {
+        self.strict = on;
+        self
     }
 
     fn body(&self, request: ModelRequest<'_>) -> Value {
@@ -105,11 +116,20 @@ impl AnthropicModel {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "input_schema": *t.input_schema,
-                    })
+                    if self.strict {
+                        json!({
+                            "name": t.name,
+                            "description": t.description,
+                            "input_schema": crate::dialect::anthropic(&t.input_schema),
+                            "strict": true,
+                        })
+                    } else {
+                        json!({
+                            "name": t.name,
+                            "description": t.description,
+                            "input_schema": *t.input_schema,
+                        })
+                    }
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));

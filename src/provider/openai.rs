@@ -33,6 +33,7 @@ pub struct OpenAiModel {
     id: String,
     model: String,
     max_tokens_field: MaxTokensField,
+    strict: bool,
     transport: Transport,
 }
 
@@ -45,6 +46,7 @@ impl OpenAiModel {
             id: format!("openai:{model}"),
             model,
             max_tokens_field: MaxTokensField::default(),
+            strict: false,
             transport: Transport::new("openai", config)?,
         })
     }
@@ -52,6 +54,18 @@ impl OpenAiModel {
     /// Chooses the field that carries the output-token limit.
     pub fn max_tokens_field(mut self, field: MaxTokensField) -> Self {
         self.max_tokens_field = field;
+        self
+    }
+
+    /// Structured Outputs' strict mode for tool calls: the tools' schemas are sent in the
+    /// dialect strict mode accepts ([`crate::dialect::openai_strict`]: every object closed,
+    /// every property required — optional ones nullable — and the keywords it refuses moved into
+    /// descriptions), and the nulls it makes a model send for optional properties are removed
+    /// again from the arguments, so our own validation sees the shape the full schema
+    /// describes and still enforces every bound. Off by default: the full schema is sent as
+    /// is, which non-strict function calling and OpenAI-compatible servers accept.
+    pub fn strict(mut self, on: bool) -> Self {
+        self.strict = on;
         self
     }
 
@@ -124,14 +138,26 @@ impl OpenAiModel {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": t.name,
-                            "description": t.description,
-                            "parameters": *t.input_schema,
-                        },
-                    })
+                    if self.strict {
+                        json!({
+                            "type": "function",
+                            "function": {
+                                "name": t.name,
+                                "description": t.description,
+                                "parameters": crate::dialect::openai_strict(&t.input_schema),
+                                "strict": true,
+                            },
+                        })
+                    } else {
+                        json!({
+                            "type": "function",
+                            "function": {
+                                "name": t.name,
+                                "description": t.description,
+                                "parameters": *t.input_schema,
+                            },
+                        })
+                    }
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
@@ -235,6 +261,14 @@ impl Model for OpenAiModel {
             .transport
             .post_json("/chat/completions", headers, &body)
             .await?;
-        self.parse(&answer)
+        let mut response = self.parse(&answer)?;
+        if self.strict {
+            for call in &mut response.tool_calls {
+                if let Some(t) = request.tools.iter().find(|t| t.name == call.name) {
+                    crate::dialect::strip_optional_nulls(&t.input_schema, &mut call.arguments);
+                }
+            }
+        }
+        Ok(response)
     }
 }

@@ -921,3 +921,74 @@ async fn refused_connections_are_connection_errors() {
         assert_no_key(&err);
     }
 }
+
+/// Strict mode: the schema goes out in the dialect strict mode accepts (closed, all required,
+/// no length bounds), and the nulls it makes a model send for optional properties are removed
+/// from the arguments before our own validation sees them.
+#[tokio::test]
+async fn openai_strict_mode_sends_the_strict_dialect_and_strips_its_nulls() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        openai_completion(
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "read_file", "arguments": "{\"path\":\"src/lib.rs\",\"start_line\":null}"}}]}),
+            "tool_calls",
+        ),
+    )])
+    .await;
+    let model = openai(&server).strict(true);
+    let tools = vec![ToolDefinition {
+        name: "read_file".into(),
+        description: "Reads a file of the workspace.".into(),
+        input_schema: Arc::new(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "maxLength": 200},
+                "start_line": {"type": "integer", "minimum": 1}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        })),
+    }];
+    let convo = conversation(1);
+    let r = model
+        .complete(request(&convo, &tools))
+        .await
+        .expect("a response");
+    assert_eq!(r.tool_calls[0].arguments, json!({"path": "src/lib.rs"}));
+    let body = &server.received()[0].body;
+    let f = &body["tools"][0]["function"];
+    assert_eq!(f["strict"], true);
+    let params = &f["parameters"];
+    assert_eq!(params["required"], json!(["path", "start_line"]));
+    assert!(params.to_string().find("maxLength").is_none(), "{params}");
+    assert!(params["properties"]["path"]["description"]
+        .as_str()
+        .is_some_and(|d| d.contains("200")));
+    validate_against_openapi(std::slice::from_ref(body));
+}
+
+/// Anthropic strict tool use: `strict: true` and a schema without the bounds it refuses.
+#[tokio::test]
+async fn anthropic_strict_mode_sends_the_strict_dialect() {
+    let server = Server::start(vec![Reply::json(
+        200,
+        anthropic_message(json!([{"type": "text", "text": "Done."}]), "end_turn"),
+    )])
+    .await;
+    let model = anthropic(&server).strict(true);
+    let tools = tools();
+    let convo = conversation(1);
+    model
+        .complete(request(&convo, &tools))
+        .await
+        .expect("a response");
+    let tool = &server.received()[0].body["tools"][0];
+    assert_eq!(tool["strict"], true);
+    assert!(
+        tool["input_schema"].to_string().find("maxLength").is_none(),
+        "{tool}"
+    );
+    assert_eq!(tool["input_schema"]["required"], json!(["path"]));
+}
