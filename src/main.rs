@@ -361,10 +361,16 @@ fn run_schema(path: &std::path::Path, format: SchemaFormat) -> u8 {
             "name": name, "description": description,
             "input_schema": dialect::anthropic(input),
         }),
-        SchemaFormat::Mcp => json!({
-            "name": name, "description": description,
-            "inputSchema": input, "outputSchema": output,
-        }),
+        SchemaFormat::Mcp => {
+            // What `subcontract mcp` serves: MCP needs an object output schema, so any other
+            // output is wrapped as {"result": ...}.
+            #[cfg(feature = "mcp")]
+            let output = Value::Object(subcontract::mcp::output_schema(output).0);
+            json!({
+                "name": name, "description": description,
+                "inputSchema": input, "outputSchema": output,
+            })
+        }
     };
     match serde_json::to_string_pretty(&def) {
         Ok(s) => {

@@ -30,7 +30,7 @@ use crate::model::{Model, PriceTable};
 use crate::SubAgentSpec;
 
 pub use cli::{main, McpArgs};
-pub use server::SubcontractServer;
+pub use server::{output_schema, SubcontractServer};
 
 /// Why the server could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]

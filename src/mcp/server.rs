@@ -203,13 +203,7 @@ fn mcp_tool(spec: &SubAgentSpec<Value, Value>) -> (Tool, bool) {
         // still validates every call.
         _ => object(json!({ "type": "object" })),
     };
-    let output: &Value = spec.output_contract().schema();
-    let is_object = output.get("type").and_then(Value::as_str) == Some("object");
-    let (output, wrapped) = if is_object {
-        (object(output.clone()), false)
-    } else {
-        (wrap(output), true)
-    };
+    let (output, wrapped) = output_schema(spec.output_contract().schema());
     let mut tool = Tool::new(
         spec.name().to_string(),
         spec.description().to_string(),
@@ -220,6 +214,17 @@ fn mcp_tool(spec: &SubAgentSpec<Value, Value>) -> (Tool, bool) {
     // model, an open world.
     tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(true));
     (tool, wrapped)
+}
+
+/// The `outputSchema` MCP shows for an output contract, and whether it wraps it: MCP requires
+/// an object schema, so any other output is served as `{"result": …}`. `subcontract schema
+/// --format mcp` prints the same.
+pub fn output_schema(schema: &Value) -> (JsonObject, bool) {
+    if schema.get("type").and_then(Value::as_str) == Some("object") {
+        (object(schema.clone()), false)
+    } else {
+        (wrap(schema), true)
+    }
 }
 
 /// `{"type": "object", "properties": {"result": schema}, …}` with `schema`'s definitions moved
