@@ -29,7 +29,8 @@ use crate::model::{Model, ModelError};
 ///   than Anthropic); base URL from `base_url`, else `ANTHROPIC_BASE_URL`, else
 ///   [`ANTHROPIC_DEFAULT_BASE_URL`].
 ///
-/// Other settings are [`ProviderConfig`]'s defaults.
+/// `SUBCONTRACT_STRICT=1` turns on each provider's strict mode ([`OpenAiModel::strict`],
+/// [`AnthropicModel::strict`]). Other settings are [`ProviderConfig`]'s defaults.
 pub fn model_from_name(name: &str, base_url: Option<&str>) -> Result<Arc<dyn Model>, ModelError> {
     model_from_env(name, base_url, |var| std::env::var(var).ok())
 }
@@ -48,6 +49,8 @@ fn model_from_env(
         return Err(ModelError::Config(format!("model `{name}` names no model")));
     }
     let non_empty = |var: &str| env(var).filter(|v| !v.trim().is_empty());
+    let strict = non_empty("SUBCONTRACT_STRICT")
+        .is_some_and(|v| v.trim() == "1" || v.trim().eq_ignore_ascii_case("true"));
     match provider {
         "openai" => {
             let base = base_url
@@ -58,7 +61,7 @@ fn model_from_env(
             if let Some(key) = non_empty("OPENAI_API_KEY") {
                 config = config.api_key(ApiKey::new(key));
             }
-            Ok(Arc::new(OpenAiModel::new(model, config)?))
+            Ok(Arc::new(OpenAiModel::new(model, config)?.strict(strict)))
         }
         "anthropic" => {
             let base = base_url
@@ -75,7 +78,7 @@ fn model_from_env(
                 }
                 None => {}
             }
-            Ok(Arc::new(AnthropicModel::new(model, config)?))
+            Ok(Arc::new(AnthropicModel::new(model, config)?.strict(strict)))
         }
         other => Err(ModelError::Config(format!(
             "unknown provider `{other}` in `{name}`: expected `openai` or `anthropic`"

@@ -269,3 +269,64 @@ async fn run_against_an_openai_compatible_server() {
         "{tool_msg}"
     );
 }
+
+/// `SUBCONTRACT_STRICT=1` sends the tools in OpenAI's strict dialect; the bounds it strips are
+/// still enforced by our own validation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_from_the_environment() {
+    let long_claim = "x".repeat(301);
+    let submit = |claim: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_1", "type": "function",
+            "function": {"name": "submit_output", "arguments": json!({"findings": [{"claim": claim, "source_ids": ["a"]}], "gaps": []}).to_string()}}]})
+    };
+    let server = Server::start(vec![
+        Reply::json(200, completion(submit(&long_claim), "tool_calls")),
+        Reply::json(200, completion(submit("short"), "tool_calls")),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let o = tokio::task::spawn_blocking(move || {
+        run(
+            &[
+                "run",
+                "specs/research_topic.toml",
+                "--model",
+                "openai:gpt-4.1-mini",
+                "--base-url",
+                &base,
+                "--input",
+                r#"{"question": "Which library hashes passwords?"}"#,
+                "-q",
+            ],
+            &[("SUBCONTRACT_STRICT", "1")],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(stdout_json(&o)["findings"][0]["claim"], "short");
+    let got = server.received();
+    assert_eq!(
+        got.len(),
+        2,
+        "the 301-character claim was sent back for repair"
+    );
+    let submit_tool = got[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "submit_output")
+        .unwrap()
+        .clone();
+    assert_eq!(submit_tool["function"]["strict"], true);
+    assert!(
+        !submit_tool.to_string().contains("maxLength"),
+        "{submit_tool}"
+    );
+}
