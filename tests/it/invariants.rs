@@ -558,18 +558,36 @@ async fn gate_is_inherited_and_only_stricter() {
         "{saw:?}"
     );
 
-    // A stricter child gate denies what the parent allowed.
-    let strict = ctx.with_stricter_gate(Arc::new(DenyTools::new(["research"])));
-    let m2 = model(|system, turn, req| match (system, turn) {
-        ("HOST", 1) => ScriptStep::tool_call("research", json!({"question": "q?"})),
-        _ => {
-            let r = last_tool_results(req);
-            assert!(r[0].2 && r[0].1.contains("not allowed"), "{r:?}");
+    // A stricter gate denies what the parent allowed, for the context that adds it and for
+    // every child made from it.
+    let host_saw: Seen = Arc::default();
+    let hs = host_saw.clone();
+    let m2 = model(move |system, turn, req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_call("research", json!({"question": "which runtime?"})),
+        ("HOST", _) => {
+            hs.lock().unwrap().extend(
+                last_tool_results(req)
+                    .into_iter()
+                    .map(|r| format!("{}:{}", r.2, r.1)),
+            );
             ScriptStep::text("ok")
         }
+        _ => panic!("the denied sub-agent must not run"),
     });
-    let _ = m2;
-    assert_eq!(strict.gate().len(), 3);
+    let strict = Ctx::builder(m2)
+        .tools(tools(vec![research.as_tool(), lookup_tool("lookup")]))
+        .build()
+        .with_stricter_gate(Arc::new(DenyTools::new(["research"])));
+    assert_eq!(strict.gate().len(), 1);
+    let r = host_spec(&["research"]).run(&json!({}), &strict).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+    let saw = host_saw.lock().unwrap().clone();
+    assert_eq!(
+        saw,
+        vec!["true:denied by the approval gate: tool `research` is not allowed here"]
+    );
+    let child = strict.child(&research).unwrap();
+    assert_eq!(child.gate().len(), 1, "children inherit the stricter chain");
 }
 
 /// Run ids are `parent.child-n`, and the events rebuild the tree with cost shares.
