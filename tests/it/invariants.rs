@@ -552,7 +552,7 @@ async fn gate_is_inherited_and_only_stricter() {
     )));
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed);
-    let saw = child_saw.lock().unwrap();
+    let saw = child_saw.lock().unwrap().clone();
     assert!(
         saw[0].starts_with("true:denied by the approval gate: no lookups below the host"),
         "{saw:?}"
