@@ -630,10 +630,16 @@ fn s4(reps: usize, iters: usize) -> Value {
 }
 
 fn scale(reps: usize) -> Value {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    // One thread, like every other scenario (and asyncio). SCALE_MULTI_THREAD=1 uses both
+    // cores instead: today that is about twice as slow, from lock contention (see the README).
+    let rt = if std::env::var_os("SCALE_MULTI_THREAD").is_some() {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    } else {
+        rt()
+    };
     let before = rss_mb();
     let mut v = s3(reps, SCALE, SCALE, rt);
     let peak = peak_rss_mb();
