@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::contract::{Contract, SchemaError, UnboundedKind, Violation};
+use crate::contract::{Contract, SchemaError, Violation};
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{codes, Diagnostic, LineIndex, Pos, Severity};
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
@@ -298,12 +298,7 @@ fn check_contracts(
     if let Some(output) = output {
         let a = output.analysis();
         for p in &a.problems {
-            let code = match p.kind {
-                UnboundedKind::String => codes::UNBOUNDED_STRING,
-                UnboundedKind::Array => codes::UNBOUNDED_ARRAY,
-                UnboundedKind::RecursiveRef => codes::RECURSIVE_REF,
-                UnboundedKind::OpenObject | UnboundedKind::AnyValue => codes::OPEN_OBJECT,
-            };
+            let code = p.kind.code();
             let at = if p.schema_path.is_empty() {
                 "the output schema's root".to_string()
             } else {

@@ -84,6 +84,19 @@ pub enum UnboundedKind {
     AnyValue,
 }
 
+impl UnboundedKind {
+    /// The stable diagnostic code `subcontract check` reports for this kind (design.md §4).
+    pub fn code(self) -> &'static str {
+        use crate::diag::codes;
+        match self {
+            UnboundedKind::String => codes::UNBOUNDED_STRING,
+            UnboundedKind::Array => codes::UNBOUNDED_ARRAY,
+            UnboundedKind::RecursiveRef => codes::RECURSIVE_REF,
+            UnboundedKind::OpenObject | UnboundedKind::AnyValue => codes::OPEN_OBJECT,
+        }
+    }
+}
+
 /// Analyse a schema. `schema` may be a boolean schema or an object.
 pub fn analyze(schema: &Value) -> Analysis {
     let mut analyzer = Analyzer::new(schema);

@@ -128,12 +128,7 @@ pub fn to_diagnostic(raw: &RawSpec, e: &SpecError) -> Diagnostic {
         ),
         SpecError::UnboundedOutput { problems, .. } => {
             let first = problems.first();
-            let code = match first.map(|u| u.kind) {
-                Some(crate::contract::UnboundedKind::String) => codes::UNBOUNDED_STRING,
-                Some(crate::contract::UnboundedKind::Array) => codes::UNBOUNDED_ARRAY,
-                Some(crate::contract::UnboundedKind::RecursiveRef) => codes::RECURSIVE_REF,
-                _ => codes::OPEN_OBJECT,
-            };
+            let code = first.map_or(codes::OPEN_OBJECT, |u| u.kind.code());
             (
                 code,
                 p.locate_pointer("output", first.map_or("", |u| u.schema_path.as_str())),
