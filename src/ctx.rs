@@ -67,7 +67,31 @@ struct Inner {
     prices: Arc<PriceTable>,
     cancel: CancellationToken,
     fanout_limit: usize,
-    children: AtomicU32,
+    // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
+    children: Arc<AtomicU32>,
+}
+
+impl Inner {
+    /// Another view of the same run: every field shared (cheap clones of `Arc`s).
+    fn shared(&self) -> Inner {
+        Inner {
+            run_id: self.run_id.clone(),
+            parent_run_id: self.parent_run_id.clone(),
+            spec: self.spec.clone(),
+            depth: self.depth,
+            max_depth: self.max_depth,
+            tools: self.tools.clone(),
+            budget: self.budget.clone(),
+            gate: self.gate.clone(),
+            events: self.events.clone(),
+            model: self.model.clone(),
+            resolver: self.resolver.clone(),
+            prices: self.prices.clone(),
+            cancel: self.cancel.clone(),
+            fanout_limit: self.fanout_limit,
+            children: self.children.clone(),
+        }
+    }
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -187,7 +211,7 @@ impl CtxBuilder {
                 prices: self.prices,
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
-                children: AtomicU32::new(0),
+                children: Arc::default(),
             }),
         }
     }
@@ -267,17 +291,12 @@ impl Ctx {
                 parent_run_id: Some(p.run_id.clone()),
                 spec: spec.name_arc.clone(),
                 depth,
-                max_depth: p.max_depth,
                 tools,
                 budget,
-                gate: p.gate.clone(),
-                events: p.events.clone(),
                 model,
-                resolver: p.resolver.clone(),
-                prices: p.prices.clone(),
                 cancel: p.cancel.child_token(),
-                fanout_limit: p.fanout_limit,
-                children: AtomicU32::new(0),
+                children: Arc::default(),
+                ..p.shared()
             }),
         })
     }
@@ -285,24 +304,10 @@ impl Ctx {
     /// The same context with `gate` added to its chain: stricter, never looser. Children made
     /// from the result inherit the stricter chain.
     pub fn with_stricter_gate(&self, gate: Arc<dyn ApprovalGate>) -> Ctx {
-        let p = &self.inner;
         Ctx {
             inner: Arc::new(Inner {
-                run_id: p.run_id.clone(),
-                parent_run_id: p.parent_run_id.clone(),
-                spec: p.spec.clone(),
-                depth: p.depth,
-                max_depth: p.max_depth,
-                tools: p.tools.clone(),
-                budget: p.budget.clone(),
-                gate: p.gate.stricter(gate),
-                events: p.events.clone(),
-                model: p.model.clone(),
-                resolver: p.resolver.clone(),
-                prices: p.prices.clone(),
-                cancel: p.cancel.clone(),
-                fanout_limit: p.fanout_limit,
-                children: AtomicU32::new(p.children.load(Ordering::Relaxed)),
+                gate: self.inner.gate.stricter(gate),
+                ..self.inner.shared()
             }),
         }
     }

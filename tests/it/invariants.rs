@@ -588,6 +588,11 @@ async fn gate_is_inherited_and_only_stricter() {
     );
     let child = strict.child(&research).unwrap();
     assert_eq!(child.gate().len(), 1, "children inherit the stricter chain");
+    // A stricter view is the same run: its children and the original's never share a run id.
+    let view = ctx.with_stricter_gate(Arc::new(DenyTools::new(["x"])));
+    let a = ctx.child(&research).unwrap();
+    let b = view.child(&research).unwrap();
+    assert_ne!(a.run_id(), b.run_id());
 }
 
 /// Run ids are `parent.child-n`, and the events rebuild the tree with cost shares.
