@@ -8,6 +8,7 @@ pub mod diag;
 pub mod dialect;
 pub mod events;
 pub mod gate;
+pub(crate) mod json;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod model;

@@ -323,7 +323,7 @@ fn message_bytes(m: &Message) -> usize {
                     + tool_calls
                         .iter()
                         .map(|c| {
-                            c.id.len() + c.name.len() + crate::spec::compact_bytes(&c.arguments)
+                            c.id.len() + c.name.len() + crate::json::compact_bytes(&c.arguments)
                         })
                         .sum::<usize>()
             }
@@ -380,10 +380,11 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         .sum();
     let model = ctx.model().clone();
     let price = ctx.prices().get(model.id());
-    // Two messages per turn after the first; sized once so the history never reallocates
-    // in a run of ordinary length.
+    // Two messages per turn after the first. Room for four turns: most sub-agent runs are
+    // short, and a history allocated for the turn limit would be a large block per run
+    // (which makes malloc consolidate its free lists on every child).
     let mut messages: Vec<Message> =
-        Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(64));
+        Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
     messages.push(Message::user(input.to_string()));
     let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
     let mut last_invalid: Option<String> = None;

@@ -14,8 +14,9 @@ use serde_json::Value;
 use crate::contract::{Contract, SchemaError, Violation};
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{codes, Diagnostic, LineIndex, Pos, Severity};
+use crate::json::compact_chars;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
-use crate::spec::{compact_chars, spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
+use crate::spec::{spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
 use crate::workspace::BUILTIN_TOOLS;
 
 /// What a check run may assume beyond the spec files themselves.

@@ -13,8 +13,9 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::{compact_chars, Decoder, Limits, OutputMode, SpecCore, SubAgentSpec};
+use super::{Decoder, Limits, OutputMode, SpecCore, SubAgentSpec};
 use crate::contract::{violations_from_rules, Contract, Unbounded, Violation};
+use crate::json::compact_chars;
 use crate::runloop::SUBMIT_TOOL;
 use crate::tool::is_valid_name;
 
@@ -365,7 +366,7 @@ impl<I, O> SpecBuilder<I, O> {
         } else {
             OutputMode::Tool
         };
-        let output_schema_bytes = super::compact_bytes(output.schema());
+        let output_schema_bytes = crate::json::compact_bytes(output.schema());
         let core = SpecCore {
             name_arc: Arc::from(self.name.as_str()),
             name: self.name,

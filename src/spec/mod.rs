@@ -110,7 +110,7 @@ impl std::fmt::Debug for SpecCore {
 impl SpecCore {
     /// Checks an output: size, schema, then the typed rules; returns the decoded value.
     pub(crate) fn accept_output(&self, v: &Value) -> Result<Box<dyn Any + Send>, Vec<Violation>> {
-        let chars = compact_chars(v);
+        let chars = crate::json::compact_chars(v);
         if chars > self.limits.max_output_chars {
             return Err(vec![Violation {
                 path: String::new(),
@@ -129,93 +129,6 @@ impl SpecCore {
         self.input.validate(v)?;
         (self.decode_input)(v).map(|_| ())
     }
-}
-
-/// Length in characters of `v`'s compact JSON (as `serde_json::to_string` writes it), counted
-/// by walking the value: no formatting, no allocation. It runs on every output a sub-agent
-/// submits.
-pub(crate) fn compact_chars(v: &Value) -> usize {
-    match v {
-        Value::Null => 4,
-        Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(n) => number_len(n),
-        Value::String(s) => string_chars(s),
-        Value::Array(a) => {
-            2 + a.len().saturating_sub(1) + a.iter().map(compact_chars).sum::<usize>()
-        }
-        Value::Object(o) => {
-            2 + o.len().saturating_sub(1)
-                + o.iter()
-                    .map(|(k, v)| string_chars(k) + 1 + compact_chars(v))
-                    .sum::<usize>()
-        }
-    }
-}
-
-fn number_len(n: &serde_json::Number) -> usize {
-    if let Some(u) = n.as_u64() {
-        u.checked_ilog10().map_or(1, |d| d as usize + 1)
-    } else if let Some(i) = n.as_i64() {
-        // Negative (non-negative fits u64): the sign plus the digits of its magnitude.
-        1 + i
-            .unsigned_abs()
-            .checked_ilog10()
-            .map_or(1, |d| d as usize + 1)
-    } else {
-        // Floats are rare in outputs; let serde_json render them exactly as it would.
-        n.to_string().len()
-    }
-}
-
-/// Characters of a JSON string literal: quotes, escapes as serde_json writes them. Counted per
-/// byte through a table (UTF-8 continuation bytes count 0), which is several times faster
-/// than decoding characters.
-fn string_chars(s: &str) -> usize {
-    const TABLE: [u8; 256] = {
-        let mut t = [1u8; 256];
-        let mut b = 0;
-        while b < 0x20 {
-            t[b] = 6; // \u00XX
-            b += 1;
-        }
-        t[0x08] = 2; // \b
-        t[0x09] = 2; // \t
-        t[0x0a] = 2; // \n
-        t[0x0c] = 2; // \f
-        t[0x0d] = 2; // \r
-        t[b'"' as usize] = 2;
-        t[b'\\' as usize] = 2;
-        let mut c = 0x80;
-        while c < 0xC0 {
-            t[c] = 0; // continuation byte: part of a character already counted
-            c += 1;
-        }
-        t
-    };
-    2 + s.bytes().map(|b| TABLE[b as usize] as usize).sum::<usize>()
-}
-
-/// Length in bytes of `v`'s compact JSON, without building the string.
-pub(crate) fn compact_bytes(v: &Value) -> usize {
-    compact_len(v, <[u8]>::len)
-}
-
-fn compact_len(v: &Value, count: fn(&[u8]) -> usize) -> usize {
-    struct Count(usize, fn(&[u8]) -> usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += (self.1)(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut c = Count(0, count);
-    // Writing a Value to an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
 }
 
 /// A typed sub-agent: input `I`, output `O`, description, system prompt, narrowed tools,
@@ -341,41 +254,5 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
         runloop::run_child(&self.core, value, parent)
             .await
             .downcast()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn compact_chars_matches_serde_json() {
-        let values = [
-            json!(null),
-            json!(true),
-            json!(false),
-            json!(0),
-            json!(7),
-            json!(10),
-            json!(-1),
-            json!(-10),
-            json!(i64::MIN),
-            json!(u64::MAX),
-            json!(1.5),
-            json!(-0.1),
-            json!(1e300),
-            json!("a\"b\\c\nd\u{1}e\u{7f}é€😀\u{8}\u{c}\t\r/"),
-            json!([]),
-            json!({}),
-            json!([1, "x", {"k": [null, {"é": "ü"}]}]),
-        ];
-        for v in values {
-            assert_eq!(
-                compact_chars(&v),
-                serde_json::to_string(&v).unwrap().chars().count(),
-                "{v}"
-            );
-        }
     }
 }

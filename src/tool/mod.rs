@@ -49,7 +49,7 @@ impl ToolOutput {
     /// A successful structured result; the model reads its compact JSON.
     pub fn json(value: Value) -> Self {
         ToolOutput {
-            content: value.to_string(),
+            content: crate::json::to_compact_string(&value),
             structured: Some(value),
             is_error: false,
         }

@@ -96,7 +96,7 @@ impl ToolSet {
             Arc::from(name.as_str()),
             Arc::new(ToolEntry {
                 tool,
-                schema_bytes: crate::spec::compact_bytes(input.schema()),
+                schema_bytes: crate::json::compact_bytes(input.schema()),
                 input,
                 definition,
             }),

@@ -1,0 +1,242 @@
+//! Compact JSON, measured and written fast: the run loop sizes every output against its
+//! `max_output_chars` and writes every sub-agent result for its parent, so these run once per
+//! sub-agent call on kilobytes of JSON. All agree exactly with `serde_json::to_string`.
+
+use serde_json::Value;
+
+/// Length in characters of `v`'s compact JSON (as `serde_json::to_string` writes it), counted
+/// by walking the value: no formatting, no allocation. It runs on every output a sub-agent
+/// submits.
+pub(crate) fn compact_chars(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => number_len(n),
+        Value::String(s) => string_chars(s),
+        Value::Array(a) => {
+            2 + a.len().saturating_sub(1) + a.iter().map(compact_chars).sum::<usize>()
+        }
+        Value::Object(o) => {
+            2 + o.len().saturating_sub(1)
+                + o.iter()
+                    .map(|(k, v)| string_chars(k) + 1 + compact_chars(v))
+                    .sum::<usize>()
+        }
+    }
+}
+
+fn number_len(n: &serde_json::Number) -> usize {
+    if let Some(u) = n.as_u64() {
+        u.checked_ilog10().map_or(1, |d| d as usize + 1)
+    } else if let Some(i) = n.as_i64() {
+        // Negative (non-negative fits u64): the sign plus the digits of its magnitude.
+        1 + i
+            .unsigned_abs()
+            .checked_ilog10()
+            .map_or(1, |d| d as usize + 1)
+    } else {
+        // Floats are rare in outputs; let serde_json render them exactly as it would.
+        n.to_string().len()
+    }
+}
+
+/// Whether any byte of `b` is one JSON escapes (a control character, `"` or `\\`), tested
+/// eight bytes at a time with the classic "has a byte below n / has a zero byte" bit tricks.
+fn needs_escape(b: &[u8]) -> bool {
+    const LO: u64 = u64::from_le_bytes([0x01; 8]);
+    const HI: u64 = u64::from_le_bytes([0x80; 8]);
+    let zero_byte = |v: u64| v.wrapping_sub(LO) & !v & HI;
+    let (chunks, rest) = b.as_chunks::<8>();
+    for c in chunks {
+        let x = u64::from_le_bytes(*c);
+        let below_space = x.wrapping_sub(LO * 0x20) & !x & HI;
+        let quote = zero_byte(x ^ (LO * u64::from(b'"')));
+        let backslash = zero_byte(x ^ (LO * u64::from(b'\\')));
+        if below_space | quote | backslash != 0 {
+            return true;
+        }
+    }
+    rest.iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\')
+}
+
+/// Characters of a JSON string literal: quotes, escapes as serde_json writes them. A string
+/// with escapes is counted per byte through a table (UTF-8 continuation bytes count 0).
+fn string_chars(s: &str) -> usize {
+    // Common case first: nothing to escape, so the literal is the characters plus quotes
+    // (std counts characters eight bytes at a time).
+    if !needs_escape(s.as_bytes()) {
+        return 2 + s.chars().count();
+    }
+    const TABLE: [u8; 256] = {
+        let mut t = [1u8; 256];
+        let mut b = 0;
+        while b < 0x20 {
+            t[b] = 6; // \u00XX
+            b += 1;
+        }
+        t[0x08] = 2; // \b
+        t[0x09] = 2; // \t
+        t[0x0a] = 2; // \n
+        t[0x0c] = 2; // \f
+        t[0x0d] = 2; // \r
+        t[b'"' as usize] = 2;
+        t[b'\\' as usize] = 2;
+        let mut c = 0x80;
+        while c < 0xC0 {
+            t[c] = 0; // continuation byte: part of a character already counted
+            c += 1;
+        }
+        t
+    };
+    2 + s.bytes().map(|b| TABLE[b as usize] as usize).sum::<usize>()
+}
+
+/// Length in bytes of `v`'s compact JSON, without building the string.
+pub(crate) fn compact_bytes(v: &Value) -> usize {
+    compact_len(v, <[u8]>::len)
+}
+
+fn compact_len(v: &Value, count: fn(&[u8]) -> usize) -> usize {
+    struct Count(usize, fn(&[u8]) -> usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += (self.1)(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0, count);
+    // Writing a Value to an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}
+
+/// `v` as compact JSON, exactly as `serde_json::to_string` writes it, into a buffer sized
+/// once. Strings with nothing to escape (nearly all of them) are copied whole instead of
+/// byte by byte through serde_json's escaper.
+pub(crate) fn to_compact_string(v: &Value) -> String {
+    let mut out = String::with_capacity(compact_bytes_estimate(v));
+    write_compact(v, &mut out);
+    out
+}
+
+/// Appends `v`'s compact JSON to `out`.
+pub(crate) fn write_compact(v: &Value, out: &mut String) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => {
+            use std::fmt::Write;
+            // serde_json's Display for Number is its compact form (itoa / ryu).
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_compact(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(o) => {
+            out.push('{');
+            for (i, (k, x)) in o.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_compact(x, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    if needs_escape(s.as_bytes()) {
+        // Rare: let serde_json escape it, so the two never disagree.
+        let escaped = serde_json::to_string(s).expect("a str always serialises");
+        out.push_str(&escaped);
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
+}
+
+/// Bytes to reserve for `v`'s compact JSON: exact for strings without escapes, a little
+/// under for the rest (the buffer then grows once).
+fn compact_bytes_estimate(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.len() + a.iter().map(compact_bytes_estimate).sum::<usize>(),
+        Value::Object(o) => {
+            2 + o.len() * 4
+                + o.iter()
+                    .map(|(k, x)| k.len() + compact_bytes_estimate(x))
+                    .sum::<usize>()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn check(v: &Value) {
+        let expected = serde_json::to_string(v).unwrap();
+        assert_eq!(to_compact_string(v), expected);
+        assert_eq!(compact_chars(v), expected.chars().count(), "{v}");
+        assert_eq!(compact_bytes(v), expected.len(), "{v}");
+    }
+
+    #[test]
+    fn compact_sizes_and_writer_match_serde_json() {
+        let values = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(7),
+            json!(10),
+            json!(-1),
+            json!(-10),
+            json!(i64::MIN),
+            json!(u64::MAX),
+            json!(1.5),
+            json!(-0.1),
+            json!(1e300),
+            json!("a\"b\\c\nd\u{1}e\u{7f}é€😀\u{8}\u{c}\t\r/"),
+            json!([]),
+            json!({}),
+            json!([1, "x", {"k": [null, {"é": "ü"}]}]),
+        ];
+        // Every special byte at every offset of strings longer than the 8-byte fast path.
+        let specials = [
+            '"', '\\', '\n', '\u{1}', '\u{1f}', ' ', '~', '\u{7f}', 'é', '€', '😀',
+        ];
+        for len in 0..20 {
+            for at in 0..len {
+                for &c in &specials {
+                    let mut s: String = "abcdefghijklmnopqrst".chars().take(len).collect();
+                    s.replace_range(at..at + 1, &c.to_string());
+                    check(&json!(s));
+                }
+            }
+        }
+        for v in values {
+            check(&v);
+        }
+    }
+}
