@@ -82,15 +82,10 @@ impl Node {
     }
 
     /// This node and its ancestors, leaf first. Locks are always taken in this order (deeper
-    /// first), so two chains can never wait on each other in a cycle.
-    fn chain(&self) -> Vec<&Node> {
-        let mut chain = vec![self];
-        let mut cur = self;
-        while let Some(p) = cur.parent.as_deref() {
-            chain.push(p);
-            cur = p;
-        }
-        chain
+    /// first), so two chains can never wait on each other in a cycle. An iterator, not a list:
+    /// forking a child walks the chain, and reservation bookkeeping should not allocate.
+    fn chain(&self) -> impl Iterator<Item = &Node> {
+        std::iter::successors(Some(self), |n| n.parent.as_deref())
     }
 
     fn remaining_usd(&self) -> Option<Decimal> {
