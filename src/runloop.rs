@@ -27,7 +27,7 @@ use crate::tool::{Tool, ToolKind, ToolOutput};
 /// output schema.
 pub const SUBMIT_TOOL: &str = "submit_output";
 
-const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
+pub(crate) const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -339,12 +339,20 @@ fn message_bytes(m: &Message) -> usize {
 
 async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> TurnsResult {
     // Offered tools: the spec's, each held by the context (a child holds exactly these).
-    let missing: Vec<&str> = spec
-        .tools
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !ctx.tools().contains(t))
-        .collect();
+    // Definitions are shared, so offering them costs reference counts, not copies.
+    let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
+    let mut missing: Vec<&str> = Vec::new();
+    let mut tools_bytes = 0;
+    for t in &spec.tools {
+        match ctx.tools().get(t) {
+            Some(e) => {
+                let d = &e.definition;
+                tools_bytes += d.name.len() + d.description.len() + e.schema_bytes;
+                offered.push(d.clone());
+            }
+            None => missing.push(t),
+        }
+    }
     if !missing.is_empty() {
         return (
             Outcome::Denied,
@@ -356,28 +364,10 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
             )),
         );
     }
-    let mut offered: Vec<ToolDefinition> = spec
-        .tools
-        .iter()
-        .filter_map(|t| ctx.tools().get(t).map(|e| e.definition.clone()))
-        .collect();
-    if spec.output_mode == OutputMode::Tool {
-        offered.push(ToolDefinition {
-            name: SUBMIT_TOOL.to_string(),
-            description: SUBMIT_DESCRIPTION.to_string(),
-            input_schema: spec.output.schema().clone(),
-        });
+    if let Some(d) = &spec.submit_tool {
+        tools_bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
+        offered.push(d.clone());
     }
-    let tools_bytes: usize = offered
-        .iter()
-        .map(|t| {
-            let schema = match ctx.tools().get(&t.name) {
-                Some(e) => e.schema_bytes,
-                None => spec.output_schema_bytes, // the submission tool
-            };
-            t.name.len() + t.description.len() + schema
-        })
-        .sum();
     let model = ctx.model().clone();
     let price = ctx.prices().get(model.id());
     // Two messages per turn after the first. Room for four turns: most sub-agent runs are

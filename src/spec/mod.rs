@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::contract::{Contract, Violation};
 use crate::ctx::Ctx;
+use crate::model::ToolDefinition;
 use crate::runloop::{self, RunResult};
 use crate::tool::Tool;
 
@@ -89,6 +90,8 @@ pub struct SpecCore {
     pub(crate) input: Contract,
     pub(crate) output: Contract,
     pub(crate) output_mode: OutputMode,
+    /// The submission tool offered in [`OutputMode::Tool`], built once: every run offers it.
+    pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.
     pub(crate) output_schema_bytes: usize,
     pub(crate) decode_input: Box<Decoder>,
