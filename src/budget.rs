@@ -67,7 +67,7 @@ struct State {
 
 #[derive(Debug)]
 struct Node {
-    label: String,
+    label: Arc<str>,
     limit_usd: Option<Decimal>,
     limit_calls: Option<u64>,
     parent: Option<Arc<Node>>,
@@ -152,7 +152,7 @@ impl Budget {
 
     /// A root budget with a label used in errors.
     pub fn with_label(
-        label: impl Into<String>,
+        label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Self {
@@ -171,7 +171,7 @@ impl Budget {
     /// the child is charged to this budget and its ancestors too.
     pub fn child(
         &self,
-        label: impl Into<String>,
+        label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Budget {
@@ -244,7 +244,7 @@ fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
     if let Some(limit) = node.limit_usd {
         if s.spent_usd + s.reserved_usd + usd > limit {
             return Err(BudgetError::Usd {
-                node: node.label.clone(),
+                node: node.label.to_string(),
                 limit: limit.normalize(),
                 spent: s.spent_usd.normalize(),
                 reserved: s.reserved_usd.normalize(),
@@ -255,7 +255,7 @@ fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
     if let Some(limit) = node.limit_calls {
         if s.calls + s.reserved_calls >= limit {
             return Err(BudgetError::Calls {
-                node: node.label.clone(),
+                node: node.label.to_string(),
                 limit,
                 used: s.calls + s.reserved_calls,
             });

@@ -249,7 +249,7 @@ pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunRes
     };
     let spent_before = ctx.budget().snapshot().spent_usd;
     ctx.emit(EventKind::Started {
-        model: ctx.model().id().to_string(),
+        model: ctx.model_id().clone(),
     });
     let mut st = LoopState::default();
     let (outcome, output, error) = match spec.accept_input(&input) {
@@ -423,7 +423,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 return (Outcome::ModelError, None, Some(msg));
             }
         };
-        let cost = ctx.prices().cost(model.id(), usage);
+        let cost = crate::model::cost_at(price, model.id(), usage);
         reservation.settle(cost);
         st.usage += usage;
         st.cost += cost;
@@ -561,6 +561,9 @@ fn parse_json_lenient(text: &str) -> Option<Value> {
     serde_json::from_str(t).ok()
 }
 
+/// A tool call to run: its index, the tool, its name, its arguments' contract, the arguments.
+type Job = (usize, Arc<dyn Tool>, Arc<str>, Contract, Value);
+
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
 /// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
 /// Every call settles; results come back in call order.
@@ -572,8 +575,8 @@ async fn run_tool_calls(
     turn: u32,
 ) -> (Vec<ToolResult>, Option<String>) {
     let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
-    let mut sequential: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
-    let mut concurrent: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
+    let mut sequential: Vec<Job> = Vec::new();
+    let mut concurrent: Vec<Job> = Vec::new();
     let submit_idx = submit.as_ref().map(|(i, _)| *i);
     for (i, c) in calls.iter().enumerate() {
         if Some(i) == submit_idx {
@@ -603,7 +606,13 @@ async fn run_tool_calls(
                 continue;
             }
         };
-        let job = (i, entry.tool.clone(), entry.input.clone(), args);
+        let job = (
+            i,
+            entry.tool.clone(),
+            entry.definition.name.clone(),
+            entry.input.clone(),
+            args,
+        );
         match entry.tool.kind() {
             ToolKind::SubAgent => concurrent.push(job),
             ToolKind::Function => sequential.push(job),
@@ -614,8 +623,11 @@ async fn run_tool_calls(
 
     let seq = async {
         let mut out = Vec::with_capacity(sequential.len());
-        for (i, tool, contract, args) in sequential {
-            out.push((i, invoke(tool, contract, args, ctx.clone(), turn).await));
+        for (i, tool, name, contract, args) in sequential {
+            out.push((
+                i,
+                invoke(tool, name, contract, args, ctx.clone(), turn).await,
+            ));
         }
         out
     };
@@ -627,13 +639,13 @@ async fn run_tool_calls(
         let permits = Arc::new(Semaphore::new(ctx.fanout_limit()));
         let mut set = JoinSet::new();
         let mut ids = std::collections::HashMap::with_capacity(concurrent.len());
-        for (i, tool, contract, args) in concurrent {
+        for (i, tool, name, contract, args) in concurrent {
             let permits = permits.clone();
             let ctx = ctx.clone();
             let handle = set.spawn(async move {
                 // The semaphore is never closed, so acquiring only waits.
                 let _permit = permits.acquire_owned().await;
-                invoke(tool, contract, args, ctx, turn).await
+                invoke(tool, name, contract, args, ctx, turn).await
             });
             ids.insert(handle.id(), i);
         }
@@ -694,6 +706,7 @@ async fn run_tool_calls(
 /// One tool call: arguments validated, gate asked, then the tool run.
 async fn invoke(
     tool: Arc<dyn Tool>,
+    name: Arc<str>,
     contract: Contract,
     args: Value,
     ctx: Ctx,
@@ -729,7 +742,7 @@ async fn invoke(
     };
     ctx.emit(EventKind::ToolCall {
         turn,
-        tool: tool.name().to_string(),
+        tool: name,
         is_error: output.is_error,
         duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
     });

@@ -10,6 +10,7 @@ mod resolve;
 mod scripted;
 
 pub use example::ExampleModel;
+pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use resolve::resolve_model;
