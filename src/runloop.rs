@@ -3,6 +3,7 @@
 //! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -475,7 +476,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         }
 
         // A valid submission ends the run; an invalid one is answered with what to repair.
-        let mut submit_result: Option<(usize, ToolResult)> = None;
+        let mut submit_result: Option<(usize, ToolOutput)> = None;
         if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
             let args = normalize_args(&tool_calls[i].arguments);
             let checked = match &args {
@@ -501,14 +502,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                     last_invalid = Some(join(&viol));
                     let left = spec.limits.max_turns - turn;
                     let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
-                    submit_result = Some((
-                        i,
-                        ToolResult {
-                            call_id: tool_calls[i].id.clone(),
-                            content: repair_message(&viol, &hint),
-                            is_error: true,
-                        },
-                    ));
+                    submit_result = Some((i, ToolOutput::error(repair_message(&viol, &hint))));
                 }
             }
         }
@@ -561,8 +555,22 @@ fn parse_json_lenient(text: &str) -> Option<Value> {
     serde_json::from_str(t).ok()
 }
 
-/// A tool call to run: its index, the tool, its name, its arguments' contract, the arguments.
-type Job = (usize, Arc<dyn Tool>, Arc<str>, Contract, Value);
+/// Where one tool call of a response stands. One slot per call, in call order, so a turn
+/// of ordinary tool calls needs no list beyond this one and the results.
+enum Slot {
+    /// Its output: answered without running (the submission's repair request, an unknown
+    /// tool, unparsable arguments), or run.
+    Done(ToolOutput),
+    /// An ordinary tool, to run in call order.
+    Run {
+        tool: Arc<dyn Tool>,
+        name: Arc<str>,
+        contract: Contract,
+        args: Value,
+    },
+    /// A sub-agent call, running as a task.
+    Spawned,
+}
 
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
 /// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
@@ -570,17 +578,22 @@ type Job = (usize, Arc<dyn Tool>, Arc<str>, Contract, Value);
 async fn run_tool_calls(
     spec: &SpecCore,
     calls: &[ToolCall],
-    submit: Option<(usize, ToolResult)>,
+    submit: Option<(usize, ToolOutput)>,
     ctx: &Ctx,
     turn: u32,
 ) -> (Vec<ToolResult>, Option<String>) {
-    let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
-    let mut sequential: Vec<Job> = Vec::new();
-    let mut concurrent: Vec<Job> = Vec::new();
-    let submit_idx = submit.as_ref().map(|(i, _)| *i);
+    let mut submit = submit;
+    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+    // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
+    // sub-agent call, so a turn of ordinary tools pays for none of it.
+    let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
+    let mut permits: Option<Arc<Semaphore>> = None;
     for (i, c) in calls.iter().enumerate() {
-        if Some(i) == submit_idx {
-            continue;
+        if submit.as_ref().is_some_and(|(s, _)| *s == i) {
+            if let Some((_, o)) = submit.take() {
+                slots.push(Slot::Done(o));
+                continue;
+            }
         }
         let entry = if spec.tools.iter().any(|t| t == &c.name) {
             ctx.tools().get(&c.name)
@@ -592,63 +605,78 @@ async fn run_tool_calls(
             if spec.output_mode == OutputMode::Tool {
                 offered.push(SUBMIT_TOOL);
             }
-            outputs[i] = Some(ToolOutput::error(format!(
+            slots.push(Slot::Done(ToolOutput::error(format!(
                 "unknown tool `{}`; available: {}",
                 c.name,
                 offered.join(", ")
-            )));
+            ))));
             continue;
         };
         let args = match normalize_args(&c.arguments) {
             Ok(a) => a,
             Err(msg) => {
-                outputs[i] = Some(ToolOutput::error(msg));
+                slots.push(Slot::Done(ToolOutput::error(msg)));
                 continue;
             }
         };
-        let job = (
-            i,
+        let (tool, name, contract) = (
             entry.tool.clone(),
             entry.definition.name.clone(),
             entry.input.clone(),
-            args,
         );
         match entry.tool.kind() {
-            ToolKind::SubAgent => concurrent.push(job),
-            ToolKind::Function => sequential.push(job),
+            ToolKind::Function => slots.push(Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            }),
+            ToolKind::SubAgent => {
+                let permits = permits
+                    .get_or_insert_with(|| Arc::new(Semaphore::new(ctx.fanout_limit())))
+                    .clone();
+                let ctx = ctx.clone();
+                let (set, ids) = tasks.get_or_insert_with(Default::default);
+                let handle = set.spawn(async move {
+                    // The semaphore is never closed, so acquiring only waits.
+                    let _permit = permits.acquire_owned().await;
+                    invoke(&*tool, name, &contract, args, &ctx, turn).await
+                });
+                ids.insert(handle.id(), i);
+                slots.push(Slot::Spawned);
+            }
         }
     }
-    let n_sub = concurrent.len();
-    let sub_indices: Vec<usize> = concurrent.iter().map(|j| j.0).collect();
+    let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
 
     let seq = async {
-        let mut out = Vec::with_capacity(sequential.len());
-        for (i, tool, name, contract, args) in sequential {
-            out.push((
-                i,
-                invoke(tool, name, contract, args, ctx.clone(), turn).await,
-            ));
+        for slot in &mut slots {
+            if let Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            } = slot
+            {
+                let output = invoke(
+                    &**tool,
+                    name.clone(),
+                    contract,
+                    std::mem::take(args),
+                    ctx,
+                    turn,
+                )
+                .await;
+                *slot = Slot::Done(output);
+            }
         }
-        out
     };
     let conc = async {
-        let mut out = Vec::with_capacity(concurrent.len());
-        if concurrent.is_empty() {
+        let mut out = Vec::new();
+        let Some((set, ids)) = tasks.as_mut() else {
             return out;
-        }
-        let permits = Arc::new(Semaphore::new(ctx.fanout_limit()));
-        let mut set = JoinSet::new();
-        let mut ids = std::collections::HashMap::with_capacity(concurrent.len());
-        for (i, tool, name, contract, args) in concurrent {
-            let permits = permits.clone();
-            let ctx = ctx.clone();
-            let handle = set.spawn(async move {
-                // The semaphore is never closed, so acquiring only waits.
-                let _permit = permits.acquire_owned().await;
-                invoke(tool, name, contract, args, ctx, turn).await
-            });
-            ids.insert(handle.id(), i);
-        }
+        };
+        out.reserve_exact(ids.len());
         while let Some(joined) = set.join_next_with_id().await {
             match joined {
                 Ok((id, output)) => {
@@ -670,26 +698,24 @@ async fn run_tool_calls(
         }
         out
     };
-    let (a, b) = tokio::join!(seq, conc);
-    for (i, o) in a.into_iter().chain(b) {
-        outputs[i] = Some(o);
+    let ((), finished) = tokio::join!(seq, conc);
+    // Each spawned call reports at most once, so the calls that failed are those that did not
+    // report a success.
+    let mut failed = n_sub;
+    for (i, o) in finished {
+        if !o.is_error {
+            failed -= 1;
+        }
+        slots[i] = Slot::Done(o);
     }
-    let failed = sub_indices
-        .iter()
-        .filter(|&&i| outputs[i].as_ref().is_none_or(|o| o.is_error))
-        .count();
-    let mut submit = submit;
     let results = calls
         .iter()
-        .zip(outputs)
-        .enumerate()
-        .map(|(i, (c, o))| {
-            if Some(i) == submit_idx {
-                if let Some((_, r)) = submit.take() {
-                    return r;
-                }
-            }
-            let o = o.unwrap_or_else(|| ToolOutput::error("the call did not run"));
+        .zip(slots)
+        .map(|(c, slot)| {
+            let o = match slot {
+                Slot::Done(o) => o,
+                Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
+            };
             ToolResult {
                 call_id: c.id.clone(),
                 content: o.content,
@@ -705,11 +731,11 @@ async fn run_tool_calls(
 
 /// One tool call: arguments validated, gate asked, then the tool run.
 async fn invoke(
-    tool: Arc<dyn Tool>,
+    tool: &dyn Tool,
     name: Arc<str>,
-    contract: Contract,
+    contract: &Contract,
     args: Value,
-    ctx: Ctx,
+    ctx: &Ctx,
     turn: u32,
 ) -> ToolOutput {
     let t0 = Instant::now();
@@ -737,7 +763,7 @@ async fn invoke(
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("denied by the approval gate: {reason}"))
             }
-            Decision::Allow => tool.call(args, &ctx).await,
+            Decision::Allow => tool.call(args, ctx).await,
         }
     };
     ctx.emit(EventKind::ToolCall {
