@@ -3,6 +3,7 @@
 //! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -405,7 +406,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let ModelResponse {
             text,
-            tool_calls,
+            mut tool_calls,
             usage,
             stop_reason,
         } = match response {
@@ -494,6 +495,12 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                             "tool calls made beside a valid submission were not run"
                         );
                     }
+                    // The run ends here, so the calls are not kept: an output the provider
+                    // sent as an object is moved out, not copied.
+                    let v = match v {
+                        Cow::Owned(v) => v,
+                        Cow::Borrowed(_) => tool_calls.swap_remove(i).arguments,
+                    };
                     return (Outcome::Completed, Some((v, d)), None);
                 }
                 // `checked` is an error whenever `args` is.
@@ -528,15 +535,16 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     }
 }
 
-/// Arguments as a JSON value. Providers pass arguments that were not valid JSON as a string,
-/// so that the model hears about it instead of the run failing.
-fn normalize_args(args: &Value) -> Result<Value, String> {
+/// Arguments as a JSON value, borrowed when they already are one. Providers pass arguments
+/// that were not valid JSON as a string, so that the model hears about it instead of the run
+/// failing.
+fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
     match args {
-        Value::String(s) => serde_json::from_str(s).map_err(|e| {
+        Value::String(s) => serde_json::from_str(s).map(Cow::Owned).map_err(|e| {
             let shown: String = s.chars().take(120).collect();
             format!("the arguments are not valid JSON ({e}): {shown}")
         }),
-        v => Ok(v.clone()),
+        v => Ok(Cow::Borrowed(v)),
     }
 }
 
@@ -613,7 +621,8 @@ async fn run_tool_calls(
             continue;
         };
         let args = match normalize_args(&c.arguments) {
-            Ok(a) => a,
+            // The call stays in the history, so the tool gets its own copy.
+            Ok(a) => a.into_owned(),
             Err(msg) => {
                 slots.push(Slot::Done(ToolOutput::error(msg)));
                 continue;
