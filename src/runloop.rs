@@ -139,7 +139,8 @@ pub struct RunError {
     pub message: String,
 }
 
-type Decoded = (Value, Box<dyn Any + Send>);
+/// A validated output: the value, its compact JSON, and the value decoded to the spec's type.
+type Decoded = (Value, String, Box<dyn Any + Send>);
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
@@ -154,7 +155,7 @@ impl RunResult<Decoded> {
             duration,
             error,
         } = self;
-        let (output, error) = match output.map(|(_, any)| any.downcast::<O>()) {
+        let (output, error) = match output.map(|(_, _, any)| any.downcast::<O>()) {
             None => (None, error),
             Some(Ok(o)) => (Some(*o), error),
             // Only possible if a spec's decoder and its type parameter disagree, which the
@@ -445,7 +446,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 OutputMode::Text => {
                     let v = Value::String(text.clone().unwrap_or_default());
                     match spec.accept_output(&v) {
-                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, "Answer again with corrected text.")
@@ -454,7 +455,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 }
                 OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
                     Some(v) => match spec.accept_output(&v) {
-                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
@@ -488,7 +489,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 }]),
             };
             match (args, checked) {
-                (Ok(v), Ok(d)) => {
+                (Ok(v), Ok((t, d))) => {
                     if tool_calls.len() > 1 {
                         tracing::debug!(
                             run_id = ctx.run_id(),
@@ -501,7 +502,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                         Cow::Owned(v) => v,
                         Cow::Borrowed(_) => tool_calls.swap_remove(i).arguments,
                     };
-                    return (Outcome::Completed, Some((v, d)), None);
+                    return (Outcome::Completed, Some((v, t, d)), None);
                 }
                 // `checked` is an error whenever `args` is.
                 (Err(_), Ok(_)) => unreachable!("unparsable arguments are always a violation"),
