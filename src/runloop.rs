@@ -378,7 +378,8 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     // (which makes malloc consolidate its free lists on every child).
     let mut messages: Vec<Message> =
         Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
-    messages.push(Message::user(input.to_string()));
+    // Written into a presized buffer (Display grows its String as it goes); same text.
+    messages.push(Message::user(crate::json::to_compact_string(&input)));
     let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
     let mut last_invalid: Option<String> = None;
     let max_tokens = spec.limits.max_tokens_per_turn;
