@@ -67,7 +67,7 @@ struct State {
 
 #[derive(Debug)]
 struct Node {
-    label: String,
+    label: Arc<str>,
     limit_usd: Option<Decimal>,
     limit_calls: Option<u64>,
     parent: Option<Arc<Node>>,
@@ -82,15 +82,10 @@ impl Node {
     }
 
     /// This node and its ancestors, leaf first. Locks are always taken in this order (deeper
-    /// first), so two chains can never wait on each other in a cycle.
-    fn chain(&self) -> Vec<&Node> {
-        let mut chain = vec![self];
-        let mut cur = self;
-        while let Some(p) = cur.parent.as_deref() {
-            chain.push(p);
-            cur = p;
-        }
-        chain
+    /// first), so two chains can never wait on each other in a cycle. An iterator, not a list:
+    /// forking a child walks the chain, and reservation bookkeeping should not allocate.
+    fn chain(&self) -> impl Iterator<Item = &Node> {
+        std::iter::successors(Some(self), |n| n.parent.as_deref())
     }
 
     fn remaining_usd(&self) -> Option<Decimal> {
@@ -157,7 +152,7 @@ impl Budget {
 
     /// A root budget with a label used in errors.
     pub fn with_label(
-        label: impl Into<String>,
+        label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Self {
@@ -176,7 +171,7 @@ impl Budget {
     /// the child is charged to this budget and its ancestors too.
     pub fn child(
         &self,
-        label: impl Into<String>,
+        label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Budget {
@@ -249,7 +244,7 @@ fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
     if let Some(limit) = node.limit_usd {
         if s.spent_usd + s.reserved_usd + usd > limit {
             return Err(BudgetError::Usd {
-                node: node.label.clone(),
+                node: node.label.to_string(),
                 limit: limit.normalize(),
                 spent: s.spent_usd.normalize(),
                 reserved: s.reserved_usd.normalize(),
@@ -260,7 +255,7 @@ fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
     if let Some(limit) = node.limit_calls {
         if s.calls + s.reserved_calls >= limit {
             return Err(BudgetError::Calls {
-                node: node.label.clone(),
+                node: node.label.to_string(),
                 limit,
                 used: s.calls + s.reserved_calls,
             });

@@ -1,5 +1,6 @@
 //! The context a run executes in, and the only way to make a child of it.
 
+use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -63,6 +64,8 @@ struct Inner {
     gate: Gate,
     events: Arc<dyn EventSink>,
     model: Arc<dyn Model>,
+    // The model's id, held once per model instead of copied into every `started` event.
+    model_id: Arc<str>,
     resolver: Option<Arc<ModelResolver>>,
     prices: Arc<PriceTable>,
     cancel: CancellationToken,
@@ -85,6 +88,7 @@ impl Inner {
             gate: self.gate.clone(),
             events: self.events.clone(),
             model: self.model.clone(),
+            model_id: self.model_id.clone(),
             resolver: self.resolver.clone(),
             prices: self.prices.clone(),
             cancel: self.cancel.clone(),
@@ -206,6 +210,7 @@ impl CtxBuilder {
                 budget: self.budget,
                 gate: self.gate,
                 events: self.events,
+                model_id: Arc::from(self.model.id()),
                 model: self.model,
                 resolver: self.resolver,
                 prices: self.prices,
@@ -260,14 +265,18 @@ impl Ctx {
                 spec: spec.name.clone(),
                 missing,
             })?;
-        let model = match &spec.model {
-            None => p.model.clone(),
-            Some(name) if name == p.model.id() => p.model.clone(),
+        let (model, model_id) = match &spec.model {
+            None => (p.model.clone(), p.model_id.clone()),
+            Some(name) if name == p.model.id() => (p.model.clone(), p.model_id.clone()),
             Some(name) => match &p.resolver {
-                Some(resolve) => resolve(name).map_err(|error| SpawnError::Model {
-                    spec: spec.name.clone(),
-                    error,
-                })?,
+                Some(resolve) => {
+                    let m = resolve(name).map_err(|error| SpawnError::Model {
+                        spec: spec.name.clone(),
+                        error,
+                    })?;
+                    let id = Arc::from(m.id());
+                    (m, id)
+                }
                 None => {
                     return Err(SpawnError::Model {
                         spec: spec.name.clone(),
@@ -279,9 +288,13 @@ impl Ctx {
             },
         };
         let n = p.children.fetch_add(1, Ordering::Relaxed) + 1;
-        let run_id: Arc<str> = format!("{}.{}-{}", p.run_id, spec.name, n).into();
+        // Sized up front (20 = the digits of any u32 and the two separators), so the id costs
+        // one buffer and its shared copy, which the budget node shares too.
+        let mut id = String::with_capacity(p.run_id.len() + spec.name.len() + 20);
+        let _ = write!(id, "{}.{}-{}", p.run_id, spec.name, n);
+        let run_id: Arc<str> = id.into();
         let budget = p.budget.child(
-            run_id.to_string(),
+            run_id.clone(),
             spec.limits.max_cost_usd,
             spec.limits.max_model_calls,
         );
@@ -294,6 +307,7 @@ impl Ctx {
                 tools,
                 budget,
                 model,
+                model_id,
                 cancel: p.cancel.child_token(),
                 children: Arc::default(),
                 ..p.shared()
@@ -347,6 +361,10 @@ impl Ctx {
     /// Its model.
     pub fn model(&self) -> &Arc<dyn Model> {
         &self.inner.model
+    }
+    /// Its model's id, shared.
+    pub(crate) fn model_id(&self) -> &Arc<str> {
+        &self.inner.model_id
     }
     /// Its price table.
     pub fn prices(&self) -> &PriceTable {

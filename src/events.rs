@@ -37,8 +37,8 @@ pub struct Event {
 pub enum EventKind {
     /// A run started.
     Started {
-        /// The model it uses.
-        model: String,
+        /// The model it uses (shared with the run's context: emitting allocates nothing).
+        model: Arc<str>,
     },
     /// A model call finished (successfully or not).
     ModelCall {
@@ -62,8 +62,8 @@ pub enum EventKind {
     ToolCall {
         /// 1-based turn.
         turn: u32,
-        /// The tool.
-        tool: String,
+        /// The tool (shared with its tool set entry).
+        tool: Arc<str>,
         /// Whether it returned an error result.
         is_error: bool,
         /// Wall time of the call.

@@ -3,6 +3,8 @@
 //! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
 
 use std::any::Any;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,7 +29,7 @@ use crate::tool::{Tool, ToolKind, ToolOutput};
 /// output schema.
 pub const SUBMIT_TOOL: &str = "submit_output";
 
-const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
+pub(crate) const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -137,7 +139,8 @@ pub struct RunError {
     pub message: String,
 }
 
-type Decoded = (Value, Box<dyn Any + Send>);
+/// A validated output: the value, its compact JSON, and the value decoded to the spec's type.
+type Decoded = (Value, String, Box<dyn Any + Send>);
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
@@ -152,7 +155,7 @@ impl RunResult<Decoded> {
             duration,
             error,
         } = self;
-        let (output, error) = match output.map(|(_, any)| any.downcast::<O>()) {
+        let (output, error) = match output.map(|(_, _, any)| any.downcast::<O>()) {
             None => (None, error),
             Some(Ok(o)) => (Some(*o), error),
             // Only possible if a spec's decoder and its type parameter disagree, which the
@@ -249,7 +252,7 @@ pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunRes
     };
     let spent_before = ctx.budget().snapshot().spent_usd;
     ctx.emit(EventKind::Started {
-        model: ctx.model().id().to_string(),
+        model: ctx.model_id().clone(),
     });
     let mut st = LoopState::default();
     let (outcome, output, error) = match spec.accept_input(&input) {
@@ -339,12 +342,20 @@ fn message_bytes(m: &Message) -> usize {
 
 async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> TurnsResult {
     // Offered tools: the spec's, each held by the context (a child holds exactly these).
-    let missing: Vec<&str> = spec
-        .tools
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !ctx.tools().contains(t))
-        .collect();
+    // Definitions are shared, so offering them costs reference counts, not copies.
+    let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
+    let mut missing: Vec<&str> = Vec::new();
+    let mut tools_bytes = 0;
+    for t in &spec.tools {
+        match ctx.tools().get(t) {
+            Some(e) => {
+                let d = &e.definition;
+                tools_bytes += d.name.len() + d.description.len() + e.schema_bytes;
+                offered.push(d.clone());
+            }
+            None => missing.push(t),
+        }
+    }
     if !missing.is_empty() {
         return (
             Outcome::Denied,
@@ -356,28 +367,10 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
             )),
         );
     }
-    let mut offered: Vec<ToolDefinition> = spec
-        .tools
-        .iter()
-        .filter_map(|t| ctx.tools().get(t).map(|e| e.definition.clone()))
-        .collect();
-    if spec.output_mode == OutputMode::Tool {
-        offered.push(ToolDefinition {
-            name: SUBMIT_TOOL.to_string(),
-            description: SUBMIT_DESCRIPTION.to_string(),
-            input_schema: spec.output.schema().clone(),
-        });
+    if let Some(d) = &spec.submit_tool {
+        tools_bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
+        offered.push(d.clone());
     }
-    let tools_bytes: usize = offered
-        .iter()
-        .map(|t| {
-            let schema = match ctx.tools().get(&t.name) {
-                Some(e) => e.schema_bytes,
-                None => spec.output_schema_bytes, // the submission tool
-            };
-            t.name.len() + t.description.len() + schema
-        })
-        .sum();
     let model = ctx.model().clone();
     let price = ctx.prices().get(model.id());
     // Two messages per turn after the first. Room for four turns: most sub-agent runs are
@@ -385,7 +378,8 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     // (which makes malloc consolidate its free lists on every child).
     let mut messages: Vec<Message> =
         Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
-    messages.push(Message::user(input.to_string()));
+    // Written into a presized buffer (Display grows its String as it goes); same text.
+    messages.push(Message::user(crate::json::to_compact_string(&input)));
     let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
     let mut last_invalid: Option<String> = None;
     let max_tokens = spec.limits.max_tokens_per_turn;
@@ -414,7 +408,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let ModelResponse {
             text,
-            tool_calls,
+            mut tool_calls,
             usage,
             stop_reason,
         } = match response {
@@ -433,7 +427,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 return (Outcome::ModelError, None, Some(msg));
             }
         };
-        let cost = ctx.prices().cost(model.id(), usage);
+        let cost = crate::model::cost_at(price, model.id(), usage);
         reservation.settle(cost);
         st.usage += usage;
         st.cost += cost;
@@ -453,7 +447,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 OutputMode::Text => {
                     let v = Value::String(text.clone().unwrap_or_default());
                     match spec.accept_output(&v) {
-                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, "Answer again with corrected text.")
@@ -462,7 +456,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 }
                 OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
                     Some(v) => match spec.accept_output(&v) {
-                        Ok(d) => return (Outcome::Completed, Some((v, d)), None),
+                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
@@ -485,7 +479,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         }
 
         // A valid submission ends the run; an invalid one is answered with what to repair.
-        let mut submit_result: Option<(usize, ToolResult)> = None;
+        let mut submit_result: Option<(usize, ToolOutput)> = None;
         if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
             let args = normalize_args(&tool_calls[i].arguments);
             let checked = match &args {
@@ -496,14 +490,20 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                 }]),
             };
             match (args, checked) {
-                (Ok(v), Ok(d)) => {
+                (Ok(v), Ok((t, d))) => {
                     if tool_calls.len() > 1 {
                         tracing::debug!(
                             run_id = ctx.run_id(),
                             "tool calls made beside a valid submission were not run"
                         );
                     }
-                    return (Outcome::Completed, Some((v, d)), None);
+                    // The run ends here, so the calls are not kept: an output the provider
+                    // sent as an object is moved out, not copied.
+                    let v = match v {
+                        Cow::Owned(v) => v,
+                        Cow::Borrowed(_) => tool_calls.swap_remove(i).arguments,
+                    };
+                    return (Outcome::Completed, Some((v, t, d)), None);
                 }
                 // `checked` is an error whenever `args` is.
                 (Err(_), Ok(_)) => unreachable!("unparsable arguments are always a violation"),
@@ -511,14 +511,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                     last_invalid = Some(join(&viol));
                     let left = spec.limits.max_turns - turn;
                     let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
-                    submit_result = Some((
-                        i,
-                        ToolResult {
-                            call_id: tool_calls[i].id.clone(),
-                            content: repair_message(&viol, &hint),
-                            is_error: true,
-                        },
-                    ));
+                    submit_result = Some((i, ToolOutput::error(repair_message(&viol, &hint))));
                 }
             }
         }
@@ -544,15 +537,16 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
     }
 }
 
-/// Arguments as a JSON value. Providers pass arguments that were not valid JSON as a string,
-/// so that the model hears about it instead of the run failing.
-fn normalize_args(args: &Value) -> Result<Value, String> {
+/// Arguments as a JSON value, borrowed when they already are one. Providers pass arguments
+/// that were not valid JSON as a string, so that the model hears about it instead of the run
+/// failing.
+fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
     match args {
-        Value::String(s) => serde_json::from_str(s).map_err(|e| {
+        Value::String(s) => serde_json::from_str(s).map(Cow::Owned).map_err(|e| {
             let shown: String = s.chars().take(120).collect();
             format!("the arguments are not valid JSON ({e}): {shown}")
         }),
-        v => Ok(v.clone()),
+        v => Ok(Cow::Borrowed(v)),
     }
 }
 
@@ -571,23 +565,45 @@ fn parse_json_lenient(text: &str) -> Option<Value> {
     serde_json::from_str(t).ok()
 }
 
+/// Where one tool call of a response stands. One slot per call, in call order, so a turn
+/// of ordinary tool calls needs no list beyond this one and the results.
+enum Slot {
+    /// Its output: answered without running (the submission's repair request, an unknown
+    /// tool, unparsable arguments), or run.
+    Done(ToolOutput),
+    /// An ordinary tool, to run in call order.
+    Run {
+        tool: Arc<dyn Tool>,
+        name: Arc<str>,
+        contract: Contract,
+        args: Value,
+    },
+    /// A sub-agent call, running as a task.
+    Spawned,
+}
+
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
 /// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
 /// Every call settles; results come back in call order.
 async fn run_tool_calls(
     spec: &SpecCore,
     calls: &[ToolCall],
-    submit: Option<(usize, ToolResult)>,
+    submit: Option<(usize, ToolOutput)>,
     ctx: &Ctx,
     turn: u32,
 ) -> (Vec<ToolResult>, Option<String>) {
-    let mut outputs: Vec<Option<ToolOutput>> = vec![None; calls.len()];
-    let mut sequential: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
-    let mut concurrent: Vec<(usize, Arc<dyn Tool>, Contract, Value)> = Vec::new();
-    let submit_idx = submit.as_ref().map(|(i, _)| *i);
+    let mut submit = submit;
+    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+    // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
+    // sub-agent call, so a turn of ordinary tools pays for none of it.
+    let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
+    let mut permits: Option<Arc<Semaphore>> = None;
     for (i, c) in calls.iter().enumerate() {
-        if Some(i) == submit_idx {
-            continue;
+        if submit.as_ref().is_some_and(|(s, _)| *s == i) {
+            if let Some((_, o)) = submit.take() {
+                slots.push(Slot::Done(o));
+                continue;
+            }
         }
         let entry = if spec.tools.iter().any(|t| t == &c.name) {
             ctx.tools().get(&c.name)
@@ -599,54 +615,79 @@ async fn run_tool_calls(
             if spec.output_mode == OutputMode::Tool {
                 offered.push(SUBMIT_TOOL);
             }
-            outputs[i] = Some(ToolOutput::error(format!(
+            slots.push(Slot::Done(ToolOutput::error(format!(
                 "unknown tool `{}`; available: {}",
                 c.name,
                 offered.join(", ")
-            )));
+            ))));
             continue;
         };
         let args = match normalize_args(&c.arguments) {
-            Ok(a) => a,
+            // The call stays in the history, so the tool gets its own copy.
+            Ok(a) => a.into_owned(),
             Err(msg) => {
-                outputs[i] = Some(ToolOutput::error(msg));
+                slots.push(Slot::Done(ToolOutput::error(msg)));
                 continue;
             }
         };
-        let job = (i, entry.tool.clone(), entry.input.clone(), args);
+        let (tool, name, contract) = (
+            entry.tool.clone(),
+            entry.definition.name.clone(),
+            entry.input.clone(),
+        );
         match entry.tool.kind() {
-            ToolKind::SubAgent => concurrent.push(job),
-            ToolKind::Function => sequential.push(job),
+            ToolKind::Function => slots.push(Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            }),
+            ToolKind::SubAgent => {
+                let permits = permits
+                    .get_or_insert_with(|| Arc::new(Semaphore::new(ctx.fanout_limit())))
+                    .clone();
+                let ctx = ctx.clone();
+                let (set, ids) = tasks.get_or_insert_with(Default::default);
+                let handle = set.spawn(async move {
+                    // The semaphore is never closed, so acquiring only waits.
+                    let _permit = permits.acquire_owned().await;
+                    invoke(&*tool, name, &contract, args, &ctx, turn).await
+                });
+                ids.insert(handle.id(), i);
+                slots.push(Slot::Spawned);
+            }
         }
     }
-    let n_sub = concurrent.len();
-    let sub_indices: Vec<usize> = concurrent.iter().map(|j| j.0).collect();
+    let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
 
     let seq = async {
-        let mut out = Vec::with_capacity(sequential.len());
-        for (i, tool, contract, args) in sequential {
-            out.push((i, invoke(tool, contract, args, ctx.clone(), turn).await));
+        for slot in &mut slots {
+            if let Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            } = slot
+            {
+                let output = invoke(
+                    &**tool,
+                    name.clone(),
+                    contract,
+                    std::mem::take(args),
+                    ctx,
+                    turn,
+                )
+                .await;
+                *slot = Slot::Done(output);
+            }
         }
-        out
     };
     let conc = async {
-        let mut out = Vec::with_capacity(concurrent.len());
-        if concurrent.is_empty() {
+        let mut out = Vec::new();
+        let Some((set, ids)) = tasks.as_mut() else {
             return out;
-        }
-        let permits = Arc::new(Semaphore::new(ctx.fanout_limit()));
-        let mut set = JoinSet::new();
-        let mut ids = std::collections::HashMap::with_capacity(concurrent.len());
-        for (i, tool, contract, args) in concurrent {
-            let permits = permits.clone();
-            let ctx = ctx.clone();
-            let handle = set.spawn(async move {
-                // The semaphore is never closed, so acquiring only waits.
-                let _permit = permits.acquire_owned().await;
-                invoke(tool, contract, args, ctx, turn).await
-            });
-            ids.insert(handle.id(), i);
-        }
+        };
+        out.reserve_exact(ids.len());
         while let Some(joined) = set.join_next_with_id().await {
             match joined {
                 Ok((id, output)) => {
@@ -668,26 +709,24 @@ async fn run_tool_calls(
         }
         out
     };
-    let (a, b) = tokio::join!(seq, conc);
-    for (i, o) in a.into_iter().chain(b) {
-        outputs[i] = Some(o);
+    let ((), finished) = tokio::join!(seq, conc);
+    // Each spawned call reports at most once, so the calls that failed are those that did not
+    // report a success.
+    let mut failed = n_sub;
+    for (i, o) in finished {
+        if !o.is_error {
+            failed -= 1;
+        }
+        slots[i] = Slot::Done(o);
     }
-    let failed = sub_indices
-        .iter()
-        .filter(|&&i| outputs[i].as_ref().is_none_or(|o| o.is_error))
-        .count();
-    let mut submit = submit;
     let results = calls
         .iter()
-        .zip(outputs)
-        .enumerate()
-        .map(|(i, (c, o))| {
-            if Some(i) == submit_idx {
-                if let Some((_, r)) = submit.take() {
-                    return r;
-                }
-            }
-            let o = o.unwrap_or_else(|| ToolOutput::error("the call did not run"));
+        .zip(slots)
+        .map(|(c, slot)| {
+            let o = match slot {
+                Slot::Done(o) => o,
+                Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
+            };
             ToolResult {
                 call_id: c.id.clone(),
                 content: o.content,
@@ -703,10 +742,11 @@ async fn run_tool_calls(
 
 /// One tool call: arguments validated, gate asked, then the tool run.
 async fn invoke(
-    tool: Arc<dyn Tool>,
-    contract: Contract,
+    tool: &dyn Tool,
+    name: Arc<str>,
+    contract: &Contract,
     args: Value,
-    ctx: Ctx,
+    ctx: &Ctx,
     turn: u32,
 ) -> ToolOutput {
     let t0 = Instant::now();
@@ -734,12 +774,12 @@ async fn invoke(
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("denied by the approval gate: {reason}"))
             }
-            Decision::Allow => tool.call(args, &ctx).await,
+            Decision::Allow => tool.call(args, ctx).await,
         }
     };
     ctx.emit(EventKind::ToolCall {
         turn,
-        tool: tool.name().to_string(),
+        tool: name,
         is_error: output.is_error,
         duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
     });

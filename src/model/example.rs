@@ -46,7 +46,7 @@ impl Model for ExampleModel {
                 "the example model has no [[examples]] entry for this spec to answer with".into(),
             ));
         };
-        let submit = request.tools.iter().any(|t| t.name == SUBMIT_TOOL);
+        let submit = request.tools.iter().any(|t| &*t.name == SUBMIT_TOOL);
         Ok(match (submit, output) {
             (true, _) => ModelResponse {
                 text: None,

@@ -10,6 +10,7 @@ mod resolve;
 mod scripted;
 
 pub use example::ExampleModel;
+pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use resolve::resolve_model;
@@ -83,13 +84,14 @@ impl Message {
     }
 }
 
-/// A tool as offered to a model.
+/// A tool as offered to a model. Cloning is cheap (shared text and schema): every run offers
+/// its tools anew.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {
     /// Name the model calls it by.
-    pub name: String,
+    pub name: Arc<str>,
     /// What it is for; models read this to decide when to call it.
-    pub description: String,
+    pub description: Arc<str>,
     /// JSON Schema (draft 2020-12) of the arguments, in full. Providers that accept only a
     /// dialect of JSON Schema convert it (see [`crate::dialect`]); our own validation enforces
     /// the full schema on what comes back.

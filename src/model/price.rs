@@ -89,13 +89,7 @@ impl PriceTable {
 
     /// The cost of `usage` on `model`; zero when its price is unknown.
     pub fn cost(&self, model: &str, usage: Usage) -> Decimal {
-        match self.get(model) {
-            Some(p) => p.cost(usage),
-            None => {
-                warn_unpriced(model);
-                Decimal::ZERO
-            }
-        }
+        cost_at(self.get(model), model, usage)
     }
 
     /// The prices of common OpenAI and Anthropic models, as shipped with this crate (see
@@ -168,6 +162,18 @@ pub enum PriceError {
     /// The text is not a price table.
     #[error("invalid price table: {0}")]
     Parse(String),
+}
+
+/// The cost of `usage` at `price`, looked up once for `model`; zero (with the one warning)
+/// when it is unknown. The run loop looks a model's price up once per run, not per turn.
+pub(crate) fn cost_at(price: Option<Price>, model: &str, usage: Usage) -> Decimal {
+    match price {
+        Some(p) => p.cost(usage),
+        None => {
+            warn_unpriced(model);
+            Decimal::ZERO
+        }
+    }
 }
 
 fn warn_unpriced(model: &str) {

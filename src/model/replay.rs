@@ -32,7 +32,7 @@ impl RecordedExchange {
             model: model.to_string(),
             system: req.system.to_string(),
             messages: req.messages.to_vec(),
-            tools: req.tools.iter().map(|t| t.name.clone()).collect(),
+            tools: req.tools.iter().map(|t| t.name.to_string()).collect(),
             response,
         }
     }
@@ -143,7 +143,7 @@ impl Model for ReplayModel {
         let k = key(
             request.system,
             request.messages,
-            &mut request.tools.iter().map(|t| t.name.as_str()),
+            &mut request.tools.iter().map(|t| &*t.name),
         );
         let mut answers = self.answers.lock().unwrap_or_else(|p| p.into_inner());
         answers

@@ -264,7 +264,7 @@ impl Model for OpenAiModel {
         let mut response = self.parse(&answer)?;
         if self.strict {
             for call in &mut response.tool_calls {
-                if let Some(t) = request.tools.iter().find(|t| t.name == call.name) {
+                if let Some(t) = request.tools.iter().find(|t| *t.name == *call.name) {
                     crate::dialect::strip_optional_nulls(&t.input_schema, &mut call.arguments);
                 }
             }

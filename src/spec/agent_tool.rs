@@ -42,7 +42,12 @@ impl Tool for AgentTool {
     async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput {
         let r = runloop::run_child(&self.spec, args, ctx).await;
         match (r.outcome, r.output) {
-            (Outcome::Completed, Some((value, _))) => ToolOutput::json(value),
+            // The compact JSON was written when the output was checked.
+            (Outcome::Completed, Some((value, text, _))) => ToolOutput {
+                content: text,
+                structured: Some(value),
+                is_error: false,
+            },
             (outcome, _) => ToolOutput::error(format!(
                 "sub-agent `{}` ended without a result: {outcome} after {} turn(s){}",
                 self.spec.name,

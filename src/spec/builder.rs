@@ -16,7 +16,8 @@ use validator::Validate;
 use super::{Decoder, Limits, OutputMode, SpecCore, SubAgentSpec};
 use crate::contract::{violations_from_rules, Contract, Unbounded, Violation};
 use crate::json::compact_chars;
-use crate::runloop::SUBMIT_TOOL;
+use crate::model::ToolDefinition;
+use crate::runloop::{SUBMIT_DESCRIPTION, SUBMIT_TOOL};
 use crate::tool::is_valid_name;
 
 /// Why a spec could not be built.
@@ -367,6 +368,11 @@ impl<I, O> SpecBuilder<I, O> {
             OutputMode::Tool
         };
         let output_schema_bytes = crate::json::compact_bytes(output.schema());
+        let submit_tool = (output_mode == OutputMode::Tool).then(|| ToolDefinition {
+            name: Arc::from(SUBMIT_TOOL),
+            description: Arc::from(SUBMIT_DESCRIPTION),
+            input_schema: output.schema().clone(),
+        });
         let core = SpecCore {
             name_arc: Arc::from(self.name.as_str()),
             name: self.name,
@@ -378,6 +384,7 @@ impl<I, O> SpecBuilder<I, O> {
             input,
             output,
             output_mode,
+            submit_tool,
             output_schema_bytes,
             decode_input: self.decode_input,
             decode_output: self.decode_output,

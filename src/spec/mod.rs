@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use crate::contract::{Contract, Violation};
 use crate::ctx::Ctx;
+use crate::model::ToolDefinition;
 use crate::runloop::{self, RunResult};
 use crate::tool::Tool;
 
@@ -89,6 +90,8 @@ pub struct SpecCore {
     pub(crate) input: Contract,
     pub(crate) output: Contract,
     pub(crate) output_mode: OutputMode,
+    /// The submission tool offered in [`OutputMode::Tool`], built once: every run offers it.
+    pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.
     pub(crate) output_schema_bytes: usize,
     pub(crate) decode_input: Box<Decoder>,
@@ -108,9 +111,15 @@ impl std::fmt::Debug for SpecCore {
 }
 
 impl SpecCore {
-    /// Checks an output: size, schema, then the typed rules; returns the decoded value.
-    pub(crate) fn accept_output(&self, v: &Value) -> Result<Box<dyn Any + Send>, Vec<Violation>> {
-        let chars = crate::json::compact_chars(v);
+    /// Checks an output: size, schema, then the typed rules; returns its compact JSON and the
+    /// decoded value. The size is measured on the compact JSON itself, written once here:
+    /// it is also what a parent reads, so a sub-agent's output is not walked twice.
+    pub(crate) fn accept_output(
+        &self,
+        v: &Value,
+    ) -> Result<(String, Box<dyn Any + Send>), Vec<Violation>> {
+        let text = crate::json::to_compact_string(v);
+        let chars = text.chars().count();
         if chars > self.limits.max_output_chars {
             return Err(vec![Violation {
                 path: String::new(),
@@ -121,7 +130,7 @@ impl SpecCore {
             }]);
         }
         self.output.validate(v)?;
-        (self.decode_output)(v)
+        Ok((text, (self.decode_output)(v)?))
     }
 
     /// Checks an input: schema, then the typed rules.
@@ -222,7 +231,7 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
     /// Checks an output exactly as the run loop does before a parent sees it — size,
     /// schema, then the typed decode and `validator` rules — and returns it decoded.
     pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
-        let decoded = self.core.accept_output(output)?;
+        let (_, decoded) = self.core.accept_output(output)?;
         decoded.downcast::<O>().map(|b| *b).map_err(|_| {
             // The builders pair every decoder with its type parameter; report, don't panic.
             vec![Violation {

@@ -88,12 +88,12 @@ impl ToolSet {
             message: e.to_string(),
         })?;
         let definition = ToolDefinition {
-            name: name.clone(),
-            description: tool.description().to_string(),
+            name: Arc::from(name.as_str()),
+            description: Arc::from(tool.description()),
             input_schema: schema,
         };
         Arc::make_mut(&mut self.tools).insert(
-            Arc::from(name.as_str()),
+            definition.name.clone(),
             Arc::new(ToolEntry {
                 tool,
                 schema_bytes: crate::json::compact_bytes(input.schema()),

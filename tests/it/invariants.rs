@@ -64,7 +64,7 @@ async fn capabilities_never_widen() {
         (_, 1) => {
             co.lock()
                 .unwrap()
-                .extend(req.tools.iter().map(|t| t.name.clone()));
+                .extend(req.tools.iter().map(|t| t.name.to_string()));
             // Try a tool the parent holds but the spec did not ask for.
             ScriptStep::tool_call("secret", json!({}))
         }
