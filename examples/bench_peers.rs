@@ -142,8 +142,8 @@ fn call(name: &str, args: String, id: String) -> ModelResponse {
 /// microseconds of the bytes arriving. `tokio::time::sleep` instead rounds every deadline up
 /// to its 1 ms timer tick and parks in `epoll_wait` with a whole-millisecond timeout, so each
 /// simulated 20 ms call takes 21-22 ms. `Exact` wakes the task from a clock thread at the
-/// deadline (futex timeout, ~50 us slack), through the same cross-thread wake a socket
-/// readiness event would take. Both are reported; neither touches the code under test.
+/// deadline (it sleeps until 200 us before, then spins), through the same cross-thread wake
+/// a socket readiness event would take. Both are reported; neither touches the code under test.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Latency {
     TokioTimer,
@@ -174,6 +174,9 @@ mod exact_clock {
     use std::sync::{Arc, Condvar, Mutex, OnceLock};
     use std::task::{Context, Poll, Waker};
     use std::time::{Duration, Instant};
+
+    /// How long before a deadline the clock stops sleeping and spins.
+    const SPIN: Duration = Duration::from_micros(200);
 
     struct State {
         done: AtomicBool,
@@ -242,11 +245,20 @@ mod exact_clock {
             }
             g = match g.0.peek().map(|Reverse(e)| e.0) {
                 None => c.changed.wait(g).expect("clock lock"),
-                Some(at) => {
+                // A futex timeout ends up to ~50 us late (timer slack): sleep until just
+                // before the deadline, then spin the rest with the lock released.
+                Some(at) if at.saturating_duration_since(now) > SPIN => {
                     c.changed
-                        .wait_timeout(g, at.saturating_duration_since(now))
+                        .wait_timeout(g, at.saturating_duration_since(now) - SPIN)
                         .expect("clock lock")
                         .0
+                }
+                Some(at) => {
+                    drop(g);
+                    while Instant::now() < at {
+                        std::hint::spin_loop();
+                    }
+                    c.heap.lock().expect("clock lock")
                 }
             };
         }
