@@ -139,7 +139,8 @@ pub struct RunError {
     pub message: String,
 }
 
-/// A validated output: the value, its compact JSON, and the value decoded to the spec's type.
+/// A validated output: the value, its compact JSON, and the value decoded to the spec's type
+/// (`()` for a spec over JSON values, whose output is the value itself).
 type Decoded = (Value, String, Box<dyn Any + Send>);
 
 impl RunResult<Decoded> {
@@ -155,13 +156,14 @@ impl RunResult<Decoded> {
             duration,
             error,
         } = self;
-        let (output, error) = match output.map(|(_, _, any)| any.downcast::<O>()) {
-            None => (None, error),
-            Some(Ok(o)) => (Some(*o), error),
-            // Only possible if a spec's decoder and its type parameter disagree, which the
-            // builders rule out; report it rather than panic.
-            Some(Err(_)) => (None, Some("internal: output type mismatch".to_string())),
-        };
+        let (output, error) =
+            match output.map(|(v, _, any)| crate::spec::take_decoded::<O>(|| v, any)) {
+                None => (None, error),
+                Some(Some(o)) => (Some(o), error),
+                // Only possible if a spec's decoder and its type parameter disagree, which the
+                // builders rule out; report it rather than panic.
+                Some(None) => (None, Some("internal: output type mismatch".to_string())),
+            };
         RunResult {
             run_id,
             outcome,

@@ -178,14 +178,16 @@ impl SubAgentSpec<Value, Value> {
         input_schema: Value,
         output_schema: Value,
     ) -> SpecBuilder<Value, Value> {
-        let clone: fn() -> Box<Decoder> =
-            || Box::new(|v: &Value| Ok(Box::new(v.clone()) as Box<dyn Any + Send>));
+        // JSON values have no rules beyond their schema, and the run keeps the value itself
+        // (see `spec::take_decoded`): nothing to decode, nothing to copy.
+        let nothing: fn() -> Box<Decoder> =
+            || Box::new(|_: &Value| Ok(Box::new(()) as Box<dyn Any + Send>));
         SpecBuilder::new(
             name.into(),
             Ok(input_schema),
             Ok(output_schema),
-            clone(),
-            clone(),
+            nothing(),
+            nothing(),
         )
     }
 }

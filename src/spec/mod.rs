@@ -227,12 +227,27 @@ impl<I, O> SubAgentSpec<I, O> {
     }
 }
 
+/// The output as `O`: what the typed decoder produced, or, for a spec over JSON values
+/// (whose decoder only validates), the validated value itself.
+pub(crate) fn take_decoded<O: 'static>(
+    value: impl FnOnce() -> Value,
+    decoded: Box<dyn Any + Send>,
+) -> Option<O> {
+    match decoded.downcast::<O>() {
+        Ok(o) => Some(*o),
+        Err(_) => (Box::new(value()) as Box<dyn Any>)
+            .downcast::<O>()
+            .ok()
+            .map(|o| *o),
+    }
+}
+
 impl<I, O: 'static> SubAgentSpec<I, O> {
     /// Checks an output exactly as the run loop does before a parent sees it — size,
     /// schema, then the typed decode and `validator` rules — and returns it decoded.
     pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
         let (_, decoded) = self.core.accept_output(output)?;
-        decoded.downcast::<O>().map(|b| *b).map_err(|_| {
+        take_decoded(|| output.clone(), decoded).ok_or_else(|| {
             // The builders pair every decoder with its type parameter; report, don't panic.
             vec![Violation {
                 path: String::new(),
