@@ -22,7 +22,7 @@ use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{
     Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, ToolResult, Usage,
 };
-use crate::spec::{OutputMode, SpecCore};
+use crate::spec::{OutputMode, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
 /// Name of the tool a sub-agent calls to hand back its output; its input schema is the
@@ -139,9 +139,10 @@ pub struct RunError {
     pub message: String,
 }
 
-/// A validated output: the value, its compact JSON, and the value decoded to the spec's type
+/// A validated output: the value, its compact JSON (when a parent reads it), and the value
+/// decoded to the spec's type
 /// (`()` for a spec over JSON values, whose output is the value itself).
-type Decoded = (Value, String, Box<dyn Any + Send>);
+type Decoded = (Value, Option<String>, Box<dyn Any + Send>);
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
@@ -187,9 +188,14 @@ struct LoopState {
 
 /// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as
 /// `denied`, recorded as a finished event of the run that was refused.
-pub(crate) async fn run_child(spec: &SpecCore, input: Value, parent: &Ctx) -> RunResult<Decoded> {
+pub(crate) async fn run_child(
+    spec: &SpecCore,
+    input: Value,
+    parent: &Ctx,
+    text: OutputText,
+) -> RunResult<Decoded> {
     match parent.child_of(spec) {
-        Ok(child) => run_core(spec, input, &child).await,
+        Ok(child) => run_core(spec, input, &child, text).await,
         Err(e) => {
             let error = e.to_string();
             let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
@@ -245,7 +251,12 @@ impl Drop for FinishGuard<'_> {
 }
 
 /// Runs `spec` on `input` in `ctx`.
-pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunResult<Decoded> {
+pub(crate) async fn run_core(
+    spec: &SpecCore,
+    input: Value,
+    ctx: &Ctx,
+    text: OutputText,
+) -> RunResult<Decoded> {
     let start = Instant::now();
     let mut guard = FinishGuard {
         ctx,
@@ -265,7 +276,7 @@ pub(crate) async fn run_core(spec: &SpecCore, input: Value, ctx: &Ctx) -> RunRes
         ),
         Ok(()) => {
             let cancel = ctx.cancellation().clone();
-            let body = turns(spec, input, ctx, &mut st);
+            let body = turns(spec, input, ctx, text, &mut st);
             // Dropping `body` on timeout or cancellation drops every in-flight model call and
             // aborts every sub-agent task it spawned.
             tokio::select! {
@@ -342,7 +353,13 @@ fn message_bytes(m: &Message) -> usize {
         }
 }
 
-async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> TurnsResult {
+async fn turns(
+    spec: &SpecCore,
+    input: Value,
+    ctx: &Ctx,
+    text_out: OutputText,
+    st: &mut LoopState,
+) -> TurnsResult {
     // Offered tools: the spec's, each held by the context (a child holds exactly these).
     // Definitions are shared, so offering them costs reference counts, not copies.
     let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
@@ -448,7 +465,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
             let repair = match spec.output_mode {
                 OutputMode::Text => {
                     let v = Value::String(text.clone().unwrap_or_default());
-                    match spec.accept_output(&v) {
+                    match spec.accept_output(&v, text_out) {
                         Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
@@ -457,7 +474,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
                     }
                 }
                 OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
-                    Some(v) => match spec.accept_output(&v) {
+                    Some(v) => match spec.accept_output(&v, text_out) {
                         Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
@@ -485,7 +502,7 @@ async fn turns(spec: &SpecCore, input: Value, ctx: &Ctx, st: &mut LoopState) -> 
         if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
             let args = normalize_args(&tool_calls[i].arguments);
             let checked = match &args {
-                Ok(v) => spec.accept_output(v),
+                Ok(v) => spec.accept_output(v, text_out),
                 Err(msg) => Err(vec![Violation {
                     path: String::new(),
                     message: msg.clone(),

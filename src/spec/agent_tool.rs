@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::SpecCore;
+use super::{OutputText, SpecCore};
 use crate::ctx::Ctx;
 use crate::runloop::{self, Outcome};
 use crate::tool::{Tool, ToolKind, ToolOutput};
@@ -40,10 +40,10 @@ impl Tool for AgentTool {
         ToolKind::SubAgent
     }
     async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput {
-        let r = runloop::run_child(&self.spec, args, ctx).await;
+        let r = runloop::run_child(&self.spec, args, ctx, OutputText::Write).await;
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
-            (Outcome::Completed, Some((value, text, _))) => ToolOutput {
+            (Outcome::Completed, Some((value, Some(text), _))) => ToolOutput {
                 content: text,
                 structured: Some(value),
                 is_error: false,

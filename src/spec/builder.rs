@@ -401,7 +401,7 @@ impl<I, O> SpecBuilder<I, O> {
                     violations,
                 });
             }
-            if let Err(violations) = core.accept_output(o) {
+            if let Err(violations) = core.accept_output(o, super::OutputText::Skip) {
                 return Err(SpecError::ExampleInvalid {
                     spec,
                     index,

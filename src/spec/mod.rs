@@ -110,16 +110,37 @@ impl std::fmt::Debug for SpecCore {
     }
 }
 
+/// An accepted output: its compact JSON (when asked for) and its decoded value.
+pub(crate) type Accepted = (Option<String>, Box<dyn Any + Send>);
+
+/// Whether a run's caller reads its output as compact JSON (a parent reading a sub-agent's
+/// tool result) or takes the value (a typed run, a validity check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputText {
+    /// Write the compact JSON and hand it back.
+    Write,
+    /// Only count its characters.
+    Skip,
+}
+
 impl SpecCore {
-    /// Checks an output: size, schema, then the typed rules; returns its compact JSON and the
-    /// decoded value. The size is measured on the compact JSON itself, written once here:
-    /// it is also what a parent reads, so a sub-agent's output is not walked twice.
+    /// Checks an output: size, schema, then the typed rules; returns the decoded value and,
+    /// when `text` says a parent will read it, the output's compact JSON. The size limit is
+    /// then measured on that text, written once here, so a sub-agent's output is not walked
+    /// twice; otherwise it is counted without writing anything.
     pub(crate) fn accept_output(
         &self,
         v: &Value,
-    ) -> Result<(String, Box<dyn Any + Send>), Vec<Violation>> {
-        let text = crate::json::to_compact_string(v);
-        let chars = text.chars().count();
+        text: OutputText,
+    ) -> Result<Accepted, Vec<Violation>> {
+        let (text, chars) = match text {
+            OutputText::Write => {
+                let t = crate::json::to_compact_string(v);
+                let chars = t.chars().count();
+                (Some(t), chars)
+            }
+            OutputText::Skip => (None, crate::json::compact_chars(v)),
+        };
         if chars > self.limits.max_output_chars {
             return Err(vec![Violation {
                 path: String::new(),
@@ -246,7 +267,7 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
     /// Checks an output exactly as the run loop does before a parent sees it — size,
     /// schema, then the typed decode and `validator` rules — and returns it decoded.
     pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
-        let (_, decoded) = self.core.accept_output(output)?;
+        let (_, decoded) = self.core.accept_output(output, OutputText::Skip)?;
         take_decoded(|| output.clone(), decoded).ok_or_else(|| {
             // The builders pair every decoder with its type parameter; report, don't panic.
             vec![Violation {
@@ -265,7 +286,9 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
             Ok(v) => v,
             Err(e) => return RunResult::input_not_serialisable(ctx, e),
         };
-        runloop::run_core(&self.core, value, ctx).await.downcast()
+        runloop::run_core(&self.core, value, ctx, OutputText::Skip)
+            .await
+            .downcast()
     }
 
     /// Forks a child of `parent` for this spec and runs it there, as a host's call of
@@ -275,7 +298,7 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
             Ok(v) => v,
             Err(e) => return RunResult::input_not_serialisable(parent, e),
         };
-        runloop::run_child(&self.core, value, parent)
+        runloop::run_child(&self.core, value, parent, OutputText::Skip)
             .await
             .downcast()
     }
