@@ -10,7 +10,9 @@
 //! Parameters are the peers' (`common.py`): T=20, N=100 (3 child tool turns + 1 final), K=50,
 //! L=20 ms, cap 10 for S3b, fixed usage 100/20 tokens per response, and the 2,039-byte
 //! `Findings` output, handed over as a JSON string as a provider would. Every scenario runs in
-//! its own subprocess so its peak RSS is its own. Values: median [min .. max] over reps.
+//! its own subprocess so its peak RSS is its own. Values: median [min .. max] over reps. S3,
+//! S3b and scale are measured with exact model latency and with `tokio::time::sleep` (see
+//! [`Latency`]); their "process CPU" includes the exact clock's thread.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -833,7 +835,7 @@ fn s4(reps: usize, iters: usize) -> Value {
 
 fn scale(reps: usize) -> Value {
     // One thread, like every other scenario (and asyncio). SCALE_MULTI_THREAD=1 uses both
-    // cores instead: today that is about twice as slow, from lock contention (see the README).
+    // cores instead: today no faster, from lock contention in the allocator (see the README).
     let rt = if std::env::var_os("SCALE_MULTI_THREAD").is_some() {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
