@@ -140,8 +140,7 @@ pub struct RunError {
 }
 
 /// A validated output: the value, its compact JSON (when a parent reads it), and the value
-/// decoded to the spec's type
-/// (`()` for a spec over JSON values, whose output is the value itself).
+/// decoded to the spec's type (`()` for a spec over JSON values, whose output is the value).
 type Decoded = (Value, Option<String>, Box<dyn Any + Send>);
 
 impl RunResult<Decoded> {
