@@ -8,19 +8,30 @@ use serde_json::Value;
 /// by walking the value: no formatting, no allocation. It runs on every output a sub-agent
 /// submits.
 pub(crate) fn compact_chars(v: &Value) -> usize {
+    compact_len(v, string_chars)
+}
+
+/// Length in bytes of `v`'s compact JSON, without building the string.
+pub(crate) fn compact_bytes(v: &Value) -> usize {
+    compact_len(v, string_bytes)
+}
+
+/// The one walk behind every size here: `string` measures a string literal, quotes included;
+/// everything else is ASCII, so characters and bytes agree.
+fn compact_len(v: &Value, string: fn(&str) -> usize) -> usize {
     match v {
         Value::Null => 4,
         Value::Bool(true) => 4,
         Value::Bool(false) => 5,
         Value::Number(n) => number_len(n),
-        Value::String(s) => string_chars(s),
+        Value::String(s) => string(s),
         Value::Array(a) => {
-            2 + a.len().saturating_sub(1) + a.iter().map(compact_chars).sum::<usize>()
+            2 + a.len().saturating_sub(1) + a.iter().map(|x| compact_len(x, string)).sum::<usize>()
         }
         Value::Object(o) => {
             2 + o.len().saturating_sub(1)
                 + o.iter()
-                    .map(|(k, v)| string_chars(k) + 1 + compact_chars(v))
+                    .map(|(k, x)| string(k) + 1 + compact_len(x, string))
                     .sum::<usize>()
         }
     }
@@ -68,57 +79,49 @@ fn string_chars(s: &str) -> usize {
     if !needs_escape(s.as_bytes()) {
         return 2 + s.chars().count();
     }
-    const TABLE: [u8; 256] = {
-        let mut t = [1u8; 256];
-        let mut b = 0;
-        while b < 0x20 {
-            t[b] = 6; // \u00XX
-            b += 1;
-        }
-        t[0x08] = 2; // \b
-        t[0x09] = 2; // \t
-        t[0x0a] = 2; // \n
-        t[0x0c] = 2; // \f
-        t[0x0d] = 2; // \r
-        t[b'"' as usize] = 2;
-        t[b'\\' as usize] = 2;
-        let mut c = 0x80;
-        while c < 0xC0 {
-            t[c] = 0; // continuation byte: part of a character already counted
-            c += 1;
-        }
-        t
-    };
+    const TABLE: [u8; 256] = escaped_len_table(0);
     2 + s.bytes().map(|b| TABLE[b as usize] as usize).sum::<usize>()
 }
 
-/// Length in bytes of `v`'s compact JSON, without building the string.
-pub(crate) fn compact_bytes(v: &Value) -> usize {
-    compact_len(v, <[u8]>::len)
+/// Bytes of a JSON string literal, as serde_json writes it.
+fn string_bytes(s: &str) -> usize {
+    if !needs_escape(s.as_bytes()) {
+        return 2 + s.len();
+    }
+    const TABLE: [u8; 256] = escaped_len_table(1);
+    2 + s.bytes().map(|b| TABLE[b as usize] as usize).sum::<usize>()
 }
 
-fn compact_len(v: &Value, count: fn(&[u8]) -> usize) -> usize {
-    struct Count(usize, fn(&[u8]) -> usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += (self.1)(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+/// What each byte of a string becomes in a JSON literal: escapes as serde_json writes them,
+/// and `continuation` for a UTF-8 continuation byte (0 to count characters, 1 to count bytes).
+const fn escaped_len_table(continuation: u8) -> [u8; 256] {
+    let mut t = [1u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = 6; // \u00XX
+        b += 1;
     }
-    let mut c = Count(0, count);
-    // Writing a Value to an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut c, v);
-    c.0
+    t[0x08] = 2; // \b
+    t[0x09] = 2; // \t
+    t[0x0a] = 2; // \n
+    t[0x0c] = 2; // \f
+    t[0x0d] = 2; // \r
+    t[b'"' as usize] = 2;
+    t[b'\\' as usize] = 2;
+    let mut c = 0x80;
+    while c < 0xC0 {
+        t[c] = continuation;
+        c += 1;
+    }
+    t
 }
 
 /// `v` as compact JSON, exactly as `serde_json::to_string` writes it, into a buffer sized
 /// once. Strings with nothing to escape (nearly all of them) are copied whole instead of
 /// byte by byte through serde_json's escaper.
 pub(crate) fn to_compact_string(v: &Value) -> String {
-    let mut out = String::with_capacity(compact_bytes_estimate(v));
+    // A lower bound (escapes uncounted, nothing scanned): the buffer grows at most once.
+    let mut out = String::with_capacity(compact_len(v, |s| s.len() + 2));
     write_compact(v, &mut out);
     out
 }
@@ -169,23 +172,6 @@ fn write_string(s: &str, out: &mut String) {
         out.push('"');
         out.push_str(s);
         out.push('"');
-    }
-}
-
-/// Bytes to reserve for `v`'s compact JSON: exact for strings without escapes, a little
-/// under for the rest (the buffer then grows once).
-fn compact_bytes_estimate(v: &Value) -> usize {
-    match v {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 8,
-        Value::String(s) => s.len() + 2,
-        Value::Array(a) => 2 + a.len() + a.iter().map(compact_bytes_estimate).sum::<usize>(),
-        Value::Object(o) => {
-            2 + o.len() * 4
-                + o.iter()
-                    .map(|(k, x)| k.len() + compact_bytes_estimate(x))
-                    .sum::<usize>()
-        }
     }
 }
 
