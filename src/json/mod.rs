@@ -2,7 +2,11 @@
 //! `max_output_chars` and writes every sub-agent result for its parent, so these run once per
 //! sub-agent call on kilobytes of JSON. All agree exactly with `serde_json::to_string`.
 
+pub(crate) mod tape;
+
 use serde_json::Value;
+
+use tape::{Kind, Tape};
 
 /// Length in characters of `v`'s compact JSON (as `serde_json::to_string` writes it), counted
 /// by walking the value: no formatting, no allocation. It runs on every output a sub-agent
@@ -49,6 +53,95 @@ fn number_len(n: &serde_json::Number) -> usize {
     } else {
         // Floats are rare in outputs; let serde_json render them exactly as it would.
         n.to_string().len()
+    }
+}
+
+/// Length in characters of the compact JSON of a parsed document: exactly what
+/// [`compact_chars`] gives for the same document read as a `Value`. The tape lists every
+/// value and key in one flat run, so this is one pass with no recursion.
+pub(crate) fn tape_compact_chars(t: &Tape<'_>) -> usize {
+    let mut n = 0;
+    for (i, e) in t.entries().iter().enumerate() {
+        n += match e.kind {
+            Kind::Null | Kind::True => 4,
+            Kind::False => 5,
+            Kind::Number => literal_number_len(t.number_at(i)),
+            Kind::Str | Kind::EscStr => string_chars(t.str_at(i)),
+            Kind::Array => 2 + (e.a as usize).saturating_sub(1),
+            // Braces, commas between members, and one colon per member (keys are entries).
+            Kind::Object => 2 + (e.a as usize).saturating_sub(1) + e.a as usize,
+        };
+    }
+    n
+}
+
+/// Compact length of a number literal as serde_json would write it back.
+fn literal_number_len(lit: &str) -> usize {
+    if literal_is_compact(lit) {
+        return lit.len();
+    }
+    match lit.parse::<serde_json::Number>() {
+        Ok(n) => number_len(&n),
+        // Unreachable for a tape (it holds only numbers serde_json accepts); the literal's
+        // own length is the honest fallback.
+        Err(_) => lit.len(),
+    }
+}
+
+/// Whether serde_json writes the number literal back unchanged. JSON forbids leading zeros,
+/// so an integer of up to 18 digits is already in its compact form, except `-0`, which
+/// serde_json reads as the integer 0. Anything else (floats, huge integers) is re-rendered.
+fn literal_is_compact(lit: &str) -> bool {
+    let digits = lit.len() - usize::from(lit.starts_with('-'));
+    digits <= 18 && tape::is_integer_literal(lit) && lit != "-0"
+}
+
+/// Appends the compact JSON of the tape's value at `idx`: the same text as
+/// [`write_compact`] writes for the document read as a `Value`.
+pub(crate) fn write_compact_tape(t: &Tape<'_>, idx: usize, out: &mut String) {
+    let e = t.entries()[idx];
+    match e.kind {
+        Kind::Null => out.push_str("null"),
+        Kind::True => out.push_str("true"),
+        Kind::False => out.push_str("false"),
+        Kind::Number => {
+            let lit = t.number_at(idx);
+            if literal_is_compact(lit) {
+                out.push_str(lit);
+            } else if let Ok(n) = lit.parse::<serde_json::Number>() {
+                use std::fmt::Write;
+                let _ = write!(out, "{n}");
+            } else {
+                out.push_str(lit);
+            }
+        }
+        Kind::Str | Kind::EscStr => write_string(t.str_at(idx), out),
+        Kind::Array => {
+            out.push('[');
+            let mut i = idx + 1;
+            while i < e.b as usize {
+                if i > idx + 1 {
+                    out.push(',');
+                }
+                write_compact_tape(t, i, out);
+                i = t.end(i);
+            }
+            out.push(']');
+        }
+        Kind::Object => {
+            out.push('{');
+            let mut i = idx + 1;
+            while i < e.b as usize {
+                if i > idx + 1 {
+                    out.push(',');
+                }
+                write_string(t.str_at(i), out);
+                out.push(':');
+                write_compact_tape(t, i + 1, out);
+                i = t.end(i + 1);
+            }
+            out.push('}');
+        }
     }
 }
 

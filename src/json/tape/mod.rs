@@ -1,0 +1,1057 @@
+//! A flat "tape" JSON parser, for validating and decoding outputs without building a
+//! `serde_json::Value`.
+//!
+//! A document parses into one `Vec` of fixed-size entries in document order. Containers record
+//! their child count and the index one past their last descendant, so skipping a subtree is one
+//! read. Strings without escapes borrow the input; escaped ones are decoded into one side buffer.
+//! Parsing is strict like `serde_json`'s (trailing garbage, bad escapes, raw control characters,
+//! bad or overflowing numbers, nesting past 127 levels are errors). Unlike `serde_json`, which
+//! keeps the last of duplicate object keys, duplicate keys are an error here.
+//!
+//! The tape is only ever a fast path: a caller falls back to the `Value` path on any tape error
+//! and on any rejection, so verdicts and messages are the `Value` path's (the tests check that
+//! the two agree on every verdict and every decoded value).
+
+use std::borrow::Cow;
+use std::fmt;
+
+use jsonschema::json::{Array, Json, JsonNumber, Node, NodeIdentity, Object};
+use jsonschema::types::JsonType;
+use serde_json::Value;
+
+const MAX_DEPTH: usize = 128;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Null,
+    False,
+    True,
+    /// `a..b` spans the literal in the input.
+    Number,
+    /// `a..b` spans the contents in the input.
+    Str,
+    /// `a..b` spans the decoded contents in the side buffer.
+    EscStr,
+    /// `a` elements, `b` the index one past the last descendant.
+    Array,
+    /// `a` members (key entry, then value entries), `b` one past the last descendant.
+    Object,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub kind: Kind,
+    pub a: u32,
+    pub b: u32,
+}
+
+/// A parsed document.
+#[derive(Debug)]
+pub struct Tape<'s> {
+    input: &'s str,
+    entries: Vec<Entry>,
+    side: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    pub at: usize,
+    pub what: &'static str,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.at)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+struct Parser<'s> {
+    input: &'s str,
+    bytes: &'s [u8],
+    pos: usize,
+    depth: usize,
+    entries: Vec<Entry>,
+    side: String,
+    keys: Vec<u32>,
+}
+
+#[inline]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+impl<'s> Parser<'s> {
+    fn err<T>(&self, what: &'static str) -> Result<T, ParseError> {
+        Err(ParseError { at: self.pos, what })
+    }
+
+    #[inline]
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
+            self.pos += 1;
+        }
+    }
+
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn literal(&mut self, word: &[u8], kind: Kind) -> Result<(), ParseError> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            self.entries.push(Entry { kind, a: 0, b: 0 });
+            Ok(())
+        } else {
+            self.err("expected ident")
+        }
+    }
+
+    fn value(&mut self) -> Result<(), ParseError> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b'{') => self.object(),
+            Some(b'[') => self.array(),
+            Some(b'"') => self.string(),
+            Some(b't') => self.literal(b"true", Kind::True),
+            Some(b'f') => self.literal(b"false", Kind::False),
+            Some(b'n') => self.literal(b"null", Kind::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => self.err("expected value"),
+            None => self.err("EOF while parsing a value"),
+        }
+    }
+
+    fn enter(&mut self) -> Result<(), ParseError> {
+        self.depth += 1;
+        if self.depth >= MAX_DEPTH {
+            return self.err("recursion limit exceeded");
+        }
+        Ok(())
+    }
+
+    fn array(&mut self) -> Result<(), ParseError> {
+        self.enter()?;
+        self.pos += 1;
+        let at = self.entries.len();
+        self.entries.push(Entry {
+            kind: Kind::Array,
+            a: 0,
+            b: 0,
+        });
+        let mut count = 0u32;
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.value()?;
+                count += 1;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(_) => return self.err("expected `,` or `]`"),
+                    None => return self.err("EOF while parsing a list"),
+                }
+            }
+        }
+        self.entries[at].a = count;
+        self.entries[at].b = self.entries.len() as u32;
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn object(&mut self) -> Result<(), ParseError> {
+        self.enter()?;
+        self.pos += 1;
+        let at = self.entries.len();
+        self.entries.push(Entry {
+            kind: Kind::Object,
+            a: 0,
+            b: 0,
+        });
+        let keys_start = self.keys.len();
+        let mut count = 0u32;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                self.skip_ws();
+                match self.peek() {
+                    Some(b'"') => {}
+                    Some(_) => return self.err("key must be a string"),
+                    None => return self.err("EOF while parsing an object"),
+                }
+                let key = self.entries.len() as u32;
+                self.string()?;
+                // Duplicate keys: quadratic over this object's keys, fine for small objects.
+                let new = self.key_str(key);
+                for &other in &self.keys[keys_start..] {
+                    if self.key_str(other) == new {
+                        return self.err("duplicate key");
+                    }
+                }
+                self.keys.push(key);
+                self.skip_ws();
+                match self.peek() {
+                    Some(b':') => self.pos += 1,
+                    Some(_) => return self.err("expected `:`"),
+                    None => return self.err("EOF while parsing an object"),
+                }
+                self.value()?;
+                count += 1;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => self.pos += 1,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    Some(_) => return self.err("expected `,` or `}`"),
+                    None => return self.err("EOF while parsing an object"),
+                }
+            }
+        }
+        self.keys.truncate(keys_start);
+        self.entries[at].a = count;
+        self.entries[at].b = self.entries.len() as u32;
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn key_str(&self, index: u32) -> &str {
+        let e = self.entries[index as usize];
+        match e.kind {
+            Kind::Str => &self.input[e.a as usize..e.b as usize],
+            _ => &self.side[e.a as usize..e.b as usize],
+        }
+    }
+
+    fn string(&mut self) -> Result<(), ParseError> {
+        self.pos += 1;
+        let start = self.pos;
+        let bytes = self.bytes;
+        let mut i = self.pos;
+        // Eight bytes at a time to the first quote, backslash or control character (the lowest
+        // flagged byte is exact; flags above it may be false positives, so rescan bytewise).
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            let quote = x ^ (ONES * u64::from(b'"'));
+            let slash = x ^ (ONES * u64::from(b'\\'));
+            let found = (quote.wrapping_sub(ONES) & !quote)
+                | (slash.wrapping_sub(ONES) & !slash)
+                | (x.wrapping_sub(ONES * 0x20) & !x);
+            let found = found & HIGH;
+            if found != 0 {
+                i += (found.trailing_zeros() / 8) as usize;
+                break;
+            }
+            i += 8;
+        }
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b == b'"' {
+                self.entries.push(Entry {
+                    kind: Kind::Str,
+                    a: start as u32,
+                    b: i as u32,
+                });
+                self.pos = i + 1;
+                return Ok(());
+            }
+            if b == b'\\' {
+                self.pos = i;
+                return self.escaped_string(start);
+            }
+            if b < 0x20 {
+                self.pos = i;
+                return self.err("control character while parsing a string");
+            }
+            i += 1;
+        }
+        self.pos = i;
+        self.err("EOF while parsing a string")
+    }
+
+    fn hex4(&mut self) -> Result<u16, ParseError> {
+        if self.pos + 4 > self.bytes.len() {
+            self.pos = self.bytes.len();
+            return self.err("EOF while parsing a string");
+        }
+        let mut n = 0u16;
+        for _ in 0..4 {
+            let d = match self.bytes[self.pos] {
+                c @ b'0'..=b'9' => c - b'0',
+                c @ b'a'..=b'f' => c - b'a' + 10,
+                c @ b'A'..=b'F' => c - b'A' + 10,
+                _ => return self.err("invalid escape"),
+            };
+            n = n * 16 + u16::from(d);
+            self.pos += 1;
+        }
+        Ok(n)
+    }
+
+    /// `self.pos` at the first backslash; `start` the first content byte.
+    fn escaped_string(&mut self, start: usize) -> Result<(), ParseError> {
+        let side_start = self.side.len();
+        let input = self.input;
+        self.side.push_str(&input[start..self.pos]);
+        let mut run = self.pos;
+        loop {
+            let Some(b) = self.peek() else {
+                return self.err("EOF while parsing a string");
+            };
+            match b {
+                b'"' => {
+                    self.side.push_str(&input[run..self.pos]);
+                    self.pos += 1;
+                    break;
+                }
+                b'\\' => {
+                    self.side.push_str(&input[run..self.pos]);
+                    self.pos += 1;
+                    let Some(e) = self.peek() else {
+                        return self.err("EOF while parsing a string");
+                    };
+                    self.pos += 1;
+                    match e {
+                        b'"' => self.side.push('"'),
+                        b'\\' => self.side.push('\\'),
+                        b'/' => self.side.push('/'),
+                        b'b' => self.side.push('\u{8}'),
+                        b'f' => self.side.push('\u{c}'),
+                        b'n' => self.side.push('\n'),
+                        b'r' => self.side.push('\r'),
+                        b't' => self.side.push('\t'),
+                        b'u' => {
+                            let n = self.hex4()?;
+                            let c = match n {
+                                0xDC00..=0xDFFF => {
+                                    return self.err("lone leading surrogate in hex escape")
+                                }
+                                0xD800..=0xDBFF => {
+                                    if self.bytes.get(self.pos) != Some(&b'\\')
+                                        || self.bytes.get(self.pos + 1) != Some(&b'u')
+                                    {
+                                        return self.err("unexpected end of hex escape");
+                                    }
+                                    self.pos += 2;
+                                    let low = self.hex4()?;
+                                    if !(0xDC00..=0xDFFF).contains(&low) {
+                                        return self.err("lone leading surrogate in hex escape");
+                                    }
+                                    let cp = 0x10000
+                                        + ((u32::from(n) - 0xD800) << 10)
+                                        + (u32::from(low) - 0xDC00);
+                                    char::from_u32(cp).expect("valid surrogate pair")
+                                }
+                                _ => char::from_u32(u32::from(n)).expect("BMP scalar"),
+                            };
+                            self.side.push(c);
+                        }
+                        _ => {
+                            self.pos -= 1;
+                            return self.err("invalid escape");
+                        }
+                    }
+                    run = self.pos;
+                }
+                c if c < 0x20 => return self.err("control character while parsing a string"),
+                _ => self.pos += 1,
+            }
+        }
+        self.entries.push(Entry {
+            kind: Kind::EscStr,
+            a: side_start as u32,
+            b: self.side.len() as u32,
+        });
+        Ok(())
+    }
+
+    fn digits(&mut self) -> usize {
+        let from = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        self.pos - from
+    }
+
+    fn number(&mut self) -> Result<(), ParseError> {
+        let start = self.pos;
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => {
+                self.pos += 1;
+                if matches!(self.peek(), Some(b'0'..=b'9')) {
+                    return self.err("invalid number");
+                }
+            }
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return self.err("invalid number"),
+        }
+        let int_digits = self.pos - start;
+        let mut float = false;
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            float = true;
+            if self.digits() == 0 {
+                return self.err("invalid number");
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.pos += 1;
+            float = true;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if self.digits() == 0 {
+                return self.err("invalid number");
+            }
+        }
+        // Like `serde_json`: a literal past `f64` is an error; integers past 64 bits become f64.
+        if (float || int_digits > 19)
+            && !self.input[start..self.pos]
+                .parse::<f64>()
+                .is_ok_and(f64::is_finite)
+        {
+            return self.err("number out of range");
+        }
+        self.entries.push(Entry {
+            kind: Kind::Number,
+            a: start as u32,
+            b: self.pos as u32,
+        });
+        Ok(())
+    }
+}
+
+impl<'s> Tape<'s> {
+    /// Parses `input`, strictly.
+    pub fn parse(input: &'s str) -> Result<Tape<'s>, ParseError> {
+        let mut p = Parser {
+            input,
+            bytes: input.as_bytes(),
+            pos: 0,
+            depth: 0,
+            entries: Vec::with_capacity(input.len() / 16 + 4),
+            side: String::new(),
+            keys: Vec::new(),
+        };
+        if input.len() >= u32::MAX as usize {
+            return p.err("document too large");
+        }
+        p.value()?;
+        p.skip_ws();
+        if p.pos != p.bytes.len() {
+            return p.err("trailing characters");
+        }
+        Ok(Tape {
+            input,
+            entries: p.entries,
+            side: p.side,
+        })
+    }
+
+    /// The root node.
+    pub fn root(&self) -> TapeNode<'_> {
+        TapeNode { tape: self, idx: 0 }
+    }
+
+    /// Every entry, in document order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The string (decoded) of the string or key entry at `idx`.
+    #[inline]
+    pub fn str_at(&self, idx: usize) -> &str {
+        let e = self.entries[idx];
+        match e.kind {
+            Kind::Str => &self.input[e.a as usize..e.b as usize],
+            _ => &self.side[e.a as usize..e.b as usize],
+        }
+    }
+
+    /// The literal of the number entry at `idx`, as written in the input.
+    #[inline]
+    pub fn number_at(&self, idx: usize) -> &str {
+        let e = self.entries[idx];
+        &self.input[e.a as usize..e.b as usize]
+    }
+
+    /// Index one past the subtree at `idx`.
+    #[inline]
+    pub fn end(&self, idx: usize) -> usize {
+        let e = self.entries[idx];
+        match e.kind {
+            Kind::Array | Kind::Object => e.b as usize,
+            _ => idx + 1,
+        }
+    }
+
+    /// The subtree at `idx` as a `serde_json::Value` (cold paths).
+    pub fn to_value(&self, idx: usize) -> Value {
+        let e = self.entries[idx];
+        match e.kind {
+            Kind::Null => Value::Null,
+            Kind::False => Value::Bool(false),
+            Kind::True => Value::Bool(true),
+            Kind::Number => Value::Number(
+                self.input[e.a as usize..e.b as usize]
+                    .parse()
+                    .expect("validated number"),
+            ),
+            Kind::Str | Kind::EscStr => Value::String(self.str_at(idx).to_owned()),
+            Kind::Array => {
+                let mut out = Vec::with_capacity(e.a as usize);
+                let mut i = idx + 1;
+                while i < e.b as usize {
+                    out.push(self.to_value(i));
+                    i = self.end(i);
+                }
+                Value::Array(out)
+            }
+            Kind::Object => {
+                let mut out = serde_json::Map::with_capacity(e.a as usize);
+                let mut i = idx + 1;
+                while i < e.b as usize {
+                    let key = self.str_at(i).to_owned();
+                    out.insert(key, self.to_value(i + 1));
+                    i = self.end(i + 1);
+                }
+                Value::Object(out)
+            }
+        }
+    }
+}
+
+/// The `jsonschema` representation marker.
+pub struct TapeJson;
+
+/// One node: the tape and an index into it.
+#[derive(Clone, Copy)]
+pub struct TapeNode<'a> {
+    tape: &'a Tape<'a>,
+    idx: u32,
+}
+
+impl<'a> TapeNode<'a> {
+    #[inline]
+    fn entry(&self) -> Entry {
+        self.tape.entries[self.idx as usize]
+    }
+}
+
+#[derive(Clone, Copy)]
+pub struct TapeContainer<'a>(TapeNode<'a>);
+
+pub struct TapeNumber<'a>(&'a str);
+
+impl Json for TapeJson {
+    type Node<'a> = TapeNode<'a>;
+    type PreparedKey = Box<str>;
+    type StringBuffer = ();
+
+    const KEYS_PER_LOOKUP: usize = 4;
+    const ACYCLIC: bool = true;
+
+    fn prepare_key(key: &str) -> Box<str> {
+        key.into()
+    }
+
+    fn with_string_node<T>((): &mut (), string: &str, f: impl FnOnce(TapeNode<'_>) -> T) -> T {
+        // Cold (`propertyNames` only): a one-entry tape over the name.
+        let tape = Tape {
+            input: string,
+            entries: vec![Entry {
+                kind: Kind::Str,
+                a: 0,
+                b: string.len() as u32,
+            }],
+            side: String::new(),
+        };
+        f(tape.root())
+    }
+}
+
+pub(crate) fn is_integer_literal(s: &str) -> bool {
+    !s.contains(['.', 'e', 'E'])
+}
+
+impl JsonNumber for TapeNumber<'_> {
+    fn as_u64(&self) -> Option<u64> {
+        if !is_integer_literal(self.0) {
+            return None;
+        }
+        if let Some(rest) = self.0.strip_prefix('-') {
+            // `-0` is `0` to serde_json.
+            return (rest == "0").then_some(0);
+        }
+        self.0.parse().ok()
+    }
+
+    fn as_i64(&self) -> Option<i64> {
+        if !is_integer_literal(self.0) {
+            return None;
+        }
+        self.0.parse().ok()
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        self.0.parse().ok()
+    }
+
+    fn as_str(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.0)
+    }
+
+    fn to_number(&self) -> Cow<'_, serde_json::Number> {
+        Cow::Owned(self.0.parse().expect("validated number"))
+    }
+
+    fn is_integer(&self) -> bool {
+        if is_integer_literal(self.0) {
+            return true;
+        }
+        self.0.parse::<f64>().is_ok_and(|f| f.fract() == 0.0)
+    }
+}
+
+impl<'a> Node<'a, TapeJson> for TapeNode<'a> {
+    type Object = TapeContainer<'a>;
+    type Array = TapeContainer<'a>;
+    type Number = TapeNumber<'a>;
+
+    #[inline]
+    fn as_object(&self) -> Option<TapeContainer<'a>> {
+        (self.entry().kind == Kind::Object).then_some(TapeContainer(*self))
+    }
+
+    #[inline]
+    fn as_array(&self) -> Option<TapeContainer<'a>> {
+        (self.entry().kind == Kind::Array).then_some(TapeContainer(*self))
+    }
+
+    #[inline]
+    fn as_string(&self) -> Option<Cow<'a, str>> {
+        match self.entry().kind {
+            Kind::Str | Kind::EscStr => Some(Cow::Borrowed(self.tape.str_at(self.idx as usize))),
+            _ => None,
+        }
+    }
+
+    fn as_number(&self) -> Option<TapeNumber<'a>> {
+        let e = self.entry();
+        (e.kind == Kind::Number).then(|| TapeNumber(&self.tape.input[e.a as usize..e.b as usize]))
+    }
+
+    fn as_boolean(&self) -> Option<bool> {
+        match self.entry().kind {
+            Kind::True => Some(true),
+            Kind::False => Some(false),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        self.entry().kind == Kind::Null
+    }
+
+    fn is_number(&self) -> bool {
+        self.entry().kind == Kind::Number
+    }
+
+    fn is_string(&self) -> bool {
+        matches!(self.entry().kind, Kind::Str | Kind::EscStr)
+    }
+
+    #[inline]
+    fn json_type(&self) -> JsonType {
+        match self.entry().kind {
+            Kind::Null => JsonType::Null,
+            Kind::False | Kind::True => JsonType::Boolean,
+            Kind::Number => JsonType::Number,
+            Kind::Str | Kind::EscStr => JsonType::String,
+            Kind::Array => JsonType::Array,
+            Kind::Object => JsonType::Object,
+        }
+    }
+
+    fn string_length(&self) -> Option<u64> {
+        self.as_string().map(|s| s.chars().count() as u64)
+    }
+
+    fn string_length_within(&self, min: u64, max: u64) -> Option<bool> {
+        let s = self.as_string()?;
+        let bytes = s.len() as u64;
+        let fewest = bytes.div_ceil(4);
+        if bytes < min || fewest > max {
+            return Some(false);
+        }
+        if min <= fewest && bytes <= max {
+            return Some(true);
+        }
+        Some((min..=max).contains(&(s.chars().count() as u64)))
+    }
+
+    fn equals_value(&self, expected: &Value) -> bool {
+        match (self.entry().kind, expected) {
+            (Kind::Str | Kind::EscStr, Value::String(s)) => {
+                self.tape.str_at(self.idx as usize) == s
+            }
+            (Kind::Str | Kind::EscStr, _) => false,
+            (Kind::Null, e) => e.is_null(),
+            (Kind::True, e) => e.as_bool() == Some(true),
+            (Kind::False, e) => e.as_bool() == Some(false),
+            _ => jsonschema::json::cmp::equal(&self.to_value(), expected),
+        }
+    }
+
+    fn to_value(&self) -> Cow<'a, Value> {
+        Cow::Owned(self.tape.to_value(self.idx as usize))
+    }
+
+    fn identity(&self) -> Option<NodeIdentity> {
+        Some(NodeIdentity::tagged(
+            std::ptr::from_ref::<Tape<'_>>(self.tape) as usize,
+            self.idx,
+        ))
+    }
+}
+
+pub struct Members<'a> {
+    tape: &'a Tape<'a>,
+    i: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, TapeNode<'a>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.i >= self.end {
+            return None;
+        }
+        let key = self.tape.str_at(self.i);
+        let value = TapeNode {
+            tape: self.tape,
+            idx: (self.i + 1) as u32,
+        };
+        self.i = self.tape.end(self.i + 1);
+        Some((key, value))
+    }
+}
+
+pub struct Elements<'a> {
+    tape: &'a Tape<'a>,
+    i: usize,
+    end: usize,
+    left: usize,
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = TapeNode<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.i >= self.end {
+            return None;
+        }
+        let node = TapeNode {
+            tape: self.tape,
+            idx: self.i as u32,
+        };
+        self.i = self.tape.end(self.i);
+        self.left -= 1;
+        Some(node)
+    }
+}
+
+impl<'a> Object<'a, TapeJson> for TapeContainer<'a> {
+    type Node = TapeNode<'a>;
+    type MemberName = &'a str;
+    type MembersIter = Members<'a>;
+
+    fn len(&self) -> usize {
+        self.0.entry().a as usize
+    }
+
+    fn get(&self, key: &Box<str>) -> Option<TapeNode<'a>> {
+        self.members()
+            .find(|(name, _)| *name == &**key)
+            .map(|(_, value)| value)
+    }
+
+    fn members(&self) -> Members<'a> {
+        let e = self.0.entry();
+        Members {
+            tape: self.0.tape,
+            i: self.0.idx as usize + 1,
+            end: e.b as usize,
+        }
+    }
+}
+
+impl<'a> Array<'a, TapeJson> for TapeContainer<'a> {
+    type Node = TapeNode<'a>;
+    type ElementsIter = Elements<'a>;
+
+    fn len(&self) -> usize {
+        self.0.entry().a as usize
+    }
+
+    fn elements(&self) -> Elements<'a> {
+        let e = self.0.entry();
+        Elements {
+            tape: self.0.tape,
+            i: self.0.idx as usize + 1,
+            end: e.b as usize,
+            left: e.a as usize,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Typed decode straight from the tape: a serde `Deserializer` over a node.
+// ---------------------------------------------------------------------------------------
+
+/// A decode error (the tape is already valid JSON, so only type mismatches remain).
+#[derive(Debug)]
+pub struct DeError(String);
+
+impl fmt::Display for DeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DeError {}
+
+impl serde::de::Error for DeError {
+    fn custom<T: fmt::Display>(msg: T) -> Self {
+        DeError(msg.to_string())
+    }
+}
+
+impl<'a> Tape<'a> {
+    /// Decodes the whole document into `T`.
+    pub fn decode<T: serde::Deserialize<'a>>(&'a self) -> Result<T, DeError> {
+        T::deserialize(self.root())
+    }
+}
+
+impl<'de> TapeNode<'de> {
+    fn visit_number<V: serde::de::Visitor<'de>>(&self, visitor: V) -> Result<V::Value, DeError> {
+        let e = self.entry();
+        let s = &self.tape.input[e.a as usize..e.b as usize];
+        if is_integer_literal(s) {
+            if let Some(rest) = s.strip_prefix('-') {
+                if rest == "0" {
+                    return visitor.visit_u64(0);
+                }
+                if let Ok(n) = s.parse::<i64>() {
+                    return visitor.visit_i64(n);
+                }
+            } else if let Ok(n) = s.parse::<u64>() {
+                return visitor.visit_u64(n);
+            }
+        }
+        visitor.visit_f64(s.parse().map_err(serde::de::Error::custom)?)
+    }
+}
+
+impl<'de> serde::Deserializer<'de> for TapeNode<'de> {
+    type Error = DeError;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Null => visitor.visit_unit(),
+            Kind::False => visitor.visit_bool(false),
+            Kind::True => visitor.visit_bool(true),
+            Kind::Number => self.visit_number(visitor),
+            Kind::Str | Kind::EscStr => {
+                visitor.visit_borrowed_str(self.tape.str_at(self.idx as usize))
+            }
+            Kind::Array => {
+                let e = self.entry();
+                visitor.visit_seq(Elements {
+                    tape: self.tape,
+                    i: self.idx as usize + 1,
+                    end: e.b as usize,
+                    left: e.a as usize,
+                })
+            }
+            Kind::Object => {
+                let e = self.entry();
+                visitor.visit_map(MapAccess {
+                    members: Members {
+                        tape: self.tape,
+                        i: self.idx as usize + 1,
+                        end: e.b as usize,
+                    },
+                    value: None,
+                })
+            }
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        if self.is_null() {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        use serde::de::IntoDeserializer;
+        match self.entry().kind {
+            Kind::Str | Kind::EscStr => {
+                visitor.visit_enum(self.tape.str_at(self.idx as usize).into_deserializer())
+            }
+            Kind::Object if self.entry().a == 1 => visitor.visit_enum(EnumAccess(self)),
+            _ => Err(serde::de::Error::custom(
+                "expected a string or a one-member object for an enum",
+            )),
+        }
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple
+        tuple_struct map struct identifier ignored_any
+    }
+}
+
+impl<'de> serde::de::SeqAccess<'de> for Elements<'de> {
+    type Error = DeError;
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.left)
+    }
+
+    fn next_element_seed<T: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, DeError> {
+        match self.next() {
+            Some(node) => seed.deserialize(node).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+pub struct MapAccess<'de> {
+    members: Members<'de>,
+    value: Option<TapeNode<'de>>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for MapAccess<'de> {
+    type Error = DeError;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, DeError> {
+        match self.members.next() {
+            Some((key, value)) => {
+                self.value = Some(value);
+                seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(key))
+                    .map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, DeError> {
+        seed.deserialize(self.value.take().expect("a key first"))
+    }
+}
+
+struct EnumAccess<'de>(TapeNode<'de>);
+
+impl<'de> serde::de::EnumAccess<'de> for EnumAccess<'de> {
+    type Error = DeError;
+    type Variant = TapeNode<'de>;
+
+    fn variant_seed<V: serde::de::DeserializeSeed<'de>>(
+        self,
+        seed: V,
+    ) -> Result<(V::Value, TapeNode<'de>), DeError> {
+        let (key, value) = self
+            .0
+            .as_object()
+            .expect("object")
+            .members()
+            .next()
+            .expect("one");
+        let variant = seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(key))?;
+        Ok((variant, value))
+    }
+}
+
+impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
+    type Error = DeError;
+
+    fn unit_variant(self) -> Result<(), DeError> {
+        serde::Deserialize::deserialize(self)
+    }
+
+    fn newtype_variant_seed<T: serde::de::DeserializeSeed<'de>>(
+        self,
+        seed: T,
+    ) -> Result<T::Value, DeError> {
+        seed.deserialize(self)
+    }
+
+    fn tuple_variant<V: serde::de::Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        serde::Deserializer::deserialize_any(self, visitor)
+    }
+
+    fn struct_variant<V: serde::de::Visitor<'de>>(
+        self,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        serde::Deserializer::deserialize_any(self, visitor)
+    }
+}
