@@ -13,6 +13,8 @@ use jsonschema::{ValidationError, Validator};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::json::tape::{Tape, TapeJson};
+
 /// How many characters of a violation message are kept: messages quote the offending value,
 /// and a 10 KB string must not turn into a 10 KB repair message.
 const MAX_MESSAGE_CHARS: usize = 300;
@@ -55,6 +57,9 @@ pub struct SchemaError {
 pub struct Contract {
     schema: Arc<Value>,
     validator: Arc<Validator>,
+    /// The same schema compiled for parsed JSON text ([`crate::json::tape`]): outputs arrive
+    /// as text, and checking them there skips building a `Value` (3x faster on a 2 KB output).
+    tape_validator: Arc<Validator<TapeJson>>,
     analysis: Arc<Analysis>,
 }
 
@@ -70,17 +75,24 @@ impl fmt::Debug for Contract {
 impl Contract {
     /// Compiles `schema` and analyses it.
     pub fn compile(schema: Arc<Value>) -> Result<Self, SchemaError> {
+        let error = |e: ValidationError<'_>| SchemaError {
+            path: e.schema_path().to_string(),
+            message: truncate(&e.to_string()),
+        };
         let validator = jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)
             .build(&schema)
-            .map_err(|e| SchemaError {
-                path: e.schema_path().to_string(),
-                message: truncate(&e.to_string()),
-            })?;
+            .map_err(error)?;
+        // Compiles whenever the first did: the same schema, the same options.
+        let tape_validator = jsonschema::options_for::<TapeJson>()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(&schema)
+            .map_err(error)?;
         let analysis = analyze(&schema);
         Ok(Contract {
             schema,
             validator: Arc::new(validator),
+            tape_validator: Arc::new(tape_validator),
             analysis: Arc::new(analysis),
         })
     }
@@ -122,6 +134,55 @@ impl Contract {
         }
         Err(out)
     }
+}
+
+impl Contract {
+    /// Parses `text` as JSON and checks it: [`validate`](Self::validate) for JSON text, as a
+    /// model sends it. Valid text is checked without building a `serde_json::Value`; text
+    /// that is not JSON is one violation at the root that quotes the parser's error, and an
+    /// invalid document reports every violation exactly as `validate` does.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use subcontract::Contract;
+    ///
+    /// let c = Contract::compile(Arc::new(serde_json::json!({
+    ///     "type": "object",
+    ///     "properties": {"claim": {"type": "string", "maxLength": 5}},
+    ///     "required": ["claim"]
+    /// })))
+    /// .unwrap();
+    /// assert!(c.validate_json(r#"{"claim": "short"}"#).is_ok());
+    /// let errs = c.validate_json(r#"{"claim": "far too long"}"#).unwrap_err();
+    /// assert_eq!(errs[0].path, "/claim");
+    /// let errs = c.validate_json(r#"{"claim": "#).unwrap_err();
+    /// assert!(errs[0].message.starts_with("not valid JSON"));
+    /// ```
+    pub fn validate_json(&self, text: &str) -> Result<(), Vec<Violation>> {
+        if let Ok(tape) = Tape::parse(text) {
+            if self.is_valid_tape(&tape) {
+                return Ok(());
+            }
+        }
+        // Errors (and the tape's refusals, such as duplicate keys) take the `Value` path,
+        // whose verdict and messages are the reference.
+        self.validate(&parse_json(text)?)
+    }
+
+    /// Whether a parsed document is valid (fast path, no error collection).
+    pub(crate) fn is_valid_tape(&self, tape: &Tape<'_>) -> bool {
+        self.tape_validator.is_valid(tape.root())
+    }
+}
+
+/// `text` as a JSON value, or the one violation saying why it is not JSON.
+pub(crate) fn parse_json(text: &str) -> Result<Value, Vec<Violation>> {
+    serde_json::from_str(text).map_err(|e| {
+        vec![Violation {
+            path: String::new(),
+            message: truncate(&format!("not valid JSON ({e})")),
+        }]
+    })
 }
 
 fn push_violation(out: &mut Vec<Violation>, e: &ValidationError<'_>) {

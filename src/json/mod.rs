@@ -60,13 +60,19 @@ fn number_len(n: &serde_json::Number) -> usize {
 /// [`compact_chars`] gives for the same document read as a `Value`. The tape lists every
 /// value and key in one flat run, so this is one pass with no recursion.
 pub(crate) fn tape_compact_chars(t: &Tape<'_>) -> usize {
+    // An unescaped string holds no quote, backslash or control character (the parser stops
+    // at the first), so it is written as is: its characters plus quotes; and in ASCII text
+    // (std checks a word at a time) characters are bytes.
+    let ascii = t.input().is_ascii();
     let mut n = 0;
     for (i, e) in t.entries().iter().enumerate() {
         n += match e.kind {
             Kind::Null | Kind::True => 4,
             Kind::False => 5,
             Kind::Number => literal_number_len(t.number_at(i)),
-            Kind::Str | Kind::EscStr => string_chars(t.str_at(i)),
+            Kind::Str if ascii => 2 + (e.b - e.a) as usize,
+            Kind::Str => 2 + t.str_at(i).chars().count(),
+            Kind::EscStr => string_chars(t.str_at(i)),
             Kind::Array => 2 + (e.a as usize).saturating_sub(1),
             // Braces, commas between members, and one colon per member (keys are entries).
             Kind::Object => 2 + (e.a as usize).saturating_sub(1) + e.a as usize,

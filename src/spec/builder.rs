@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::{Decoder, Limits, OutputMode, SpecCore, SubAgentSpec};
+use super::{Decoder, Limits, OutputMode, Source, SpecCore, SubAgentSpec};
 use crate::contract::{violations_from_rules, Contract, Unbounded, Violation};
 use crate::json::compact_chars;
 use crate::model::ToolDefinition;
@@ -115,14 +115,19 @@ fn typed_decoder<T>() -> Box<Decoder>
 where
     T: DeserializeOwned + Validate + Send + 'static,
 {
-    Box::new(|v: &Value| {
-        // Deserialising from &Value avoids copying the output.
-        let t = T::deserialize(v).map_err(|e| {
-            vec![Violation {
-                path: String::new(),
-                message: crate::contract::truncate(&e.to_string()),
-            }]
-        })?;
+    fn violation(e: impl std::fmt::Display) -> Vec<Violation> {
+        vec![Violation {
+            path: String::new(),
+            message: crate::contract::truncate(&e.to_string()),
+        }]
+    }
+    Box::new(|source: Source<'_>| {
+        // Both deserialise in place: from &Value without copying it, from a tape without
+        // building a Value.
+        let t = match source {
+            Source::Value(v) => T::deserialize(v).map_err(violation)?,
+            Source::Tape(t) => t.decode::<T>().map_err(violation)?,
+        };
         t.validate().map_err(|e| violations_from_rules(&e))?;
         Ok(Box::new(t) as Box<dyn Any + Send>)
     })
@@ -180,8 +185,12 @@ impl SubAgentSpec<Value, Value> {
     ) -> SpecBuilder<Value, Value> {
         // JSON values have no rules beyond their schema, and the run keeps the value itself
         // (see `spec::take_decoded`): nothing to decode, nothing to copy.
-        let nothing: fn() -> Box<Decoder> =
-            || Box::new(|_: &Value| Ok(Box::new(()) as Box<dyn Any + Send>));
+        let nothing: fn() -> Box<Decoder> = || {
+            Box::new(|source: Source<'_>| match source {
+                Source::Value(_) => Ok(Box::new(()) as Box<dyn Any + Send>),
+                Source::Tape(t) => Ok(Box::new(t.to_value(0)) as Box<dyn Any + Send>),
+            })
+        };
         SpecBuilder::new(
             name.into(),
             Ok(input_schema),

@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rust_decimal::Decimal;
+
+use crate::json::tape::Tape;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -75,8 +77,18 @@ pub enum OutputMode {
     Text,
 }
 
+/// What a decoder reads: a JSON value, or JSON text already parsed into a tape.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Value(&'a Value),
+    Tape(&'a Tape<'a>),
+}
+
+/// Decodes an already schema-checked document and applies the typed rules. A typed decoder
+/// returns its type; a decoder over JSON values returns `()` for a `Value` (the caller keeps
+/// it, see [`take_decoded`]) and the document as a `Value` for a tape.
 pub(crate) type Decoder =
-    dyn Fn(&Value) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
+    dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
 
 /// The untyped heart of a spec, shared by every typed view of it.
 pub struct SpecCore {
@@ -151,13 +163,50 @@ impl SpecCore {
             }]);
         }
         self.output.validate(v)?;
-        Ok((text, (self.decode_output)(v)?))
+        Ok((text, (self.decode_output)(Source::Value(v))?))
+    }
+
+    /// [`accept_output`](Self::accept_output) for an output sent as JSON text. The decoded
+    /// value is the typed output, or for a spec over JSON values the document itself.
+    ///
+    /// Valid text is sized, checked and decoded on a tape, without a `Value`. Anything the
+    /// tape path does not accept (text that is not JSON, duplicate keys, an invalid document,
+    /// a failed decode or rule) is redone on the `Value` path, so verdicts and repair
+    /// messages are exactly those of `accept_output`.
+    pub(crate) fn accept_output_json(
+        &self,
+        text: &str,
+        out: OutputText,
+    ) -> Result<Accepted, Vec<Violation>> {
+        if let Ok(tape) = Tape::parse(text) {
+            let (written, chars) = match out {
+                OutputText::Write => {
+                    let mut t = String::with_capacity(text.len());
+                    crate::json::write_compact_tape(&tape, 0, &mut t);
+                    let chars = t.chars().count();
+                    (Some(t), chars)
+                }
+                OutputText::Skip => (None, crate::json::tape_compact_chars(&tape)),
+            };
+            if chars <= self.limits.max_output_chars && self.output.is_valid_tape(&tape) {
+                if let Ok(decoded) = (self.decode_output)(Source::Tape(&tape)) {
+                    return Ok((written, decoded));
+                }
+            }
+        }
+        let v = crate::contract::parse_json(text)?;
+        let (written, decoded) = self.accept_output(&v, out)?;
+        if decoded.is::<()>() {
+            // A spec over JSON values: the document is the output.
+            return Ok((written, Box::new(v)));
+        }
+        Ok((written, decoded))
     }
 
     /// Checks an input: schema, then the typed rules.
     pub(crate) fn accept_input(&self, v: &Value) -> Result<(), Vec<Violation>> {
         self.input.validate(v)?;
-        (self.decode_input)(v).map(|_| ())
+        (self.decode_input)(Source::Value(v)).map(|_| ())
     }
 }
 
@@ -270,6 +319,47 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
         let (_, decoded) = self.core.accept_output(output, OutputText::Skip)?;
         take_decoded(|| output.clone(), decoded).ok_or_else(|| {
             // The builders pair every decoder with its type parameter; report, don't panic.
+            vec![Violation {
+                path: String::new(),
+                message: "internal: output type mismatch".into(),
+            }]
+        })
+    }
+}
+
+impl<I, O: 'static> SubAgentSpec<I, O> {
+    /// [`validate_output`](Self::validate_output) for an output as JSON text, the way a model
+    /// sends it: parse, size, schema, then the typed decode and rules. Text that is not JSON
+    /// is one violation at the root.
+    ///
+    /// Valid text is checked and decoded straight from a flat parse of the text, without
+    /// building a `serde_json::Value` first; errors are reported exactly as `validate_output`
+    /// reports them.
+    ///
+    /// ```
+    /// use schemars::JsonSchema;
+    /// use serde::{Deserialize, Serialize};
+    /// use validator::Validate;
+    /// use subcontract::SubAgentSpec;
+    ///
+    /// #[derive(Serialize, Deserialize, JsonSchema, Validate)]
+    /// struct Q { q: String }
+    /// #[derive(Debug, Serialize, Deserialize, JsonSchema, Validate)]
+    /// #[serde(deny_unknown_fields)]
+    /// struct A { #[validate(length(max = 10))] answer: String }
+    ///
+    /// let spec = SubAgentSpec::<Q, A>::builder("ask")
+    ///     .description("Answers.")
+    ///     .system("Answer.")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(spec.validate_output_json(r#"{"answer": "yes"}"#).unwrap().answer, "yes");
+    /// let errs = spec.validate_output_json(r#"{"answer": "no, not at all"}"#).unwrap_err();
+    /// assert_eq!(errs[0].path, "/answer");
+    /// ```
+    pub fn validate_output_json(&self, text: &str) -> Result<O, Vec<Violation>> {
+        let (_, decoded) = self.core.accept_output_json(text, OutputText::Skip)?;
+        decoded.downcast::<O>().map(|o| *o).map_err(|_| {
             vec![Violation {
                 path: String::new(),
                 message: "internal: output type mismatch".into(),

@@ -7,6 +7,7 @@ mod common;
 mod invariants;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod output_text;
 mod providers;
 mod replay;
 mod toml_specs;
