@@ -605,15 +605,13 @@ impl JsonNumber for TapeNumber<'_> {
         if !is_integer_literal(self.0) {
             return None;
         }
-        if let Some(rest) = self.0.strip_prefix('-') {
-            // `-0` is `0` to serde_json.
-            return (rest == "0").then_some(0);
-        }
+        // `-0` included: serde_json reads it as the float -0.0, which is no u64.
         self.0.parse().ok()
     }
 
     fn as_i64(&self) -> Option<i64> {
-        if !is_integer_literal(self.0) {
+        // serde_json reads `-0` as the float -0.0, not as an integer.
+        if !is_integer_literal(self.0) || self.0 == "-0" {
             return None;
         }
         self.0.parse().ok()
@@ -864,15 +862,19 @@ impl<'a> Tape<'a> {
 }
 
 impl<'de> TapeNode<'de> {
-    fn visit_number<V: serde::de::Visitor<'de>>(&self, visitor: V) -> Result<V::Value, DeError> {
+    /// The literal of a number node.
+    fn literal(&self) -> &'de str {
         let e = self.entry();
-        let s = &self.tape.input[e.a as usize..e.b as usize];
+        &self.tape.input[e.a as usize..e.b as usize]
+    }
+
+    fn visit_number<V: serde::de::Visitor<'de>>(&self, visitor: V) -> Result<V::Value, DeError> {
+        let s = self.literal();
         if is_integer_literal(s) {
-            if let Some(rest) = s.strip_prefix('-') {
-                if rest == "0" {
-                    return visitor.visit_u64(0);
-                }
-                if let Ok(n) = s.parse::<i64>() {
+            if s.starts_with('-') {
+                // Not `-0`: serde_json reads it as the float -0.0 (so an integer type
+                // rejects it, and an f64 gets the sign), which the fallback below does too.
+                if let Some(n) = s.parse::<i64>().ok().filter(|&n| n != 0) {
                     return visitor.visit_i64(n);
                 }
             } else if let Ok(n) = s.parse::<u64>() {
@@ -895,25 +897,44 @@ impl<'de> serde::Deserializer<'de> for TapeNode<'de> {
             Kind::Str | Kind::EscStr => {
                 visitor.visit_borrowed_str(self.tape.str_at(self.idx as usize))
             }
+            // A visitor may stop before the end (a tuple or a struct read from an array with
+            // more elements than fields); serde_json then finds no closing bracket and fails
+            // ("trailing characters"), so the leftovers are an error here too.
             Kind::Array => {
                 let e = self.entry();
-                visitor.visit_seq(Elements {
+                let mut elements = Elements {
                     tape: self.tape,
                     i: self.idx as usize + 1,
                     end: e.b as usize,
                     left: e.a as usize,
-                })
+                };
+                let value = visitor.visit_seq(&mut elements)?;
+                if elements.left != 0 {
+                    return Err(serde::de::Error::invalid_length(
+                        e.a as usize,
+                        &"fewer elements in array",
+                    ));
+                }
+                Ok(value)
             }
             Kind::Object => {
                 let e = self.entry();
-                visitor.visit_map(MapAccess {
+                let mut map = MapAccess {
                     members: Members {
                         tape: self.tape,
                         i: self.idx as usize + 1,
                         end: e.b as usize,
                     },
                     value: None,
-                })
+                };
+                let value = visitor.visit_map(&mut map)?;
+                if map.members.i < map.members.end {
+                    return Err(serde::de::Error::invalid_length(
+                        e.a as usize,
+                        &"fewer members in object",
+                    ));
+                }
+                Ok(value)
             }
         }
     }
@@ -955,9 +976,125 @@ impl<'de> serde::Deserializer<'de> for TapeNode<'de> {
         }
     }
 
+    // serde_json reads a literal for these differently from `deserialize_any`: an `f32`
+    // straight to f32 (one rounding, and past f32's range an error, where going through an f64
+    // rounds twice and overflows to infinity), 128-bit integers as such (so `-0` and integers
+    // past 64 bits are integers). Its own deserializer reads the literal here, exactly.
+    fn deserialize_f32<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_f32(visitor)),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_i128<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_i128(visitor)),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_u128<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_u128(visitor)),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
     serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bool i8 i16 i32 i64 u8 u16 u32 u64 f64 char str string
         bytes byte_buf unit unit_struct seq tuple
+        tuple_struct map struct identifier ignored_any
+    }
+}
+
+/// Runs serde_json's deserializer over `text`, which must be read to its end.
+fn via_serde_json<'de, T>(
+    text: &'de str,
+    read: impl FnOnce(
+        &mut serde_json::Deserializer<serde_json::de::StrRead<'de>>,
+    ) -> serde_json::Result<T>,
+) -> Result<T, DeError> {
+    use serde::de::Error;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = read(&mut de).map_err(DeError::custom)?;
+    de.end().map_err(DeError::custom)?;
+    Ok(value)
+}
+
+/// A member name, deserialized as serde_json deserializes one: a string, except that a map
+/// keyed by numbers or bools reads the key's text as written as one number or bool literal
+/// (so an escaped key never is one, nor one with spaces).
+struct Key<'de> {
+    name: &'de str,
+    escaped: bool,
+}
+
+macro_rules! numeric_key {
+    ($($method:ident)*) => {$(
+        fn $method<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+            // serde_json requires the literal to start right after the opening quote and end
+            // right before the closing one.
+            let starts = self.name.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+            if self.escaped || !starts || self.name.ends_with([' ', '\t', '\n', '\r']) {
+                return Err(serde::de::Error::custom("expected a numeric key"));
+            }
+            via_serde_json(self.name, |de| de.$method(visitor))
+        }
+    )*};
+}
+
+impl<'de> serde::Deserializer<'de> for Key<'de> {
+    type Error = DeError;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_borrowed_str(self.name)
+    }
+
+    numeric_key! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
+        deserialize_f32 deserialize_f64
+    }
+
+    fn deserialize_bool<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match (self.name, self.escaped) {
+            ("true", false) => visitor.visit_bool(true),
+            ("false", false) => visitor.visit_bool(false),
+            _ => Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Str(self.name),
+                &visitor,
+            )),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(
+        self,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        // Keys are never null.
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        visitor.visit_enum(serde::de::value::BorrowedStrDeserializer::new(self.name))
+    }
+
+    serde::forward_to_deserialize_any! {
+        char str string bytes byte_buf unit unit_struct seq tuple
         tuple_struct map struct identifier ignored_any
     }
 }
@@ -992,11 +1129,12 @@ impl<'de> serde::de::MapAccess<'de> for MapAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
+        let escaped = self.members.i < self.members.end
+            && self.members.tape.entries[self.members.i].kind == Kind::EscStr;
         match self.members.next() {
-            Some((key, value)) => {
+            Some((name, value)) => {
                 self.value = Some(value);
-                seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(key))
-                    .map(Some)
+                seed.deserialize(Key { name, escaped }).map(Some)
             }
             None => Ok(None),
         }
@@ -1062,3 +1200,6 @@ impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
         serde::Deserializer::deserialize_any(self, visitor)
     }
 }
+
+#[cfg(test)]
+mod tests;
