@@ -2,7 +2,6 @@
 //! the turn limit, output validation with repair, the timeout, cancellation, and concurrent
 //! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
 
-use std::any::Any;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
@@ -22,7 +21,7 @@ use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{
     Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, ToolResult, Usage,
 };
-use crate::spec::{OutputMode, OutputText, SpecCore};
+use crate::spec::{with_value, OutputMode, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
 /// Name of the tool a sub-agent calls to hand back its output; its input schema is the
@@ -139,9 +138,9 @@ pub struct RunError {
     pub message: String,
 }
 
-/// A validated output: the value, its compact JSON (when a parent reads it), and the value
-/// decoded to the spec's type (`()` for a spec over JSON values, whose output is the value).
-type Decoded = (Value, Option<String>, Box<dyn Any + Send>);
+/// A validated output: its compact JSON (when a parent reads it) and its value, the spec's
+/// type (a `Value` for a spec over JSON values).
+type Decoded = crate::spec::Accepted;
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
@@ -156,14 +155,11 @@ impl RunResult<Decoded> {
             duration,
             error,
         } = self;
-        let (output, error) =
-            match output.map(|(v, _, any)| crate::spec::take_decoded::<O>(|| v, any)) {
-                None => (None, error),
-                Some(Some(o)) => (Some(o), error),
-                // Only possible if a spec's decoder and its type parameter disagree, which the
-                // builders rule out; report it rather than panic.
-                Some(None) => (None, Some("internal: output type mismatch".to_string())),
-            };
+        let (output, error) = match output.map(|(_, any)| crate::spec::downcast_output::<O>(any)) {
+            None => (None, error),
+            Some(Ok(o)) => (Some(o), error),
+            Some(Err(e)) => (None, Some(e.to_string())),
+        };
         RunResult {
             run_id,
             outcome,
@@ -465,7 +461,9 @@ async fn turns(
                 OutputMode::Text => {
                     let v = Value::String(text.clone().unwrap_or_default());
                     match spec.accept_output(&v, text_out) {
-                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
+                        Ok((t, d)) => {
+                            return (Outcome::Completed, Some((t, with_value(d, || v))), None)
+                        }
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, "Answer again with corrected text.")
@@ -474,7 +472,9 @@ async fn turns(
                 }
                 OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
                     Some(v) => match spec.accept_output(&v, text_out) {
-                        Ok((t, d)) => return (Outcome::Completed, Some((v, t, d)), None),
+                        Ok((t, d)) => {
+                            return (Outcome::Completed, Some((t, with_value(d, || v))), None)
+                        }
                         Err(viol) => {
                             last_invalid = Some(join(&viol));
                             repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
@@ -499,16 +499,14 @@ async fn turns(
         // A valid submission ends the run; an invalid one is answered with what to repair.
         let mut submit_result: Option<(usize, ToolOutput)> = None;
         if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
-            let args = normalize_args(&tool_calls[i].arguments);
-            let checked = match &args {
-                Ok(v) => spec.accept_output(v, text_out),
-                Err(msg) => Err(vec![Violation {
-                    path: String::new(),
-                    message: msg.clone(),
-                }]),
+            let checked = match &tool_calls[i].arguments {
+                // Arguments as text, as providers receive them: checked on the text itself,
+                // so a typed output is decoded from it without ever becoming a `Value`.
+                Value::String(s) => spec.accept_output_json(s, text_out).map(|a| (a, false)),
+                v => spec.accept_output(v, text_out).map(|a| (a, true)),
             };
-            match (args, checked) {
-                (Ok(v), Ok((t, d))) => {
+            match checked {
+                Ok(((t, d), from_value)) => {
                     if tool_calls.len() > 1 {
                         tracing::debug!(
                             run_id = ctx.run_id(),
@@ -517,15 +515,14 @@ async fn turns(
                     }
                     // The run ends here, so the calls are not kept: an output the provider
                     // sent as an object is moved out, not copied.
-                    let v = match v {
-                        Cow::Owned(v) => v,
-                        Cow::Borrowed(_) => tool_calls.swap_remove(i).arguments,
+                    let d = if from_value {
+                        with_value(d, || tool_calls.swap_remove(i).arguments)
+                    } else {
+                        d
                     };
-                    return (Outcome::Completed, Some((v, t, d)), None);
+                    return (Outcome::Completed, Some((t, d)), None);
                 }
-                // `checked` is an error whenever `args` is.
-                (Err(_), Ok(_)) => unreachable!("unparsable arguments are always a violation"),
-                (_, Err(viol)) => {
+                Err(viol) => {
                     last_invalid = Some(join(&viol));
                     let left = spec.limits.max_turns - turn;
                     let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
@@ -560,10 +557,9 @@ async fn turns(
 /// failing.
 fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
     match args {
-        Value::String(s) => serde_json::from_str(s).map(Cow::Owned).map_err(|e| {
-            let shown: String = s.chars().take(120).collect();
-            format!("the arguments are not valid JSON ({e}): {shown}")
-        }),
+        Value::String(s) => serde_json::from_str(s)
+            .map(Cow::Owned)
+            .map_err(|e| format!("the arguments are {}", crate::contract::not_json(s, &e))),
         v => Ok(Cow::Borrowed(v)),
     }
 }

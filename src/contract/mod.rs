@@ -180,9 +180,20 @@ pub(crate) fn parse_json(text: &str) -> Result<Value, Vec<Violation>> {
     serde_json::from_str(text).map_err(|e| {
         vec![Violation {
             path: String::new(),
-            message: truncate(&format!("not valid JSON ({e})")),
+            message: not_json(text, &e),
         }]
     })
+}
+
+/// What a model reads about text that is not JSON: the parser's error (with its position) and
+/// the start of the text.
+pub(crate) fn not_json(text: &str, e: &serde_json::Error) -> String {
+    const SHOWN: usize = 120;
+    let mut shown: String = text.chars().take(SHOWN).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    format!("not valid JSON ({e}): {shown}")
 }
 
 fn push_violation(out: &mut Vec<Violation>, e: &ValidationError<'_>) {

@@ -43,9 +43,11 @@ impl Tool for AgentTool {
         let r = runloop::run_child(&self.spec, args, ctx, OutputText::Write).await;
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
-            (Outcome::Completed, Some((value, Some(text), _))) => ToolOutput {
+            (Outcome::Completed, Some((Some(text), value))) => ToolOutput {
                 content: text,
-                structured: Some(value),
+                // A spec over JSON values holds its output as one; a typed spec's output is
+                // never turned back into a `Value` just for this copy (see `ToolOutput`).
+                structured: value.downcast::<Value>().ok().map(|v| *v),
                 is_error: false,
             },
             (outcome, _) => ToolOutput::error(format!(

@@ -184,7 +184,7 @@ impl SubAgentSpec<Value, Value> {
         output_schema: Value,
     ) -> SpecBuilder<Value, Value> {
         // JSON values have no rules beyond their schema, and the run keeps the value itself
-        // (see `spec::take_decoded`): nothing to decode, nothing to copy.
+        // (see `spec::with_value`): nothing to decode, nothing to copy.
         let nothing: fn() -> Box<Decoder> = || {
             Box::new(|source: Source<'_>| match source {
                 Source::Value(_) => Ok(Box::new(()) as Box<dyn Any + Send>),

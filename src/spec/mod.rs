@@ -86,7 +86,7 @@ pub(crate) enum Source<'a> {
 
 /// Decodes an already schema-checked document and applies the typed rules. A typed decoder
 /// returns its type; a decoder over JSON values returns `()` for a `Value` (the caller keeps
-/// it, see [`take_decoded`]) and the document as a `Value` for a tape.
+/// it, see [`with_value`]) and the document as a `Value` for a tape.
 pub(crate) type Decoder =
     dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
 
@@ -122,7 +122,8 @@ impl std::fmt::Debug for SpecCore {
     }
 }
 
-/// An accepted output: its compact JSON (when asked for) and its decoded value.
+/// An accepted output: its compact JSON (when asked for) and its decoded value (for a spec
+/// over JSON values read from a `Value`, `()` until [`with_value`] puts the value there).
 pub(crate) type Accepted = (Option<String>, Box<dyn Any + Send>);
 
 /// Whether a run's caller reads its output as compact JSON (a parent reading a sub-agent's
@@ -196,11 +197,7 @@ impl SpecCore {
         }
         let v = crate::contract::parse_json(text)?;
         let (written, decoded) = self.accept_output(&v, out)?;
-        if decoded.is::<()>() {
-            // A spec over JSON values: the document is the output.
-            return Ok((written, Box::new(v)));
-        }
-        Ok((written, decoded))
+        Ok((written, with_value(decoded, || v)))
     }
 
     /// Checks an input: schema, then the typed rules.
@@ -297,19 +294,26 @@ impl<I, O> SubAgentSpec<I, O> {
     }
 }
 
-/// The output as `O`: what the typed decoder produced, or, for a spec over JSON values
-/// (whose decoder only validates), the validated value itself.
-pub(crate) fn take_decoded<O: 'static>(
-    value: impl FnOnce() -> Value,
+/// A decoded output as the run hands it on: the typed value, or, for a spec over JSON values
+/// (whose decoder only validates and returns `()`), the validated value itself.
+pub(crate) fn with_value(
     decoded: Box<dyn Any + Send>,
-) -> Option<O> {
-    match decoded.downcast::<O>() {
-        Ok(o) => Some(*o),
-        Err(_) => (Box::new(value()) as Box<dyn Any>)
-            .downcast::<O>()
-            .ok()
-            .map(|o| *o),
+    value: impl FnOnce() -> Value,
+) -> Box<dyn Any + Send> {
+    if decoded.is::<()>() {
+        Box::new(value())
+    } else {
+        decoded
     }
+}
+
+/// The output as `O`; an error only if a spec's decoder and its type parameter disagree,
+/// which the builders rule out (reported, not a panic).
+pub(crate) fn downcast_output<O: 'static>(decoded: Box<dyn Any + Send>) -> Result<O, &'static str> {
+    decoded
+        .downcast::<O>()
+        .map(|o| *o)
+        .map_err(|_| "internal: output type mismatch")
 }
 
 impl<I, O: 'static> SubAgentSpec<I, O> {
@@ -317,11 +321,10 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
     /// schema, then the typed decode and `validator` rules — and returns it decoded.
     pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
         let (_, decoded) = self.core.accept_output(output, OutputText::Skip)?;
-        take_decoded(|| output.clone(), decoded).ok_or_else(|| {
-            // The builders pair every decoder with its type parameter; report, don't panic.
+        downcast_output(with_value(decoded, || output.clone())).map_err(|m| {
             vec![Violation {
                 path: String::new(),
-                message: "internal: output type mismatch".into(),
+                message: m.into(),
             }]
         })
     }
@@ -359,10 +362,10 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
     /// ```
     pub fn validate_output_json(&self, text: &str) -> Result<O, Vec<Violation>> {
         let (_, decoded) = self.core.accept_output_json(text, OutputText::Skip)?;
-        decoded.downcast::<O>().map(|o| *o).map_err(|_| {
+        downcast_output(decoded).map_err(|m| {
             vec![Violation {
                 path: String::new(),
-                message: "internal: output type mismatch".into(),
+                message: m.into(),
             }]
         })
     }

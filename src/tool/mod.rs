@@ -30,7 +30,11 @@ pub enum ToolKind {
 pub struct ToolOutput {
     /// Text the model reads (compact JSON for structured results).
     pub content: String,
-    /// The structured result, when there is one (a sub-agent's validated output).
+    /// The structured result, when the tool has one as a JSON value: what [`ToolOutput::json`]
+    /// was given, or the validated output of a sub-agent over JSON values (every TOML spec).
+    /// A typed sub-agent's output is not turned back into a `Value` for this copy: its
+    /// compact JSON is `content`, and [`SubAgentSpec::run_child`](crate::SubAgentSpec::run_child)
+    /// returns it typed.
     pub structured: Option<Value>,
     /// Whether the call failed.
     pub is_error: bool,

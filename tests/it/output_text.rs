@@ -8,6 +8,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use subcontract::model::ScriptStep;
 use subcontract::{Contract, SubAgentSpec, Violation};
 use validator::Validate;
 
@@ -79,13 +80,22 @@ fn report_cases() -> Vec<(&'static str, String)> {
     ]
 }
 
+/// The violation for text that is not JSON: serde_json's error and the text's start.
+fn not_json(text: &str, e: &serde_json::Error) -> Vec<Violation> {
+    let mut shown: String = text.chars().take(120).collect();
+    if shown.len() < text.len() {
+        shown.push('…');
+    }
+    vec![Violation {
+        path: String::new(),
+        message: format!("not valid JSON ({e}): {shown}"),
+    }]
+}
+
 fn value_path<O: 'static>(spec: &SubAgentSpec<Ask, O>, text: &str) -> Result<O, Vec<Violation>> {
     match serde_json::from_str::<Value>(text) {
         Ok(v) => spec.validate_output(&v),
-        Err(e) => Err(vec![Violation {
-            path: String::new(),
-            message: format!("not valid JSON ({e})"),
-        }]),
+        Err(e) => Err(not_json(text, &e)),
     }
 }
 
@@ -128,10 +138,7 @@ fn json_value_outputs_from_text_match_the_value_path() {
     for text in &cases {
         let from_value = match serde_json::from_str::<Value>(text) {
             Ok(v) => spec.validate_output(&v),
-            Err(e) => Err(vec![Violation {
-                path: String::new(),
-                message: format!("not valid JSON ({e})"),
-            }]),
+            Err(e) => Err(not_json(text, &e)),
         };
         let from_text = spec.validate_output_json(text);
         match (&from_text, &from_value) {
@@ -159,11 +166,93 @@ fn contracts_validate_text_as_they_validate_values() {
     ] {
         let from_value = match serde_json::from_str::<Value>(&text) {
             Ok(v) => contract.validate(&v),
-            Err(e) => Err(vec![Violation {
-                path: String::new(),
-                message: format!("not valid JSON ({e})"),
-            }]),
+            Err(e) => Err(not_json(&text, &e)),
         };
         assert_eq!(contract.validate_json(&text), from_value, "{text}");
     }
+}
+
+/// The repair requests a model reads after each of `submissions`, and how the run ended.
+async fn run_submitting<O: Send + 'static>(
+    spec: &SubAgentSpec<Ask, O>,
+    submissions: Vec<Value>,
+) -> (Vec<String>, subcontract::RunResult<O>) {
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let s = seen.clone();
+    let m = model(move |_, turn, req| {
+        if let Some(subcontract::model::Message::ToolResults { results, .. }) = req.messages.last()
+        {
+            s.lock().unwrap().push(results[0].content.clone());
+        }
+        ScriptStep::submit(submissions[(turn - 1).min(submissions.len() - 1)].clone())
+    });
+    let ctx = subcontract::Ctx::builder(m).build();
+    let r = spec.run(&Ask { q: "why?".into() }, &ctx).await;
+    let seen = seen.lock().unwrap().clone();
+    (seen, r)
+}
+
+/// The run loop checks a submission sent as text (as providers hand arguments over) on the
+/// text, and a model reads exactly the repair request it would read for the same output sent
+/// as an object.
+#[tokio::test]
+async fn the_run_loop_checks_text_submissions_like_object_submissions() {
+    let spec = report_spec();
+    let cases = report_cases();
+    let bad = [4, 5, 10, 12, 14, 16]; // size, schema, rules, not JSON
+    let good = &cases[1].1;
+    for i in bad {
+        let (label, text) = &cases[i];
+        let (as_text, r) = run_submitting(
+            &spec,
+            vec![Value::String(text.clone()), Value::String(good.clone())],
+        )
+        .await;
+        assert_eq!(r.outcome, subcontract::Outcome::Completed, "{label}");
+        assert_eq!(r.output.unwrap().title, "Té\t\"q\"", "{label}");
+        match serde_json::from_str::<Value>(text) {
+            // The same output as an object gets the same repair request.
+            Ok(v) => {
+                let (as_object, _) =
+                    run_submitting(&spec, vec![v, Value::String(good.clone())]).await;
+                assert_eq!(as_text, as_object, "{label}");
+            }
+            Err(_) => assert!(
+                as_text[0].contains("not valid JSON ("),
+                "{label}: {as_text:?}"
+            ),
+        }
+    }
+}
+
+/// A sub-agent's result as a host's tool: compact JSON for the model either way, and the
+/// output as a JSON value for a spec over JSON values (not rebuilt for a typed spec).
+#[tokio::test]
+async fn sub_agent_tool_results_from_text() {
+    let host = subcontract::Ctx::builder(model(|system, _, _| {
+        let out = if system == "Report." {
+            r#"{ "title": "T", "contact": "a@b.example", "confidence": 1e0, "tags": [], "note": null }"#
+        } else {
+            r#"{ "findings": [ ], "gaps": [ "none \u00e9" ] }"#
+        };
+        ScriptStep::submit(Value::String(out.into()))
+    }))
+    .build();
+    let typed = report_spec().as_tool();
+    let out = typed.call(json!({"q": "why?"}), &host).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        r#"{"title":"T","contact":"a@b.example","confidence":1.0,"tags":[],"note":null}"#
+    );
+    assert_eq!(out.structured, None);
+
+    let dynamic = research_spec("research", &[]).as_tool();
+    let out = dynamic.call(json!({"question": "why?"}), &host).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(out.content, r#"{"findings":[],"gaps":["none é"]}"#);
+    assert_eq!(
+        out.structured,
+        Some(json!({"findings": [], "gaps": ["none é"]}))
+    );
 }
