@@ -334,7 +334,12 @@ fn message_bytes(m: &Message) -> usize {
                     + tool_calls
                         .iter()
                         .map(|c| {
-                            c.id.len() + c.name.len() + crate::json::compact_bytes(&c.arguments)
+                            // Arguments held as text are sent as that text.
+                            let args = match &c.arguments {
+                                Value::String(text) => text.len(),
+                                v => crate::json::compact_bytes(v),
+                            };
+                            c.id.len() + c.name.len() + args
                         })
                         .sum::<usize>()
             }

@@ -29,9 +29,11 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as the model sent them. A provider that receives arguments that are
-    /// not valid JSON passes them as a JSON string so the run loop can report the error to the
-    /// model instead of failing the run.
+    /// The arguments, as the model sent them: a JSON value, or, from a provider that receives
+    /// them as text (OpenAI-compatible chat completions), that text as a JSON string. The run
+    /// loop parses text when it handles the call, so text that is not JSON goes back to the
+    /// model as an error instead of failing the run, and a submitted output is checked and
+    /// decoded on its text without building a `Value` first.
     pub arguments: Value,
 }
 

@@ -58,11 +58,15 @@ impl AnthropicModel {
                         blocks.push(text_block(t));
                     }
                     for c in tool_calls {
-                        // `input` must be an object; arguments that arrived as something else
-                        // (only possible from another provider's recording) are wrapped.
-                        let input = match &c.arguments {
-                            Value::Object(_) => c.arguments.clone(),
-                            other => json!({ "raw_arguments": other }),
+                        // `input` must be an object. Arguments held as text (from another
+                        // provider's recording) are parsed; anything but an object is wrapped.
+                        let parsed = match &c.arguments {
+                            Value::String(text) => serde_json::from_str(text).ok(),
+                            _ => None,
+                        };
+                        let input = match parsed.as_ref().unwrap_or(&c.arguments) {
+                            v @ Value::Object(_) => v.clone(),
+                            _ => json!({ "raw_arguments": c.arguments }),
                         };
                         blocks.push(json!({
                             "type": "tool_use",

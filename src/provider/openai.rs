@@ -98,10 +98,12 @@ impl OpenAiModel {
                                     "type": "function",
                                     "function": {
                                         "name": c.name,
-                                        // Always a JSON text: arguments that arrived as
-                                        // invalid JSON are held as a string and go back as a
-                                        // JSON string literal.
-                                        "arguments": c.arguments.to_string(),
+                                        // Always a JSON text: arguments held as the text
+                                        // the model sent (valid or not) go back unchanged.
+                                        "arguments": match &c.arguments {
+                                            Value::String(text) => text.clone(),
+                                            v => v.to_string(),
+                                        },
                                     },
                                 })
                             })
@@ -224,17 +226,16 @@ impl OpenAiModel {
     }
 }
 
-/// One `tool_calls[]` entry. `arguments` is a JSON text; if it does not parse, the raw text
-/// is kept as a JSON string so the run loop can tell the model.
+/// One `tool_calls[]` entry. `arguments` is a JSON text, kept as the text (a JSON string):
+/// the run loop parses it when it handles the call, and checks a submitted output on the
+/// text itself.
 fn parse_tool_call(call: &Value) -> Option<ToolCall> {
     let id = call.get("id")?.as_str()?.to_string();
     let function = call.get("function")?;
     let name = function.get("name")?.as_str()?.to_string();
     let arguments = match function.get("arguments")? {
         Value::String(raw) if raw.trim().is_empty() => Value::Object(Map::new()),
-        Value::String(raw) => {
-            serde_json::from_str(raw).unwrap_or_else(|_| Value::String(raw.clone()))
-        }
+        Value::String(raw) => Value::String(raw.clone()),
         // Some compatible servers send the object itself.
         other => other.clone(),
     };
@@ -265,6 +266,12 @@ impl Model for OpenAiModel {
         if self.strict {
             for call in &mut response.tool_calls {
                 if let Some(t) = request.tools.iter().find(|t| *t.name == *call.name) {
+                    // The nulls are stripped from the value; text that is not JSON stays text.
+                    if let Value::String(text) = &call.arguments {
+                        if let Ok(v) = serde_json::from_str(text) {
+                            call.arguments = v;
+                        }
+                    }
                     crate::dialect::strip_optional_nulls(&t.input_schema, &mut call.arguments);
                 }
             }
