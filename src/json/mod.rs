@@ -102,6 +102,38 @@ fn literal_is_compact(lit: &str) -> bool {
     digits <= 18 && tape::is_integer_literal(lit) && lit != "-0"
 }
 
+/// The compact JSON of a parsed document: the text itself when it already is compact
+/// (models and serde_json usually send it so), otherwise written from the tape.
+pub(crate) fn tape_to_compact_string(t: &Tape<'_>) -> String {
+    if tape_is_compact(t) {
+        return t.input().to_owned();
+    }
+    let mut out = String::with_capacity(t.input().len());
+    write_compact_tape(t, 0, &mut out);
+    out
+}
+
+/// Whether the text a tape was parsed from is exactly its compact JSON. Every unescaped
+/// string is written back as it appears, so is every literal and every integer that
+/// [`literal_is_compact`]; the text can then only differ by whitespace, which makes it
+/// longer. So: no escaped string, no re-rendered number, and the compact length in bytes is
+/// the text's length.
+pub(crate) fn tape_is_compact(t: &Tape<'_>) -> bool {
+    let mut n = 0;
+    for (i, e) in t.entries().iter().enumerate() {
+        n += match e.kind {
+            Kind::Null | Kind::True => 4,
+            Kind::False => 5,
+            Kind::Number if literal_is_compact(t.number_at(i)) => (e.b - e.a) as usize,
+            Kind::Number | Kind::EscStr => return false,
+            Kind::Str => 2 + (e.b - e.a) as usize,
+            Kind::Array => 2 + (e.a as usize).saturating_sub(1),
+            Kind::Object => 2 + (e.a as usize).saturating_sub(1) + e.a as usize,
+        };
+    }
+    n == t.input().len()
+}
+
 /// Appends the compact JSON of the tape's value at `idx`: the same text as
 /// [`write_compact`] writes for the document read as a `Value`.
 pub(crate) fn write_compact_tape(t: &Tape<'_>, idx: usize, out: &mut String) {

@@ -181,12 +181,10 @@ impl SpecCore {
     ) -> Result<Accepted, Vec<Violation>> {
         if let Ok(tape) = Tape::parse(text) {
             let (written, chars) = match out {
-                OutputText::Write => {
-                    let mut t = String::with_capacity(text.len());
-                    crate::json::write_compact_tape(&tape, 0, &mut t);
-                    let chars = t.chars().count();
-                    (Some(t), chars)
-                }
+                OutputText::Write => (
+                    Some(crate::json::tape_to_compact_string(&tape)),
+                    crate::json::tape_compact_chars(&tape),
+                ),
                 OutputText::Skip => (None, crate::json::tape_compact_chars(&tape)),
             };
             if chars <= self.limits.max_output_chars && self.output.is_valid_tape(&tape) {

@@ -16,7 +16,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
 use super::{ParseError, Tape, TapeJson};
-use crate::json::{compact_chars, tape_compact_chars, write_compact_tape};
+use crate::json::{
+    compact_chars, tape_compact_chars, tape_is_compact, tape_to_compact_string, write_compact_tape,
+};
 
 // ---------------------------------------------------------------------------------------
 // Documents: parser verdict, read-back and compact JSON.
@@ -70,6 +72,10 @@ impl<'s> Doc<'s> {
                 let mut out = String::new();
                 write_compact_tape(tape, 0, &mut out);
                 assert_eq!(out, expected, "compact JSON differs for {text:?}");
+                // The shortcut: a text found to be compact is handed on as it is.
+                assert_eq!(tape_to_compact_string(tape), expected, "for {text:?}");
+                // Sufficient, not necessary: floats are always re-rendered, even `-0.0`.
+                assert!(!tape_is_compact(tape) || text == expected, "for {text:?}");
                 Json::Ok
             }
             (Err(_), Err(_)) => Json::Bad,
@@ -520,6 +526,20 @@ fn compact_json_matches_serde_json() {
     ];
     for text in documents {
         assert_eq!(check_document(text), Json::Ok, "{text:?}");
+    }
+    // Compact text with no floats and no escapes is recognised as such (and handed on
+    // without being rewritten); anything else is not.
+    let sample = sample_json();
+    for (text, compact) in [
+        (sample.as_str(), true),
+        ("{\"a\":[1,-2,true,null,\"é\"],\"b\":{}}", true),
+        ("{\"a\": 1}", false),
+        ("[1.5]", false),
+        ("[\"\\n\"]", false),
+        ("[-0]", false),
+    ] {
+        let tape = Tape::parse(text).expect("valid");
+        assert_eq!(tape_is_compact(&tape), compact, "{text:?}");
     }
     // And what that means, spelled out for a few.
     for (text, compact) in [
