@@ -564,7 +564,7 @@ fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
     match args {
         Value::String(s) => serde_json::from_str(s)
             .map(Cow::Owned)
-            .map_err(|e| format!("the arguments are {}", crate::contract::not_json(s, &e))),
+            .map_err(|e| crate::contract::not_json(s, &e)),
         v => Ok(Cow::Borrowed(v)),
     }
 }

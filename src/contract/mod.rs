@@ -6,7 +6,7 @@ pub mod analysis;
 pub use analysis::{analyze, Analysis, Unbounded, UnboundedKind};
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{ValidationError, Validator};
@@ -59,7 +59,9 @@ pub struct Contract {
     validator: Arc<Validator>,
     /// The same schema compiled for parsed JSON text ([`crate::json::tape`]): outputs arrive
     /// as text, and checking them there skips building a `Value` (3x faster on a 2 KB output).
-    tape_validator: Arc<Validator<TapeJson>>,
+    /// Compiled on first use, since most contracts (tool inputs) never see text; `None` if it
+    /// did not compile, and then text takes the `Value` path.
+    tape_validator: Arc<OnceLock<Option<Validator<TapeJson>>>>,
     analysis: Arc<Analysis>,
 }
 
@@ -83,16 +85,11 @@ impl Contract {
             .with_draft(jsonschema::Draft::Draft202012)
             .build(&schema)
             .map_err(error)?;
-        // Compiles whenever the first did: the same schema, the same options.
-        let tape_validator = jsonschema::options_for::<TapeJson>()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .build(&schema)
-            .map_err(error)?;
         let analysis = analyze(&schema);
         Ok(Contract {
             schema,
             validator: Arc::new(validator),
-            tape_validator: Arc::new(tape_validator),
+            tape_validator: Arc::default(),
             analysis: Arc::new(analysis),
         })
     }
@@ -169,9 +166,18 @@ impl Contract {
         self.validate(&parse_json(text)?)
     }
 
-    /// Whether a parsed document is valid (fast path, no error collection).
+    /// Whether a parsed document is valid (fast path, no error collection). `false` also
+    /// when the tape validator is not available, so the caller takes the `Value` path.
     pub(crate) fn is_valid_tape(&self, tape: &Tape<'_>) -> bool {
-        self.tape_validator.is_valid(tape.root())
+        let validator = self.tape_validator.get_or_init(|| {
+            // Compiles whenever the `Value` validator did (same schema, same options); if it
+            // ever does not, the `Value` path still decides.
+            jsonschema::options_for::<TapeJson>()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .build(&self.schema)
+                .ok()
+        });
+        validator.as_ref().is_some_and(|v| v.is_valid(tape.root()))
     }
 }
 

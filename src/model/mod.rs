@@ -33,7 +33,8 @@ pub struct ToolCall {
     /// them as text (OpenAI-compatible chat completions), that text as a JSON string. The run
     /// loop parses text when it handles the call, so text that is not JSON goes back to the
     /// model as an error instead of failing the run, and a submitted output is checked and
-    /// decoded on its text without building a `Value` first.
+    /// decoded on its text without building a `Value` first. Text is read once: text that
+    /// encodes a string (a double-encoded object) is that string, and fails an object schema.
     pub arguments: Value,
 }
 

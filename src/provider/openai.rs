@@ -99,9 +99,14 @@ impl OpenAiModel {
                                     "function": {
                                         "name": c.name,
                                         // Always a JSON text: arguments held as the text
-                                        // the model sent (valid or not) go back unchanged.
+                                        // the model sent go back unchanged when it is JSON;
+                                        // text that is not goes back as a JSON string
+                                        // literal, which servers that parse `arguments`
+                                        // (chat templates) accept.
                                         "arguments": match &c.arguments {
-                                            Value::String(text) => text.clone(),
+                                            Value::String(text) if is_json(text) => {
+                                                text.clone()
+                                            }
                                             v => v.to_string(),
                                         },
                                     },
@@ -224,6 +229,11 @@ impl OpenAiModel {
             stop_reason,
         })
     }
+}
+
+/// Whether `text` is one JSON document (checked without building it).
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// One `tool_calls[]` entry. `arguments` is a JSON text, kept as the text (a JSON string):

@@ -179,23 +179,29 @@ impl SpecCore {
         text: &str,
         out: OutputText,
     ) -> Result<Accepted, Vec<Violation>> {
-        if let Ok(tape) = Tape::parse(text) {
-            let (written, chars) = match out {
-                OutputText::Write => (
-                    Some(crate::json::tape_to_compact_string(&tape)),
-                    crate::json::tape_compact_chars(&tape),
-                ),
-                OutputText::Skip => (None, crate::json::tape_compact_chars(&tape)),
-            };
-            if chars <= self.limits.max_output_chars && self.output.is_valid_tape(&tape) {
-                if let Ok(decoded) = (self.decode_output)(Source::Tape(&tape)) {
-                    return Ok((written, decoded));
-                }
-            }
+        if let Some(accepted) = self.accept_tape(text, out) {
+            return Ok(accepted);
         }
         let v = crate::contract::parse_json(text)?;
         let (written, decoded) = self.accept_output(&v, out)?;
         Ok((written, with_value(decoded, || v)))
+    }
+
+    /// The fast path of [`accept_output_json`](Self::accept_output_json): the output accepted
+    /// on a tape, or `None` if anything there fails.
+    fn accept_tape(&self, text: &str, out: OutputText) -> Option<Accepted> {
+        let tape = Tape::parse(text).ok()?;
+        if crate::json::tape_compact_chars(&tape) > self.limits.max_output_chars
+            || !self.output.is_valid_tape(&tape)
+        {
+            return None;
+        }
+        let decoded = (self.decode_output)(Source::Tape(&tape)).ok()?;
+        let written = match out {
+            OutputText::Write => Some(crate::json::tape_to_compact_string(&tape)),
+            OutputText::Skip => None,
+        };
+        Some((written, decoded))
     }
 
     /// Checks an input: schema, then the typed rules.
@@ -392,5 +398,80 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
         runloop::run_child(&self.core, value, parent, OutputText::Skip)
             .await
             .downcast()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use validator::Validate;
+
+    use super::{OutputText, SubAgentSpec};
+
+    #[derive(Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        #[validate(length(max = 100))]
+        q: String,
+    }
+
+    #[derive(Debug, Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Answer {
+        #[validate(length(max = 20))]
+        answer: String,
+        #[validate(range(max = 10))]
+        n: u8,
+        #[validate(length(max = 3))]
+        tags: Vec<Tag>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Tag {
+        #[validate(length(max = 5))]
+        tag: String,
+    }
+
+    /// Valid text is accepted on the tape itself, not by the fallback: the parity tests
+    /// (`tests/it/output_text.rs`) would pass either way, so this checks the fast path is
+    /// the one taken, and that what it rejects it leaves to the `Value` path.
+    #[test]
+    fn valid_text_takes_the_fast_path() {
+        let spec = SubAgentSpec::<Ask, Answer>::builder("a")
+            .description("d")
+            .system("s")
+            .max_output_chars(80)
+            // Its worst case is 97 characters; allowed, so the size limit can be exceeded.
+            .allow_unbounded_output()
+            .build()
+            .expect("a valid spec");
+        let core = spec.core();
+        for text in [
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"a"}]}"#,
+            "{ \"answer\" : \"y\\u00e9s \\\"q\\\"\",\n \"n\": 3, \"tags\": [] }",
+        ] {
+            let (written, decoded) = core
+                .accept_tape(text, OutputText::Write)
+                .unwrap_or_else(|| panic!("fast path refused {text}"));
+            let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(written.as_deref(), Some(value.to_string().as_str()));
+            assert!(decoded.is::<Answer>());
+        }
+        for text in [
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"toolong"}]}"#, // rules
+            r#"{"answer":"yes","n":3}"#,                            // schema
+            r#"{"answer":"yes","n":3,"tags":[],"n":4}"#,            // duplicate key
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"a"},{"tag":"b"},{"tag":"c"}],"x":"#, // not JSON
+        ] {
+            assert!(core.accept_tape(text, OutputText::Skip).is_none(), "{text}");
+        }
+        // Valid but over the 80-character limit (compact): refused on both paths.
+        let long =
+            r#"{"answer":"yyyyyyyyyyyyyyyyyyyy","n":10,"tags":[{"tag":"abcde"},{"tag":"abcde"}]}"#;
+        assert!(long.chars().count() > 80, "{}", long.len());
+        assert!(core.accept_tape(long, OutputText::Skip).is_none());
+        assert!(spec.validate_output_json(long).is_err());
     }
 }

@@ -170,6 +170,20 @@ fn contracts_validate_text_as_they_validate_values() {
         };
         assert_eq!(contract.validate_json(&text), from_value, "{text}");
     }
+    // Objects past the tape's member cap take the Value path: same verdicts.
+    let capped = Contract::compile(Arc::new(json!({"type": "object", "maxProperties": 80})))
+        .expect("compiles");
+    for n in [70, 90] {
+        let members: Vec<String> = (0..n).map(|i| format!("\"k{i}\":{i}")).collect();
+        let text = format!("{{{}}}", members.join(","));
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(
+            capped.validate_json(&text),
+            capped.validate(&v),
+            "{n} members"
+        );
+        assert_eq!(capped.validate_json(&text).is_ok(), n <= 80);
+    }
 }
 
 /// The repair requests a model reads after each of `submissions`, and how the run ended.
@@ -217,10 +231,11 @@ async fn the_run_loop_checks_text_submissions_like_object_submissions() {
                     run_submitting(&spec, vec![v, Value::String(good.clone())]).await;
                 assert_eq!(as_text, as_object, "{label}");
             }
-            Err(_) => assert!(
-                as_text[0].contains("not valid JSON ("),
-                "{label}: {as_text:?}"
-            ),
+            // Text that is not JSON: the parser's own error and the text's start.
+            Err(e) => {
+                let want = format!("- /: {}\n", not_json(text, &e)[0].message);
+                assert!(as_text[0].contains(&want), "{label}: {as_text:?}");
+            }
         }
     }
 }
@@ -255,4 +270,22 @@ async fn sub_agent_tool_results_from_text() {
         out.structured,
         Some(json!({"findings": [], "gaps": ["none é"]}))
     );
+}
+
+/// Arguments a model double-encoded (JSON text of a string that holds JSON) are read once, as
+/// the model sent them: a string, which the output's object schema rejects, so the model is
+/// asked to repair instead of the string being parsed a second time.
+#[tokio::test]
+async fn double_encoded_submissions_are_repaired_not_guessed() {
+    let spec = report_spec();
+    let good = &report_cases()[0].1;
+    let double = serde_json::to_string(good).expect("a string serialises");
+    let (seen, r) = run_submitting(
+        &spec,
+        vec![Value::String(double), Value::String(good.clone())],
+    )
+    .await;
+    assert_eq!(r.outcome, subcontract::Outcome::Completed);
+    assert_eq!(r.turns, 2);
+    assert!(seen[0].contains("is not of type \"object\""), "{seen:?}");
 }

@@ -17,9 +17,12 @@ use std::fmt;
 
 use jsonschema::json::{Array, Json, JsonNumber, Node, NodeIdentity, Object};
 use jsonschema::types::JsonType;
+use serde::de::Visitor;
 use serde_json::Value;
 
 const MAX_DEPTH: usize = 128;
+/// Most members of one object the tape takes (see `Parser::object`).
+const MAX_KEYS: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -192,7 +195,12 @@ impl<'s> Parser<'s> {
                 }
                 let key = self.entries.len() as u32;
                 self.string()?;
-                // Duplicate keys: quadratic over this object's keys, fine for small objects.
+                // Duplicate keys: quadratic over this object's keys, fine for the small objects
+                // of bounded outputs. A larger object is left to the `Value` path (linear), so
+                // text crafted with thousands of keys cannot make this quadratic.
+                if self.keys.len() - keys_start >= MAX_KEYS {
+                    return self.err("too many members for the fast path");
+                }
                 let new = self.key_str(key);
                 for &other in &self.keys[keys_start..] {
                     if self.key_str(other) == new {
@@ -423,11 +431,14 @@ impl<'s> Parser<'s> {
                 return self.err("invalid number");
             }
         }
-        // Like `serde_json`: a literal past `f64` is an error; integers past 64 bits become f64.
+        // Accepted exactly when serde_json accepts it (a literal past `f64` is an error,
+        // integers past 64 bits become f64), by serde_json's own number parser, which is also
+        // what reads it back (`to_value`): so that read-back cannot fail. Integers of up to 19
+        // digits always fit a u64 or an f64.
         if (float || int_digits > 19)
-            && !self.input[start..self.pos]
-                .parse::<f64>()
-                .is_ok_and(f64::is_finite)
+            && self.input[start..self.pos]
+                .parse::<serde_json::Number>()
+                .is_err()
         {
             return self.err("number out of range");
         }
@@ -521,7 +532,7 @@ impl<'s> Tape<'s> {
             Kind::Number => Value::Number(
                 self.input[e.a as usize..e.b as usize]
                     .parse()
-                    .expect("validated number"),
+                    .expect("the parser accepted this literal by the same parse"),
             ),
             Kind::Str | Kind::EscStr => Value::String(self.str_at(idx).to_owned()),
             Kind::Array => {
@@ -626,7 +637,11 @@ impl JsonNumber for TapeNumber<'_> {
     }
 
     fn to_number(&self) -> Cow<'_, serde_json::Number> {
-        Cow::Owned(self.0.parse().expect("validated number"))
+        Cow::Owned(
+            self.0
+                .parse()
+                .expect("the parser accepted this literal by the same parse"),
+        )
     }
 
     fn is_integer(&self) -> bool {
@@ -976,35 +991,163 @@ impl<'de> serde::Deserializer<'de> for TapeNode<'de> {
         }
     }
 
-    // serde_json reads a literal for these differently from `deserialize_any`: an `f32`
-    // straight to f32 (one rounding, and past f32's range an error, where going through an f64
-    // rounds twice and overflows to infinity), 128-bit integers as such (so `-0` and integers
-    // past 64 bits are integers). Its own deserializer reads the literal here, exactly.
-    fn deserialize_f32<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+    // Every typed hint accepts exactly what serde_json's deserializer for `&Value` accepts
+    // (`serde_json::value::de`), so a decode from the tape succeeds exactly when the `Value`
+    // path's would, with the same value. A number is read as `Value` holds it (u64, i64 or
+    // f64, see `visit_number`), whatever width the hint asks for.
+
+    fn deserialize_i8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_i16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_i32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_i128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_u8<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_u16<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_u32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_u64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_u128<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.number(visitor)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         match self.entry().kind {
-            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_f32(visitor)),
-            _ => self.deserialize_any(visitor),
+            Kind::True | Kind::False => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
         }
     }
 
-    fn deserialize_i128<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_char<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         match self.entry().kind {
-            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_i128(visitor)),
-            _ => self.deserialize_any(visitor),
+            Kind::Str | Kind::EscStr => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
+        }
+    }
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+    fn deserialize_identifier<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_str(visitor)
+    }
+
+    fn deserialize_bytes<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Str | Kind::EscStr | Kind::Array => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
+        }
+    }
+    fn deserialize_byte_buf<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        self.deserialize_bytes(visitor)
+    }
+
+    fn deserialize_unit<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Null => visitor.visit_unit(),
+            _ => Err(self.invalid_type(&visitor)),
+        }
+    }
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_unit(visitor)
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Array => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
+        }
+    }
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_seq(visitor)
+    }
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _len: usize,
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        self.deserialize_seq(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Object => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
+        }
+    }
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, DeError> {
+        match self.entry().kind {
+            Kind::Object | Kind::Array => self.deserialize_any(visitor),
+            _ => Err(self.invalid_type(&visitor)),
         }
     }
 
-    fn deserialize_u128<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
+        visitor.visit_unit()
+    }
+}
+
+impl<'de> TapeNode<'de> {
+    /// A number as `Value` holds it; anything else is the wrong type.
+    fn number<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
         match self.entry().kind {
-            Kind::Number => via_serde_json(self.literal(), |de| de.deserialize_u128(visitor)),
-            _ => self.deserialize_any(visitor),
+            Kind::Number => self.visit_number(visitor),
+            _ => Err(self.invalid_type(&visitor)),
         }
     }
 
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 u8 u16 u32 u64 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple
-        tuple_struct map struct identifier ignored_any
+    /// The error for a node of the wrong type. Only its being an error matters: a failed
+    /// decode is redone on the `Value` path, whose message the caller reports.
+    fn invalid_type(&self, expected: &dyn serde::de::Expected) -> DeError {
+        use serde::de::{Error, Unexpected};
+        let unexpected = match self.entry().kind {
+            Kind::Null => Unexpected::Unit,
+            Kind::False => Unexpected::Bool(false),
+            Kind::True => Unexpected::Bool(true),
+            Kind::Number => Unexpected::Other("number"),
+            Kind::Str | Kind::EscStr => Unexpected::Str(self.tape.str_at(self.idx as usize)),
+            Kind::Array => Unexpected::Seq,
+            Kind::Object => Unexpected::Map,
+        };
+        DeError::invalid_type(unexpected, expected)
     }
 }
 
@@ -1022,12 +1165,11 @@ fn via_serde_json<'de, T>(
     Ok(value)
 }
 
-/// A member name, deserialized as serde_json deserializes one: a string, except that a map
-/// keyed by numbers or bools reads the key's text as written as one number or bool literal
-/// (so an escaped key never is one, nor one with spaces).
+/// A member name, deserialized as serde_json's `&Value` deserializer reads a key: a string,
+/// except that a map keyed by numbers or bools reads the (decoded) key as one number or bool
+/// literal filling the whole key.
 struct Key<'de> {
     name: &'de str,
-    escaped: bool,
 }
 
 macro_rules! numeric_key {
@@ -1036,7 +1178,7 @@ macro_rules! numeric_key {
             // serde_json requires the literal to start right after the opening quote and end
             // right before the closing one.
             let starts = self.name.starts_with(|c: char| c == '-' || c.is_ascii_digit());
-            if self.escaped || !starts || self.name.ends_with([' ', '\t', '\n', '\r']) {
+            if !starts || self.name.ends_with([' ', '\t', '\n', '\r']) {
                 return Err(serde::de::Error::custom("expected a numeric key"));
             }
             via_serde_json(self.name, |de| de.$method(visitor))
@@ -1058,9 +1200,9 @@ impl<'de> serde::Deserializer<'de> for Key<'de> {
     }
 
     fn deserialize_bool<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, DeError> {
-        match (self.name, self.escaped) {
-            ("true", false) => visitor.visit_bool(true),
-            ("false", false) => visitor.visit_bool(false),
+        match self.name {
+            "true" => visitor.visit_bool(true),
+            "false" => visitor.visit_bool(false),
             _ => Err(serde::de::Error::invalid_type(
                 serde::de::Unexpected::Str(self.name),
                 &visitor,
@@ -1129,12 +1271,10 @@ impl<'de> serde::de::MapAccess<'de> for MapAccess<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, DeError> {
-        let escaped = self.members.i < self.members.end
-            && self.members.tape.entries[self.members.i].kind == Kind::EscStr;
         match self.members.next() {
             Some((name, value)) => {
                 self.value = Some(value);
-                seed.deserialize(Key { name, escaped }).map(Some)
+                seed.deserialize(Key { name }).map(Some)
             }
             None => Ok(None),
         }
@@ -1144,7 +1284,10 @@ impl<'de> serde::de::MapAccess<'de> for MapAccess<'de> {
         &mut self,
         seed: V,
     ) -> Result<V::Value, DeError> {
-        seed.deserialize(self.value.take().expect("a key first"))
+        match self.value.take() {
+            Some(value) => seed.deserialize(value),
+            None => Err(serde::de::Error::custom("value is missing")),
+        }
     }
 }
 
@@ -1161,10 +1304,10 @@ impl<'de> serde::de::EnumAccess<'de> for EnumAccess<'de> {
         let (key, value) = self
             .0
             .as_object()
-            .expect("object")
+            .expect("deserialize_enum checked: an object")
             .members()
             .next()
-            .expect("one");
+            .expect("deserialize_enum checked: one member");
         let variant = seed.deserialize(serde::de::value::BorrowedStrDeserializer::new(key))?;
         Ok((variant, value))
     }
@@ -1189,7 +1332,18 @@ impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
         _len: usize,
         visitor: V,
     ) -> Result<V::Value, DeError> {
-        serde::Deserializer::deserialize_any(self, visitor)
+        match self.entry() {
+            // As serde_json does: an empty array is a unit.
+            Entry {
+                kind: Kind::Array,
+                a: 0,
+                ..
+            } => visitor.visit_unit(),
+            Entry {
+                kind: Kind::Array, ..
+            } => serde::Deserializer::deserialize_any(self, visitor),
+            _ => Err(self.invalid_type(&"tuple variant")),
+        }
     }
 
     fn struct_variant<V: serde::de::Visitor<'de>>(
@@ -1197,7 +1351,10 @@ impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, DeError> {
-        serde::Deserializer::deserialize_any(self, visitor)
+        match self.entry().kind {
+            Kind::Object => serde::Deserializer::deserialize_any(self, visitor),
+            _ => Err(self.invalid_type(&"struct variant")),
+        }
     }
 }
 
