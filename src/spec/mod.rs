@@ -18,13 +18,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rust_decimal::Decimal;
-
-use crate::json::tape::Tape;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::contract::{Contract, Violation};
 use crate::ctx::Ctx;
+use crate::json::tape::Tape;
 use crate::model::ToolDefinition;
 use crate::runloop::{self, RunResult};
 use crate::tool::Tool;
@@ -332,9 +331,7 @@ impl<I, O: 'static> SubAgentSpec<I, O> {
             }]
         })
     }
-}
 
-impl<I, O: 'static> SubAgentSpec<I, O> {
     /// [`validate_output`](Self::validate_output) for an output as JSON text, the way a model
     /// sends it: parse, size, schema, then the typed decode and rules. Text that is not JSON
     /// is one violation at the root.
