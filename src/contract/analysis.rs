@@ -12,7 +12,9 @@
 //! * Without `type`, a schema with `properties`/`additionalProperties`/`patternProperties` is
 //!   treated as an object, one with `items`/`prefixItems`/`maxItems` as an array, and one with
 //!   `maxLength` as a string (JSON Schema itself would accept other types there).
-//! * Integers are assumed to fit in `i64` and to be written without a fraction or exponent.
+//! * An integer is counted as serde_json writes it back, which for an integral float (`100.0`,
+//!   `1e2`, valid integers to JSON Schema) is two characters longer than its digits, and past
+//!   1e16 in magnitude any number's length.
 //! * `not`, `if`/`then`/`else`, `dependentSchemas`, `contains`, `minItems`, `required` and the
 //!   like only restrict instances, so they are ignored.
 //! * `unevaluatedProperties: false` / `unevaluatedItems: false` close an object / tuple only when
@@ -666,8 +668,15 @@ fn integer_size(map: &Map<String, Value>) -> Size {
     if low > high {
         return Size::Never;
     }
-    // Text length grows with magnitude on each side of zero, so one of the bounds is longest.
-    Size::Bounded(decimal_len(low).max(decimal_len(high)))
+    // An integral float is an integer to JSON Schema, and comes back longer: `100.0` (or
+    // `1e2`) is written `100.0`, two characters more, and from 1e16 on in exponent form, up to
+    // the longest number. Text length grows with magnitude on each side of zero, so one of the
+    // bounds is longest.
+    const EXPONENT_FORM: i64 = 10_000_000_000_000_000;
+    if low <= -EXPONENT_FORM || high >= EXPONENT_FORM {
+        return Size::Bounded(NUMBER_CHARS);
+    }
+    Size::Bounded(decimal_len(low).max(decimal_len(high)) + 2)
 }
 
 fn floor_i64(n: &serde_json::Number) -> i64 {
@@ -873,20 +882,30 @@ mod tests {
 
     #[test]
     fn integer_ranges() {
+        // The longest is an integral float at a bound: `100.0`, `-1000.0`.
         let both = json!({"type": "integer", "minimum": -5, "maximum": 100});
-        assert_eq!(size(both), Some(3));
-        let both = json!({"type": "integer", "minimum": -1000, "maximum": 5});
         assert_eq!(size(both), Some(5));
+        assert_eq!(chars(&json!(100.0)), 5);
+        let both = json!({"type": "integer", "minimum": -1000, "maximum": 5});
+        assert_eq!(size(both), Some(7));
+        assert_eq!(chars(&json!(-1000.0)), 7);
         let exclusive =
             json!({"type": "integer", "exclusiveMinimum": -10, "exclusiveMaximum": 100});
-        assert_eq!(size(exclusive), Some(2));
-        assert_eq!(size(json!({"type": "integer", "minimum": 0})), Some(19));
-        assert_eq!(size(json!({"type": "integer", "maximum": 0})), Some(20));
-        assert_eq!(size(json!({"type": "integer"})), Some(20));
+        assert_eq!(size(exclusive), Some(4));
+        // Past 1e16 floats take exponent form, up to any number's length.
+        assert_eq!(chars(&json!(-1.2345678901234567e18)), 23);
+        assert_eq!(size(json!({"type": "integer", "minimum": 0})), Some(24));
+        assert_eq!(size(json!({"type": "integer", "maximum": 0})), Some(24));
+        assert_eq!(size(json!({"type": "integer"})), Some(24));
         assert_eq!(
             size(json!({"type": "integer", "minimum": 0, "maximum": 1e300})),
-            Some(19)
+            Some(24)
         );
+        assert_eq!(
+            size(json!({"type": "integer", "minimum": 0, "maximum": 9_999_999_999_999_999_i64})),
+            Some(18)
+        );
+        assert_eq!(chars(&json!(9_999_999_999_999_998.0)), 18);
         assert_eq!(
             size(json!({"type": "integer", "minimum": 5, "maximum": 1})),
             Some(0)
@@ -901,7 +920,7 @@ mod tests {
             Some(24)
         );
         let integral = json!({"type": "number", "minimum": 0, "maximum": 100, "multipleOf": 5});
-        assert_eq!(size(integral), Some(3));
+        assert_eq!(size(integral), Some(5));
         assert_eq!(chars(&json!(-2.2250738585072014e-308)), 24);
     }
 
@@ -949,9 +968,9 @@ mod tests {
             "prefixItems": [{"type": "boolean"}, {"type": "integer", "minimum": 0, "maximum": 99}],
             "items": false
         });
-        // [false,99]
-        assert_eq!(size(tuple), Some(10));
-        assert_eq!(chars(&json!([false, 99])), 10);
+        // [false,99.0]
+        assert_eq!(size(tuple), Some(12));
+        assert_eq!(chars(&json!([false, 99.0])), 12);
         let capped = json!({
             "type": "array",
             "prefixItems": [{"type": "null"}, {"type": "null"}],
@@ -990,11 +1009,11 @@ mod tests {
                 "n": {"type": "integer", "minimum": -50, "maximum": 50}
             }
         });
-        // {"name":"xxxxxxxx","ok":false,"n":-50}
-        // 2 + (7 + 10) + (5 + 5) + (4 + 3) + 2 commas = 38
-        assert_eq!(size(schema), Some(38));
-        let instance = json!({"name": x(8), "ok": false, "n": -50});
-        assert_eq!(chars(&instance), 38);
+        // {"name":"xxxxxxxx","ok":false,"n":-50.0}
+        // 2 + (7 + 10) + (5 + 5) + (4 + 5) + 2 commas = 40
+        assert_eq!(size(schema), Some(40));
+        let instance = json!({"name": x(8), "ok": false, "n": -50.0});
+        assert_eq!(chars(&instance), 40);
         assert_eq!(
             size(json!({"type": "object", "additionalProperties": false})),
             Some(2)
