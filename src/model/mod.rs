@@ -29,9 +29,9 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as the model sent them: a JSON value, or, from a provider that receives
-    /// them as text (OpenAI-compatible chat completions), that text as a JSON string. The run
-    /// loop parses text when it handles the call, so text that is not JSON goes back to the
+    /// The arguments, as the model sent them: a JSON value, or JSON text held as a JSON
+    /// string. Both HTTP providers hand over the text as it arrived (OpenAI's `arguments`,
+    /// Anthropic's `input`). The run loop parses text when it handles the call, so text that is not JSON goes back to the
     /// model as an error instead of failing the run, and a submitted output is checked and
     /// decoded on its text without building a `Value` first. Text is read once: text that
     /// encodes a string (a double-encoded object) is that string, and fails an object schema.

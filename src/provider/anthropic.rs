@@ -1,7 +1,11 @@
 //! `anthropic:MODEL`: the Messages API (`POST {base_url}/v1/messages`).
 
+use std::borrow::Cow;
+
 use async_trait::async_trait;
 use reqwest::header::HeaderName;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::http::{ProviderConfig, Transport};
@@ -58,8 +62,9 @@ impl AnthropicModel {
                         blocks.push(text_block(t));
                     }
                     for c in tool_calls {
-                        // `input` must be an object. Arguments held as text (from another
-                        // provider's recording) are parsed; anything but an object is wrapped.
+                        // `input` must be an object. Arguments held as text (as this provider
+                        // and OpenAI's hand them over) are parsed; anything but an object (text
+                        // that is not JSON) is wrapped.
                         let parsed = match &c.arguments {
                             Value::String(text) => serde_json::from_str(text).ok(),
                             _ => None,
@@ -141,54 +146,60 @@ impl AnthropicModel {
         Value::Object(body)
     }
 
-    fn parse(&self, body: &Value) -> Result<ModelResponse, ModelError> {
+    fn parse(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
         let malformed = |m: &str| self.transport.malformed(m);
-        let content = body
-            .get("content")
-            .and_then(Value::as_array)
-            .ok_or_else(|| malformed("no `content` array"))?;
+        let reply: Reply<'_> = serde_json::from_slice(body).map_err(|e| {
+            if e.is_data() {
+                // JSON, but not a Messages answer (no `content` array, a block without a
+                // `type`, a count that is not a number).
+                self.transport
+                    .malformed(format!("not a Messages answer ({e})"))
+            } else {
+                self.transport.invalid_json(&e, body.len())
+            }
+        })?;
         let mut texts = Vec::new();
         let mut tool_calls = Vec::new();
-        for block in content {
-            match block.get("type").and_then(Value::as_str) {
-                Some("text") => {
+        for block in reply.content {
+            match &*block.kind {
+                "text" => {
                     let text = block
-                        .get("text")
-                        .and_then(Value::as_str)
+                        .text
                         .ok_or_else(|| malformed("a text block lacks `text`"))?;
                     texts.push(text);
                 }
-                Some("tool_use") => {
-                    let call = (|| {
-                        Some(ToolCall {
-                            id: block.get("id")?.as_str()?.to_string(),
-                            name: block.get("name")?.as_str()?.to_string(),
-                            arguments: block.get("input")?.clone(),
-                        })
-                    })()
-                    .ok_or_else(|| malformed("a tool_use block lacks `id`, `name` or `input`"))?;
-                    tool_calls.push(call);
+                "tool_use" => {
+                    let (Some(id), Some(name), Some(input)) = (block.id, block.name, block.input)
+                    else {
+                        return Err(malformed("a tool_use block lacks `id`, `name` or `input`"));
+                    };
+                    tool_calls.push(ToolCall {
+                        id,
+                        name,
+                        // The input's JSON text as sent: the run loop checks a submitted
+                        // output on it without building a `Value`.
+                        arguments: Value::String(input.get().to_owned()),
+                    });
                 }
                 // Thinking and other block types carry nothing the run loop uses.
-                Some(_) => {}
-                None => return Err(malformed("a content block has no `type`")),
+                _ => {}
             }
         }
-        let stop_reason = match body.get("stop_reason").and_then(Value::as_str) {
+        let stop_reason = match reply.stop_reason.as_deref() {
             Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
             Some("tool_use") => StopReason::ToolUse,
             Some("max_tokens") => StopReason::MaxTokens,
             _ => StopReason::Other,
         };
-        let usage = body.get("usage").ok_or_else(|| malformed("no `usage`"))?;
-        let count = |field: &str| usage.get(field).and_then(Value::as_u64).unwrap_or(0);
+        let u = reply.usage.ok_or_else(|| malformed("no `usage`"))?;
+        let count = |n: Option<u64>| n.unwrap_or(0);
         // Cache reads and writes are counted as input at the full input price: this
         // overestimates cost a little when caching is in use, never underestimates it.
         let usage = Usage {
-            input_tokens: count("input_tokens")
-                + count("cache_creation_input_tokens")
-                + count("cache_read_input_tokens"),
-            output_tokens: count("output_tokens"),
+            input_tokens: count(u.input_tokens)
+                + count(u.cache_creation_input_tokens)
+                + count(u.cache_read_input_tokens),
+            output_tokens: count(u.output_tokens),
         };
         let text = (!texts.is_empty()).then(|| texts.concat());
         Ok(ModelResponse {
@@ -198,6 +209,46 @@ impl AnthropicModel {
             stop_reason,
         })
     }
+}
+
+/// A Messages API answer: only what the run loop uses. A tool's `input` is kept as the raw
+/// JSON text it arrived as.
+#[derive(Deserialize)]
+struct Reply<'a> {
+    #[serde(borrow)]
+    content: Vec<Block<'a>>,
+    #[serde(default, borrow)]
+    stop_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+/// One content block; the fields each type uses, the rest ignored.
+#[derive(Deserialize)]
+struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default, borrow)]
+    input: Option<&'a RawValue>,
+}
+
+/// Token counts; a missing or null count is 0.
+#[derive(Deserialize)]
+struct ReplyUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
 }
 
 fn text_block(text: &str) -> Value {
@@ -222,10 +273,7 @@ impl Model for AnthropicModel {
                 key.expose().to_string(),
             ));
         }
-        let answer = self
-            .transport
-            .post_json("/v1/messages", headers, &body)
-            .await?;
+        let answer = self.transport.post("/v1/messages", headers, &body).await?;
         self.parse(&answer)
     }
 }

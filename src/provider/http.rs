@@ -188,6 +188,24 @@ impl Transport {
         headers: Vec<(HeaderName, String)>,
         body: &Value,
     ) -> Result<Value, ModelError> {
+        let answer = self.post(path, headers, body).await?;
+        // Not retried: a server that answers with something other than JSON will again.
+        serde_json::from_slice(&answer).map_err(|e| self.invalid_json(&e, answer.len()))
+    }
+
+    /// The error for an answer that is not the JSON expected (`bytes` long).
+    pub(crate) fn invalid_json(&self, e: &serde_json::Error, bytes: usize) -> ModelError {
+        self.malformed(format!("invalid JSON ({e}) in {bytes} bytes"))
+    }
+
+    /// [`post_json`](Self::post_json) without the parse: the body of a 2xx answer, for a
+    /// provider that reads it into its own types.
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        headers: Vec<(HeaderName, String)>,
+        body: &Value,
+    ) -> Result<Vec<u8>, ModelError> {
         let url = self.config.url(path);
         let bytes = serde_json::to_vec(body).map_err(|e| {
             ModelError::Config(format!("{}: cannot encode request: {e}", self.provider))
@@ -239,7 +257,7 @@ impl Transport {
         url: &str,
         headers: &HeaderMap,
         body: Vec<u8>,
-    ) -> Result<Value, Attempt> {
+    ) -> Result<Vec<u8>, Attempt> {
         let response = self
             .client
             .post(url)
@@ -274,11 +292,7 @@ impl Transport {
                 retry_after,
             });
         }
-        serde_json::from_slice(&bytes).map_err(|e| Attempt {
-            error: self.malformed(format!("invalid JSON ({e}) in {} bytes", bytes.len())),
-            retryable: false,
-            retry_after: None,
-        })
+        Ok(bytes.to_vec())
     }
 
     fn transport_error(&self, e: reqwest::Error) -> Attempt {

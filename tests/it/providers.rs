@@ -584,7 +584,14 @@ async fn anthropic_three_turn_tool_exchange() {
     assert_eq!(r1.text.as_deref(), Some("Let me look."));
     assert_eq!(r1.tool_calls.len(), 2);
     assert_eq!(r1.tool_calls[1].id, "toolu_2");
-    assert_eq!(r1.tool_calls[0].arguments, json!({"path": "src/lib.rs"}));
+    // `input` is kept as the JSON text it arrived as.
+    let Value::String(input) = &r1.tool_calls[0].arguments else {
+        panic!("input kept as text: {:?}", r1.tool_calls[0].arguments);
+    };
+    assert_eq!(
+        serde_json::from_str::<Value>(input).expect("JSON"),
+        json!({"path": "src/lib.rs"})
+    );
     assert_eq!((r1.usage.input_tokens, r1.usage.output_tokens), (2095, 503));
 
     let mut second = conversation(2);
@@ -1006,4 +1013,74 @@ async fn anthropic_strict_mode_sends_the_strict_dialect() {
         "{tool}"
     );
     assert_eq!(tool["input_schema"]["required"], json!(["path"]));
+}
+
+/// A submission as each provider sends it, end to end through the run loop: the output's text
+/// is checked on the text (a claim too long is sent back for repair, with the bad call in the
+/// history in the provider's own form), then a valid one with escapes and spacing completes.
+#[tokio::test]
+async fn submissions_over_the_wire_are_checked_repaired_and_accepted() {
+    let too_long =
+        json!({"findings": [{"claim": "x".repeat(301), "source_ids": ["a"]}], "gaps": []});
+    let valid = "{ \"findings\": [ { \"claim\": \"caf\\u00e9 \\\"ok\\\"\", \"source_ids\": [\"a\"] } ],\n  \"gaps\": [] }";
+    let submit = |p: Provider, id: &str, text: &str| match p {
+        Provider::OpenAi => openai_completion(
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": [
+                {"id": id, "type": "function",
+                 "function": {"name": "submit_output", "arguments": text}}]}),
+            "tool_calls",
+        ),
+        Provider::Anthropic => anthropic_message(
+            json!([{"type": "tool_use", "id": id, "name": "submit_output",
+                    "input": serde_json::from_str::<Value>(text).expect("JSON")}]),
+            "tool_use",
+        ),
+    };
+    for p in PROVIDERS {
+        let server = Server::start(vec![
+            Reply::json(200, submit(p, "call_1", &too_long.to_string())),
+            Reply::json(200, submit(p, "call_2", valid)),
+        ])
+        .await;
+        let model = client(p, config(&server, base(p)));
+        let spec = subcontract::SubAgentSpec::dynamic(
+            "research",
+            json!({"type": "object"}),
+            json!({"type": "object", "additionalProperties": false, "required": ["findings", "gaps"],
+                   "properties": {
+                       "findings": {"type": "array", "maxItems": 3, "items": {
+                           "type": "object", "additionalProperties": false, "required": ["claim", "source_ids"],
+                           "properties": {"claim": {"type": "string", "maxLength": 300},
+                                          "source_ids": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 20}}}}},
+                       "gaps": {"type": "array", "maxItems": 3, "items": {"type": "string", "maxLength": 100}}}}),
+        )
+        .description("d")
+        .system("s")
+        .build()
+        .expect("valid spec");
+        let r = spec
+            .run(&json!({}), &subcontract::Ctx::builder(model).build())
+            .await;
+        assert_eq!(r.outcome, subcontract::Outcome::Completed, "{p:?}: {r:?}");
+        assert_eq!(r.turns, 2, "{p:?}");
+        assert_eq!(
+            r.output.expect("an output"),
+            json!({"findings": [{"claim": "café \"ok\"", "source_ids": ["a"]}], "gaps": []}),
+            "{p:?}"
+        );
+        // The second request carries the bad call and the repair request.
+        let body = &server.received()[1].body;
+        let text = body.to_string();
+        assert!(text.contains("/findings/0/claim"), "{p:?}: {text:.300}");
+        match p {
+            Provider::OpenAi => {
+                let sent = &body["messages"][2]["tool_calls"][0]["function"]["arguments"];
+                assert_eq!(sent, &json!(too_long.to_string()), "verbatim text");
+                validate_against_openapi(std::slice::from_ref(body));
+            }
+            Provider::Anthropic => {
+                assert_eq!(body["messages"][1]["content"][0]["input"], too_long);
+            }
+        }
+    }
 }
