@@ -316,10 +316,11 @@ impl Transport {
 
     /// A [`ModelError::MalformedResponse`] of this provider.
     pub(crate) fn malformed(&self, message: impl Into<String>) -> ModelError {
-        ModelError::MalformedResponse {
+        // Redacted: a parser's message can quote the answer, and an answer can echo the key.
+        self.redact(ModelError::MalformedResponse {
             provider: self.provider.to_string(),
             message: message.into(),
-        }
+        })
     }
 
     /// `initial * 2^attempt`, capped, with "equal jitter": half fixed, half random.

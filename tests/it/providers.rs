@@ -884,11 +884,14 @@ async fn malformed_and_truncated_bodies_are_errors() {
             }
             Provider::Anthropic => r#"{"id":"msg_1","type":"message","content":[{"type":"te"#,
         };
+        // JSON of the wrong shape whose parser message would quote the key it echoes.
+        let echo = format!(r#"{{"content": "{KEY}", "choices": "{KEY}"}}"#);
         for body in [
             "<html>502 Bad Gateway</html>",
             truncated,
             r#"{"unexpected": true}"#,
             "",
+            &echo,
         ] {
             let server = Server::start(vec![Reply::raw(200, body)]).await;
             let err = call(p, &server, config(&server, base(p)))
