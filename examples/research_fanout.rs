@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
+use subcontract::events::tree::{build_tree, render_tree};
 use subcontract::model::{Message, ModelRequest, Price, PriceTable, ScriptStep, ScriptedModel};
 use subcontract::spec::load_spec;
-use subcontract::tree::{build_tree, render_tree};
-use subcontract::workspace::Workspace;
+use subcontract::tool::workspace::Workspace;
 use subcontract::{Ctx, MemorySink, SubAgentSpec, ToolSet};
 
 const MODEL: &str = "scripted:demo";

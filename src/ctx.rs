@@ -10,7 +10,7 @@ use crate::budget::Budget;
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable};
-use crate::spec::{SpecCore, SubAgentSpec};
+use crate::spec::core::SpecCore;
 use crate::tool::ToolSet;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
@@ -241,13 +241,8 @@ impl Ctx {
         }
     }
 
-    /// Makes the context a sub-agent runs in: tools = the spec's tools, each of which this
-    /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
-    /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
-    pub fn child<I, O>(&self, spec: &SubAgentSpec<I, O>) -> Result<Ctx, SpawnError> {
-        self.child_of(spec.core())
-    }
-
+    // `Ctx::child`, the public way to fork a child for a typed spec, is defined beside
+    // `SubAgentSpec` (spec/typed.rs), so that this module needs only the untyped core.
     pub(crate) fn child_of(&self, spec: &SpecCore) -> Result<Ctx, SpawnError> {
         let p = &self.inner;
         let depth = p.depth + 1;

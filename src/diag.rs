@@ -231,11 +231,6 @@ impl LineIndex {
         Some(text.strip_suffix('\r').unwrap_or(text))
     }
 
-    /// The indexed source text.
-    pub fn source(&self) -> &str {
-        &self.src
-    }
-
     /// Characters in `src[..offset]`.
     fn chars_before(&self, offset: usize) -> u32 {
         let chunk = offset / CHUNK;

@@ -1,32 +1,33 @@
 #![doc = include_str!("docs/crate.md")]
 
-pub mod budget;
+// Modules in dependency order: each uses only those above it (and `ctx` and `tool` each
+// other: a tool is called with the context, and the context holds the tools).
+mod budget;
 pub mod check;
 pub mod contract;
-pub mod ctx;
-pub mod diag;
-pub mod dialect;
+mod ctx;
+pub(crate) mod diag;
 pub mod events;
-pub mod gate;
+mod gate;
 pub(crate) mod json;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod model;
+mod outcome;
 pub mod provider;
-pub mod runloop;
-pub mod runner;
+mod run;
 pub mod spec;
 pub mod tool;
-pub mod tree;
-pub mod workspace;
 
-pub use budget::{Budget, BudgetError, Reservation};
+pub use budget::{Budget, BudgetError, BudgetSnapshot, Reservation};
 pub use contract::{Contract, Violation};
-pub use ctx::{Ctx, CtxBuilder, SpawnError};
+pub use ctx::{
+    Ctx, CtxBuilder, ModelResolver, SpawnError, DEFAULT_FANOUT_LIMIT, DEFAULT_MAX_DEPTH,
+};
 pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink};
-pub use gate::{ApprovalGate, Decision, Gate};
-pub use model::Model;
-pub use runloop::{Outcome, RunError, RunResult, SUBMIT_TOOL};
+pub use gate::{ApprovalGate, ApprovalRequest, Decision, DenyTools, FnGate, Gate};
+pub use model::{Model, SUBMIT_TOOL};
+pub use outcome::{Outcome, RunError, RunResult};
 pub use spec::{Limits, SpecBuilder, SpecError, SubAgentSpec};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};

@@ -1,5 +1,7 @@
 //! The `subcontract` command line (design.md §4): a thin shell over the library.
 
+mod cli;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -7,8 +9,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
 
 use subcontract::check::{self, render, CheckOptions};
-use subcontract::ctx::DEFAULT_MAX_DEPTH;
-use subcontract::dialect;
+use subcontract::provider::dialect;
+use subcontract::DEFAULT_MAX_DEPTH;
 
 /// Exit code: every contract holds.
 const OK: u8 = 0;
@@ -94,7 +96,7 @@ enum Command {
     },
     /// Serve the specs as MCP tools over stdio (input/output schemas, structured content).
     #[cfg(feature = "mcp")]
-    Mcp(subcontract::mcp::McpArgs),
+    Mcp(cli::mcp::McpArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -145,7 +147,7 @@ fn main() -> ExitCode {
         ),
         Command::Trace { file } => run_trace(&file),
         #[cfg(feature = "mcp")]
-        Command::Mcp(args) => subcontract::mcp::main(args),
+        Command::Mcp(args) => cli::mcp::main(args),
     })
 }
 
@@ -182,7 +184,7 @@ fn run_run(
         eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
         return USAGE;
     };
-    let opts = subcontract::runner::RunOptions {
+    let opts = cli::run::RunOptions {
         spec,
         input,
         model,
@@ -207,7 +209,7 @@ fn run_run(
     } else {
         Some(std::sync::Arc::new(Progress))
     };
-    match runtime.block_on(subcontract::runner::run_spec(&opts, progress)) {
+    match runtime.block_on(cli::run::run_spec(&opts, progress)) {
         Err(e) => {
             eprintln!("{e}");
             USAGE
@@ -275,12 +277,12 @@ impl subcontract::EventSink for Progress {
 fn run_trace(file: &std::path::Path) -> u8 {
     match subcontract::events::read_jsonl(file) {
         Ok(events) => {
-            let tree = subcontract::tree::build_tree(&events);
+            let tree = subcontract::events::tree::build_tree(&events);
             if tree.is_empty() {
                 eprintln!("error: {}: no events", file.display());
                 return USAGE;
             }
-            emit(&subcontract::tree::render_tree(&tree));
+            emit(&subcontract::events::tree::render_tree(&tree));
             OK
         }
         Err(e) => {

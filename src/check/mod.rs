@@ -17,7 +17,7 @@ use crate::diag::{codes, Diagnostic, LineIndex, Pos, Severity};
 use crate::json::compact_chars;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
-use crate::workspace::BUILTIN_TOOLS;
+use crate::tool::workspace::BUILTIN_TOOLS;
 
 /// What a check run may assume beyond the spec files themselves.
 #[derive(Debug, Clone)]

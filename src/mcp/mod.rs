@@ -15,7 +15,6 @@
 //! the schema is wrapped the same way (its `$defs` move to the wrapper so references still
 //! resolve).
 
-mod cli;
 mod progress;
 mod server;
 
@@ -25,11 +24,11 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
+use crate::ctx::ModelResolver;
 use crate::events::EventSink;
 use crate::model::{Model, PriceTable};
 use crate::SubAgentSpec;
 
-pub use cli::{main, McpArgs};
 pub use server::{output_schema, SubcontractServer};
 
 /// Why the server could not start or stopped abnormally.
@@ -40,7 +39,7 @@ pub enum McpError {
     DuplicateName(String),
     /// The workspace directory could not be opened.
     #[error("workspace: {0}")]
-    Workspace(#[from] crate::workspace::WorkspaceError),
+    Workspace(#[from] crate::tool::workspace::WorkspaceError),
     /// A tool could not be registered on the root context.
     #[error("tools: {0}")]
     Tools(#[from] crate::tool::ToolSetError),
@@ -58,8 +57,8 @@ pub struct McpConfig {
     pub specs: Vec<SubAgentSpec<Value, Value>>,
     /// The model every run uses (unless a spec names its own).
     pub model: Arc<dyn Model>,
-    /// The `--base-url` used to resolve models that specs name themselves.
-    pub base_url: Option<String>,
+    /// Makes the models that specs name themselves (`None`: such a spec's call is denied).
+    pub resolver: Option<Arc<ModelResolver>>,
     /// The workspace the read-only tools (`read_file`, `list_dir`, `grep`) see.
     pub workspace: PathBuf,
     /// Limit of the server-wide budget across every call (`None`: unlimited, still counted).
@@ -97,7 +96,7 @@ impl McpConfig {
         McpConfig {
             specs,
             model,
-            base_url: None,
+            resolver: None,
             workspace: workspace.into(),
             max_cost_usd: None,
             prices: PriceTable::builtin(),

@@ -16,9 +16,8 @@ use serde_json::{json, Map, Value};
 use super::progress::ProgressRouter;
 use super::{McpConfig, McpError};
 use crate::events::{EventSink, Sinks};
-use crate::model::resolve_model;
-use crate::runloop::{Outcome, RunResult};
-use crate::workspace::Workspace;
+use crate::outcome::{Outcome, RunResult};
+use crate::tool::workspace::Workspace;
 use crate::{Budget, Ctx, SubAgentSpec};
 
 /// The key a non-object output is wrapped under (MCP's `outputSchema` must describe an object).
@@ -59,7 +58,7 @@ impl SubcontractServer {
         let McpConfig {
             specs,
             model,
-            base_url,
+            resolver,
             workspace,
             max_cost_usd,
             prices,
@@ -88,16 +87,17 @@ impl SubcontractServer {
         let progress = Arc::new(ProgressRouter::default());
         let mut sinks: Vec<Arc<dyn EventSink>> = vec![progress.clone()];
         sinks.extend(trace);
-        let resolver_specs = specs;
-        let root = Ctx::builder(model)
+        let mut root = Ctx::builder(model)
             .run_id("mcp")
             .spec_name("mcp")
             .tools(tools)
             .budget(Budget::with_label("mcp", max_cost_usd, None))
             .prices(prices)
-            .events(Arc::new(Sinks(sinks)))
-            .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
-            .build();
+            .events(Arc::new(Sinks(sinks)));
+        if let Some(resolve) = resolver {
+            root = root.model_resolver(move |name| resolve(name));
+        }
+        let root = root.build();
         Ok(SubcontractServer {
             tools: list,
             specs: served,
@@ -299,7 +299,14 @@ impl ServerHandler for SubcontractServer {
 mod tests {
     use super::*;
     use crate::events::EventKind;
-    use crate::model::ExampleModel;
+    use crate::model::{ScriptStep, ScriptedModel};
+
+    /// A model that answers every run with the text `done`, valid for these specs' outputs.
+    fn done_model() -> Arc<ScriptedModel> {
+        Arc::new(ScriptedModel::from_fn("example", |_| {
+            ScriptStep::text("done")
+        }))
+    }
 
     fn spec(name: &str, output: Value) -> SubAgentSpec<Value, Value> {
         SubAgentSpec::dynamic(
@@ -352,7 +359,7 @@ mod tests {
             spec("one", json!({"type": "string", "maxLength": 10})),
             spec("two", json!({"type": "string", "maxLength": 10})),
         ];
-        let model = Arc::new(ExampleModel::new(&specs));
+        let model = done_model();
         let dir = std::env::temp_dir();
         let mut config = McpConfig::new(specs.clone(), model, &dir);
         config.max_cost_usd = Some(rust_decimal::Decimal::ONE);
@@ -367,7 +374,7 @@ mod tests {
         }
         assert_eq!(server.tools().len(), 2);
         // Duplicate names are refused: a host could not tell the tools apart.
-        let model = Arc::new(ExampleModel::new(&specs));
+        let model = done_model();
         let dup = vec![specs[0].clone(), specs[0].clone()];
         assert!(matches!(
             SubcontractServer::new(McpConfig::new(dup, model, &dir)),
@@ -457,7 +464,7 @@ mod tests {
         use rust_decimal::Decimal;
 
         let specs = vec![spec("one", json!({"type": "string", "maxLength": 10}))];
-        let model = Arc::new(ExampleModel::new(&specs));
+        let model = done_model();
         let mut config = McpConfig::new(specs, model, std::env::temp_dir());
         // The example model priced so that one turn is dearer than the whole budget.
         let mut prices = PriceTable::new();
@@ -479,7 +486,6 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_run_concurrently_and_report_progress_before_their_result() {
-        use crate::model::{ScriptStep, ScriptedModel};
         use std::time::{Duration, Instant};
 
         let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];
@@ -527,7 +533,6 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_cancelled_request_cancels_its_run_and_the_server_keeps_serving() {
         use crate::events::MemorySink;
-        use crate::model::{ScriptStep, ScriptedModel};
         use std::time::{Duration, Instant};
 
         let specs = vec![spec("slow", json!({"type": "string", "maxLength": 10}))];

@@ -3,17 +3,13 @@
 //! A [`ModelRequest`] borrows the conversation instead of owning it, so the run loop never
 //! clones a whole history to make a call. Providers translate it to their wire format.
 
-mod example;
 mod price;
 mod replay;
-mod resolve;
 mod scripted;
 
-pub use example::ExampleModel;
 pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
-pub use resolve::resolve_model;
 pub use scripted::{ScriptStep, ScriptedModel};
 
 use std::sync::Arc;
@@ -21,6 +17,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// Name of the tool a sub-agent calls to hand back its output; its input schema is the
+/// output schema.
+pub const SUBMIT_TOOL: &str = "submit_output";
+
+pub(crate) const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
 
 /// One tool call requested by a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -96,7 +98,7 @@ pub struct ToolDefinition {
     /// What it is for; models read this to decide when to call it.
     pub description: Arc<str>,
     /// JSON Schema (draft 2020-12) of the arguments, in full. Providers that accept only a
-    /// dialect of JSON Schema convert it (see [`crate::dialect`]); our own validation enforces
+    /// dialect of JSON Schema convert it (see [`crate::provider::dialect`]); our own validation enforces
     /// the full schema on what comes back.
     pub input_schema: Arc<Value>,
 }

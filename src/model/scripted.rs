@@ -7,8 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 
+use super::SUBMIT_TOOL;
 use super::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-use crate::runloop::SUBMIT_TOOL;
 
 /// One scripted answer: a response (or an error) and how long to wait before giving it.
 #[derive(Debug, Clone)]

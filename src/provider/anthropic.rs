@@ -41,7 +41,7 @@ impl AnthropicModel {
     }
 
     /// Strict tool use: each tool carries `strict: true` and its schema in the dialect strict
-    /// mode accepts ([`crate::dialect::anthropic`]: length, number and item bounds moved into
+    /// mode accepts ([`crate::provider::dialect::anthropic`]: length, number and item bounds moved into
     /// descriptions). Our own validation still enforces the full schema on what comes back.
     /// Off by default: the full schema is sent as is, which the Messages API accepts.
     pub fn strict(mut self, on: bool) -> Self {
@@ -129,7 +129,7 @@ impl AnthropicModel {
                         json!({
                             "name": t.name,
                             "description": t.description,
-                            "input_schema": crate::dialect::anthropic(&t.input_schema),
+                            "input_schema": crate::provider::dialect::anthropic(&t.input_schema),
                             "strict": true,
                         })
                     } else {

@@ -9,6 +9,7 @@
 //! [`model_from_name`] builds either from a `provider:model` name and the environment.
 
 mod anthropic;
+pub mod dialect;
 mod http;
 mod openai;
 

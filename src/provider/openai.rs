@@ -58,7 +58,7 @@ impl OpenAiModel {
     }
 
     /// Structured Outputs' strict mode for tool calls: the tools' schemas are sent in the
-    /// dialect strict mode accepts ([`crate::dialect::openai_strict`]: every object closed,
+    /// dialect strict mode accepts ([`crate::provider::dialect::openai_strict`]: every object closed,
     /// every property required — optional ones nullable — and the keywords it refuses moved into
     /// descriptions), and the nulls it makes a model send for optional properties are removed
     /// again from the arguments, so our own validation sees the shape the full schema
@@ -151,7 +151,7 @@ impl OpenAiModel {
                             "function": {
                                 "name": t.name,
                                 "description": t.description,
-                                "parameters": crate::dialect::openai_strict(&t.input_schema),
+                                "parameters": crate::provider::dialect::openai_strict(&t.input_schema),
                                 "strict": true,
                             },
                         })
@@ -282,7 +282,10 @@ impl Model for OpenAiModel {
                             call.arguments = v;
                         }
                     }
-                    crate::dialect::strip_optional_nulls(&t.input_schema, &mut call.arguments);
+                    crate::provider::dialect::strip_optional_nulls(
+                        &t.input_schema,
+                        &mut call.arguments,
+                    );
                 }
             }
         }

@@ -13,11 +13,12 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::{Decoder, Limits, OutputMode, Source, SpecCore, SubAgentSpec};
+use super::core::{Decoder, Limits, OutputMode, OutputText, Source, SpecCore};
+use super::SubAgentSpec;
 use crate::contract::{violations_from_rules, Contract, Unbounded, Violation};
 use crate::json::compact_chars;
 use crate::model::ToolDefinition;
-use crate::runloop::{SUBMIT_DESCRIPTION, SUBMIT_TOOL};
+use crate::model::{SUBMIT_DESCRIPTION, SUBMIT_TOOL};
 use crate::tool::is_valid_name;
 
 /// Why a spec could not be built.
@@ -410,7 +411,7 @@ impl<I, O> SpecBuilder<I, O> {
                     violations,
                 });
             }
-            if let Err(violations) = core.accept_output(o, super::OutputText::Skip) {
+            if let Err(violations) = core.accept_output(o, OutputText::Skip) {
                 return Err(SpecError::ExampleInvalid {
                     spec,
                     index,

@@ -4,6 +4,7 @@
 
 mod set;
 mod typed;
+pub mod workspace;
 
 pub use set::{ToolEntry, ToolSet, ToolSetError};
 pub use typed::{FnTool, TypedTool};

@@ -76,7 +76,7 @@ impl ToolSet {
         if !is_valid_name(&name) {
             return Err(ToolSetError::InvalidName(name));
         }
-        if name == crate::runloop::SUBMIT_TOOL {
+        if name == crate::model::SUBMIT_TOOL {
             return Err(ToolSetError::Reserved(name));
         }
         if self.tools.contains_key(name.as_str()) {

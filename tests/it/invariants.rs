@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use subcontract::gate::{DenyTools, FnGate};
+use subcontract::events::tree::build_tree;
 use subcontract::model::{Message, ModelError, Price, PriceTable, ScriptStep};
-use subcontract::tree::build_tree;
 use subcontract::{Budget, Ctx, Decision, MemorySink, Outcome, SpawnError, SubAgentSpec, ToolSet};
+use subcontract::{DenyTools, FnGate};
 
 use crate::common::*;
 
@@ -537,7 +537,7 @@ async fn gate_is_inherited_and_only_stricter() {
     let ctx = Ctx::builder(m)
         .tools(tools(vec![research.as_tool(), lookup_tool("lookup")]))
         .gate(subcontract::Gate::new(FnGate(
-            |r: subcontract::gate::ApprovalRequest<'_>| {
+            |r: subcontract::ApprovalRequest<'_>| {
                 if r.tool == "lookup" && r.depth > 0 {
                     Decision::Deny("no lookups below the host".into())
                 } else {
@@ -547,9 +547,9 @@ async fn gate_is_inherited_and_only_stricter() {
         )))
         .build();
     // Adding an allow-everything gate cannot loosen the chain.
-    let ctx = ctx.with_stricter_gate(Arc::new(FnGate(
-        |_: subcontract::gate::ApprovalRequest<'_>| Decision::Allow,
-    )));
+    let ctx = ctx.with_stricter_gate(Arc::new(FnGate(|_: subcontract::ApprovalRequest<'_>| {
+        Decision::Allow
+    })));
     let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed);
     let saw = child_saw.lock().unwrap().clone();
@@ -645,7 +645,7 @@ async fn run_ids_rebuild_the_tree() {
     let from_file = subcontract::events::read_jsonl(&path).unwrap();
     assert_eq!(from_file, sink.events());
     assert_eq!(build_tree(&from_file), tree);
-    let text = subcontract::tree::render_tree(&tree);
+    let text = subcontract::events::tree::render_tree(&tree);
     assert!(
         text.contains("root.research-2 [research] completed"),
         "{text}"

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::events::{Event, EventKind};
 use crate::model::Usage;
-use crate::runloop::Outcome;
+use crate::outcome::Outcome;
 
 /// One run of the tree.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -4,8 +4,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{ExampleModel, Model, ModelError, ReplayModel};
-use crate::SubAgentSpec;
+use subcontract::model::{Model, ModelError, ReplayModel};
+use subcontract::SubAgentSpec;
+
+use super::example_model::ExampleModel;
 
 /// Makes the model named `name`:
 ///
@@ -26,5 +28,5 @@ pub fn resolve_model(
             .map(|m| Arc::new(m) as Arc<dyn Model>)
             .map_err(|e| ModelError::Config(e.to_string()));
     }
-    crate::provider::model_from_name(name, base_url)
+    subcontract::provider::model_from_name(name, base_url)
 }

@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::events::{EventSink, JsonlSink, Sinks};
-use crate::model::{resolve_model, Model, PriceTable, Recorder};
-use crate::runloop::RunResult;
-use crate::spec::{load_spec, spec_files, LoadError};
-use crate::tool::ToolSet;
-use crate::workspace::Workspace;
-use crate::{Ctx, SubAgentSpec};
+use subcontract::events::{EventSink, JsonlSink, Sinks};
+use subcontract::model::{Model, PriceTable, Recorder};
+use subcontract::spec::{load_spec, spec_files, LoadError};
+use subcontract::tool::workspace::Workspace;
+use subcontract::tool::ToolSet;
+use subcontract::{Ctx, RunResult, SubAgentSpec};
+
+use super::resolve::resolve_model;
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -43,10 +44,10 @@ pub enum RunnerError {
     Spec(#[from] LoadError),
     /// The model could not be made.
     #[error("{0}")]
-    Model(#[from] crate::model::ModelError),
+    Model(#[from] subcontract::model::ModelError),
     /// The workspace is not a directory.
     #[error("{0}")]
-    Workspace(#[from] crate::workspace::WorkspaceError),
+    Workspace(#[from] subcontract::tool::workspace::WorkspaceError),
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {

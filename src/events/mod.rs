@@ -1,6 +1,8 @@
 //! Run events and where they go: `tracing`, memory, or a JSON Lines file. One query over the
 //! events of a run rebuilds its whole tree, because every run id is `parent.child-n`.
 
+pub mod tree;
+
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -10,7 +12,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{StopReason, Usage};
-use crate::runloop::Outcome;
+use crate::outcome::Outcome;
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

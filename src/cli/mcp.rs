@@ -7,11 +7,12 @@ use std::sync::Arc;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use super::{serve_stdio, McpConfig, McpError};
-use crate::events::{EventSink, JsonlSink};
-use crate::model::resolve_model;
-use crate::spec::{load_spec, spec_files};
-use crate::SubAgentSpec;
+use subcontract::events::{EventSink, JsonlSink};
+use subcontract::mcp::{serve_stdio, McpConfig, McpError};
+use subcontract::spec::{load_spec, spec_files};
+use subcontract::SubAgentSpec;
+
+use super::resolve::resolve_model;
 
 /// Exit code: usage or I/O error (bad paths, specs that do not load, no model).
 const USAGE: u8 = 2;
@@ -92,8 +93,14 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
         model.id(),
         args.workspace.display()
     ));
+    // Specs that name their own model get it the way `--model` is resolved, with the same
+    // base URL and the same `example` answers.
+    let resolver_specs = specs.clone();
+    let base_url = args.base_url;
     let mut config = McpConfig::new(specs, model, args.workspace);
-    config.base_url = args.base_url;
+    config.resolver = Some(Arc::new(move |name: &str| {
+        resolve_model(name, base_url.as_deref(), &resolver_specs)
+    }));
     config.max_cost_usd = args.max_cost_usd;
     config.trace = trace;
     config.log = true;

@@ -4,12 +4,10 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -19,100 +17,16 @@ use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{
-    Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, ToolResult, Usage,
+    Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, ToolResult, Usage, SUBMIT_TOOL,
 };
-use crate::spec::{with_value, OutputMode, OutputText, SpecCore};
+use crate::outcome::{Outcome, RunResult};
+use crate::spec::core::{with_value, OutputMode, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
-/// Name of the tool a sub-agent calls to hand back its output; its input schema is the
-/// output schema.
-pub const SUBMIT_TOOL: &str = "submit_output";
-
-pub(crate) const SUBMIT_DESCRIPTION: &str = "Submit your final answer. Call this exactly once, when you are done; its arguments are the answer and must match this schema.";
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// It produced a valid output.
-    Completed,
-    /// It used every turn without producing an output.
-    MaxTurns,
-    /// Its budget (or an ancestor's) could not afford the next model call.
-    BudgetExhausted,
-    /// It ran past its timeout.
-    Timeout,
-    /// It, or an ancestor, was cancelled.
-    Cancelled,
-    /// Its last output was invalid and no turn was left to repair it.
-    InvalidOutput,
-    /// Its input did not match the input contract.
-    InvalidInput,
-    /// The model failed (HTTP error, malformed response, …).
-    ModelError,
-    /// It could not be started: a capability it asks for is not held, or it would be too deep.
-    Denied,
-}
-
-impl Outcome {
-    /// The outcome's stable name (`budget_exhausted`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Completed => "completed",
-            Outcome::MaxTurns => "max_turns",
-            Outcome::BudgetExhausted => "budget_exhausted",
-            Outcome::Timeout => "timeout",
-            Outcome::Cancelled => "cancelled",
-            Outcome::InvalidOutput => "invalid_output",
-            Outcome::InvalidInput => "invalid_input",
-            Outcome::ModelError => "model_error",
-            Outcome::Denied => "denied",
-        }
-    }
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What a run returns: its outcome, the validated output when it completed, and what it
-/// consumed.
-#[derive(Debug)]
-pub struct RunResult<O> {
-    /// The run's id.
-    pub run_id: String,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The validated output (only when `outcome` is `Completed`).
-    pub output: Option<O>,
-    /// Model turns taken.
-    pub turns: u32,
-    /// Tokens used by this run's own model calls.
-    pub usage: Usage,
-    /// Cost of this run's own model calls.
-    pub cost_usd: Decimal,
-    /// Cost of this run including every sub-agent below it.
-    pub total_cost_usd: Decimal,
-    /// Wall time.
-    pub duration: Duration,
-    /// What went wrong, when it did not complete.
-    pub error: Option<String>,
-}
+mod agent_tool;
+pub(crate) use agent_tool::AgentTool;
 
 impl<O> RunResult<O> {
-    /// The output, or an error naming the outcome.
-    pub fn into_result(self) -> Result<O, RunError> {
-        match self.output {
-            Some(o) if self.outcome == Outcome::Completed => Ok(o),
-            _ => Err(RunError {
-                outcome: self.outcome,
-                message: self.error.unwrap_or_else(|| self.outcome.to_string()),
-            }),
-        }
-    }
-
     pub(crate) fn input_not_serialisable(ctx: &Ctx, e: serde_json::Error) -> Self {
         RunResult {
             run_id: ctx.run_id().to_string(),
@@ -128,19 +42,9 @@ impl<O> RunResult<O> {
     }
 }
 
-/// A run that ended without an output.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("run ended: {outcome}: {message}")]
-pub struct RunError {
-    /// How it ended.
-    pub outcome: Outcome,
-    /// Details.
-    pub message: String,
-}
-
 /// A validated output: its compact JSON (when a parent reads it) and its value, the spec's
 /// type (a `Value` for a spec over JSON values).
-type Decoded = crate::spec::Accepted;
+type Decoded = crate::spec::core::Accepted;
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
@@ -155,11 +59,12 @@ impl RunResult<Decoded> {
             duration,
             error,
         } = self;
-        let (output, error) = match output.map(|(_, any)| crate::spec::downcast_output::<O>(any)) {
-            None => (None, error),
-            Some(Ok(o)) => (Some(o), error),
-            Some(Err(e)) => (None, Some(e.to_string())),
-        };
+        let (output, error) =
+            match output.map(|(_, any)| crate::spec::core::downcast_output::<O>(any)) {
+                None => (None, error),
+                Some(Ok(o)) => (Some(o), error),
+                Some(Err(e)) => (None, Some(e.to_string())),
+            };
         RunResult {
             run_id,
             outcome,

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage};
-use crate::runloop::SUBMIT_TOOL;
-use crate::SubAgentSpec;
+use subcontract::model::{
+    Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage, SUBMIT_TOOL,
+};
+use subcontract::SubAgentSpec;
 
 /// Answers a sub-agent by its system prompt with the output of its first `[[examples]]`
 /// entry; a spec without examples gets a [`ModelError::Exhausted`] (which ends the run as

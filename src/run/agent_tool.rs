@@ -5,14 +5,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::{OutputText, SpecCore};
 use crate::ctx::Ctx;
-use crate::runloop::{self, Outcome};
+use crate::outcome::Outcome;
+use crate::spec::core::{OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
-/// The tool [`SubAgentSpec::as_tool`](super::SubAgentSpec::as_tool) returns.
+/// The tool [`SubAgentSpec::as_tool`](crate::SubAgentSpec::as_tool) returns.
 #[derive(Debug, Clone)]
-pub struct AgentTool {
+pub(crate) struct AgentTool {
     spec: Arc<SpecCore>,
 }
 
@@ -40,7 +40,7 @@ impl Tool for AgentTool {
         ToolKind::SubAgent
     }
     async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput {
-        let r = runloop::run_child(&self.spec, args, ctx, OutputText::Write).await;
+        let r = super::run_child(&self.spec, args, ctx, OutputText::Write).await;
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
             (Outcome::Completed, Some((Some(text), value))) => ToolOutput {

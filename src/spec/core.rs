@@ -1,0 +1,293 @@
+//! The untyped heart of a spec: its limits, its compiled contracts and the checks an output
+//! passes (size, schema, typed rules) before a parent sees it.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde_json::Value;
+
+use crate::contract::{Contract, Violation};
+use crate::json::tape::Tape;
+use crate::model::ToolDefinition;
+
+/// Default maximum compact-JSON size of an output, in characters.
+pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 4000;
+/// Default run timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default turn limit.
+pub const DEFAULT_MAX_TURNS: u32 = 10;
+/// Default upper bound on output tokens per model call.
+pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// A sub-agent's limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Model turns before the run ends with `max_turns` (default 10).
+    pub max_turns: u32,
+    /// USD the run (and its own sub-agents) may spend; `None` leaves only the parent's limit.
+    pub max_cost_usd: Option<Decimal>,
+    /// Model calls the run (and its sub-agents) may make; `None` for no own limit.
+    pub max_model_calls: Option<u64>,
+    /// Wall time before the run ends with `timeout` (default 120 s).
+    pub timeout: Duration,
+    /// Largest output the parent may receive, as compact JSON characters (default 4000).
+    pub max_output_chars: usize,
+    /// Output-token limit of each model call (default 4096); also what a call reserves.
+    pub max_tokens_per_turn: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_turns: DEFAULT_MAX_TURNS,
+            max_cost_usd: None,
+            max_model_calls: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
+            max_tokens_per_turn: DEFAULT_MAX_TOKENS,
+        }
+    }
+}
+
+/// How the sub-agent hands back its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputMode {
+    /// By calling the submission tool, whose arguments are the output (any non-string schema).
+    Tool,
+    /// As its final text (an output schema of `type: string`).
+    Text,
+}
+
+/// What a decoder reads: a JSON value, or JSON text already parsed into a tape.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Value(&'a Value),
+    Tape(&'a Tape<'a>),
+}
+
+/// Decodes an already schema-checked document and applies the typed rules. A typed decoder
+/// returns its type; a decoder over JSON values returns `()` for a `Value` (the caller keeps
+/// it, see [`with_value`]) and the document as a `Value` for a tape.
+pub(crate) type Decoder =
+    dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
+
+/// The untyped heart of a spec, shared by every typed view of it.
+pub struct SpecCore {
+    pub(crate) name: String,
+    pub(crate) name_arc: Arc<str>,
+    pub(crate) description: String,
+    pub(crate) system: String,
+    pub(crate) tools: Vec<String>,
+    pub(crate) limits: Limits,
+    pub(crate) model: Option<String>,
+    pub(crate) input: Contract,
+    pub(crate) output: Contract,
+    pub(crate) output_mode: OutputMode,
+    /// The submission tool offered in [`OutputMode::Tool`], built once: every run offers it.
+    pub(crate) submit_tool: Option<ToolDefinition>,
+    /// Compact JSON bytes of the output schema, counted once for budget reservations.
+    pub(crate) output_schema_bytes: usize,
+    pub(crate) decode_input: Box<Decoder>,
+    pub(crate) decode_output: Box<Decoder>,
+    pub(crate) examples: Vec<(Value, Value)>,
+}
+
+impl std::fmt::Debug for SpecCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpecCore")
+            .field("name", &self.name)
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An accepted output: its compact JSON (when asked for) and its decoded value (for a spec
+/// over JSON values read from a `Value`, `()` until [`with_value`] puts the value there).
+pub(crate) type Accepted = (Option<String>, Box<dyn Any + Send>);
+
+/// Whether a run's caller reads its output as compact JSON (a parent reading a sub-agent's
+/// tool result) or takes the value (a typed run, a validity check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OutputText {
+    /// Write the compact JSON and hand it back.
+    Write,
+    /// Only count its characters.
+    Skip,
+}
+
+impl SpecCore {
+    /// Checks an output: size, schema, then the typed rules; returns the decoded value and,
+    /// when `text` says a parent will read it, the output's compact JSON. The size limit is
+    /// then measured on that text, written once here, so a sub-agent's output is not walked
+    /// twice; otherwise it is counted without writing anything.
+    pub(crate) fn accept_output(
+        &self,
+        v: &Value,
+        text: OutputText,
+    ) -> Result<Accepted, Vec<Violation>> {
+        let (text, chars) = match text {
+            OutputText::Write => {
+                let t = crate::json::to_compact_string(v);
+                let chars = t.chars().count();
+                (Some(t), chars)
+            }
+            OutputText::Skip => (None, crate::json::compact_chars(v)),
+        };
+        if chars > self.limits.max_output_chars {
+            return Err(vec![Violation {
+                path: String::new(),
+                message: format!(
+                    "the output is {chars} characters of compact JSON; the limit is {}: shorten it",
+                    self.limits.max_output_chars
+                ),
+            }]);
+        }
+        self.output.validate(v)?;
+        Ok((text, (self.decode_output)(Source::Value(v))?))
+    }
+
+    /// [`accept_output`](Self::accept_output) for an output sent as JSON text. The decoded
+    /// value is the typed output, or for a spec over JSON values the document itself.
+    ///
+    /// Valid text is sized, checked and decoded on a tape, without a `Value`. Anything the
+    /// tape path does not accept (text that is not JSON, duplicate keys, an invalid document,
+    /// a failed decode or rule) is redone on the `Value` path, so verdicts and repair
+    /// messages are exactly those of `accept_output`.
+    pub(crate) fn accept_output_json(
+        &self,
+        text: &str,
+        out: OutputText,
+    ) -> Result<Accepted, Vec<Violation>> {
+        if let Some(accepted) = self.accept_tape(text, out) {
+            return Ok(accepted);
+        }
+        let v = crate::contract::parse_json(text)?;
+        let (written, decoded) = self.accept_output(&v, out)?;
+        Ok((written, with_value(decoded, || v)))
+    }
+
+    /// The fast path of [`accept_output_json`](Self::accept_output_json): the output accepted
+    /// on a tape, or `None` if anything there fails.
+    fn accept_tape(&self, text: &str, out: OutputText) -> Option<Accepted> {
+        let tape = Tape::parse(text).ok()?;
+        if crate::json::tape_compact_chars(&tape) > self.limits.max_output_chars
+            || !self.output.is_valid_tape(&tape)
+        {
+            return None;
+        }
+        let decoded = (self.decode_output)(Source::Tape(&tape)).ok()?;
+        let written = match out {
+            OutputText::Write => Some(crate::json::tape_to_compact_string(&tape)),
+            OutputText::Skip => None,
+        };
+        Some((written, decoded))
+    }
+
+    /// Checks an input: schema, then the typed rules.
+    pub(crate) fn accept_input(&self, v: &Value) -> Result<(), Vec<Violation>> {
+        self.input.validate(v)?;
+        (self.decode_input)(Source::Value(v)).map(|_| ())
+    }
+}
+
+/// A decoded output as the run hands it on: the typed value, or, for a spec over JSON values
+/// (whose decoder only validates and returns `()`), the validated value itself.
+pub(crate) fn with_value(
+    decoded: Box<dyn Any + Send>,
+    value: impl FnOnce() -> Value,
+) -> Box<dyn Any + Send> {
+    if decoded.is::<()>() {
+        Box::new(value())
+    } else {
+        decoded
+    }
+}
+
+/// The output as `O`; an error only if a spec's decoder and its type parameter disagree,
+/// which the builders rule out (reported, not a panic).
+pub(crate) fn downcast_output<O: 'static>(decoded: Box<dyn Any + Send>) -> Result<O, &'static str> {
+    decoded
+        .downcast::<O>()
+        .map(|o| *o)
+        .map_err(|_| "internal: output type mismatch")
+}
+
+#[cfg(test)]
+mod tests {
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use validator::Validate;
+
+    use super::OutputText;
+    use crate::SubAgentSpec;
+
+    #[derive(Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Ask {
+        #[validate(length(max = 100))]
+        q: String,
+    }
+
+    #[derive(Debug, Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Answer {
+        #[validate(length(max = 20))]
+        answer: String,
+        #[validate(range(max = 10))]
+        n: u8,
+        #[validate(length(max = 3))]
+        tags: Vec<Tag>,
+    }
+
+    #[derive(Debug, Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Tag {
+        #[validate(length(max = 5))]
+        tag: String,
+    }
+
+    /// Valid text is accepted on the tape itself, not by the fallback: the parity tests
+    /// (`tests/it/output_text.rs`) would pass either way, so this checks the fast path is
+    /// the one taken, and that what it rejects it leaves to the `Value` path.
+    #[test]
+    fn valid_text_takes_the_fast_path() {
+        let spec = SubAgentSpec::<Ask, Answer>::builder("a")
+            .description("d")
+            .system("s")
+            .max_output_chars(80)
+            // Its worst case is 97 characters; allowed, so the size limit can be exceeded.
+            .allow_unbounded_output()
+            .build()
+            .expect("a valid spec");
+        let core = spec.core();
+        for text in [
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"a"}]}"#,
+            "{ \"answer\" : \"y\\u00e9s \\\"q\\\"\",\n \"n\": 3, \"tags\": [] }",
+        ] {
+            let (written, decoded) = core
+                .accept_tape(text, OutputText::Write)
+                .unwrap_or_else(|| panic!("fast path refused {text}"));
+            let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+            assert_eq!(written.as_deref(), Some(value.to_string().as_str()));
+            assert!(decoded.is::<Answer>());
+        }
+        for text in [
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"toolong"}]}"#, // rules
+            r#"{"answer":"yes","n":3}"#,                            // schema
+            r#"{"answer":"yes","n":3,"tags":[],"n":4}"#,            // duplicate key
+            r#"{"answer":"yes","n":3,"tags":[{"tag":"a"},{"tag":"b"},{"tag":"c"}],"x":"#, // not JSON
+        ] {
+            assert!(core.accept_tape(text, OutputText::Skip).is_none(), "{text}");
+        }
+        // Valid but over the 80-character limit (compact): refused on both paths.
+        let long =
+            r#"{"answer":"yyyyyyyyyyyyyyyyyyyy","n":10,"tags":[{"tag":"abcde"},{"tag":"abcde"}]}"#;
+        assert!(long.chars().count() > 80, "{}", long.len());
+        assert!(core.accept_tape(long, OutputText::Skip).is_none());
+        assert!(spec.validate_output_json(long).is_err());
+    }
+}
