@@ -226,8 +226,8 @@ impl Locator<'_> {
             .positions
             .locate(&path.iter().map(String::as_str).collect::<Vec<_>>());
         let mut best = base;
-        for seg in instance_path.split('/').skip(1) {
-            path.push(seg.replace("~1", "/").replace("~0", "~"));
+        for seg in crate::json::pointer::tokens(instance_path) {
+            path.push(seg.into_owned());
             match r
                 .positions
                 .locate(&path.iter().map(String::as_str).collect::<Vec<_>>())

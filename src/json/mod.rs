@@ -2,6 +2,7 @@
 //! `max_output_chars` and writes every sub-agent result for its parent, so these run once per
 //! sub-agent call on kilobytes of JSON. All agree exactly with `serde_json::to_string`.
 
+pub(crate) mod pointer;
 pub(crate) mod tape;
 
 use serde_json::Value;

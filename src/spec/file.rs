@@ -131,14 +131,10 @@ impl PositionMap {
             return Pos::START;
         };
         let pointer = pointer.strip_prefix('#').unwrap_or(pointer);
-        if let Some(rest) = pointer.strip_prefix('/') {
-            for raw in rest.split('/') {
-                // Order matters: `~01` is `~1` literally, not `/`.
-                let seg = raw.replace("~1", "/").replace("~0", "~");
-                match self.child(node, &seg) {
-                    Some(next) => node = next,
-                    None => break,
-                }
+        for seg in crate::json::pointer::tokens(pointer) {
+            match self.child(node, &seg) {
+                Some(next) => node = next,
+                None => break,
             }
         }
         self.pos[node]
