@@ -190,7 +190,8 @@ pub(crate) async fn run_child(
     text: OutputText,
 ) -> RunResult<Decoded> {
     match parent.child_of(spec) {
-        Ok(child) => run_core(spec, input, &child, text).await,
+        // A child context has a cancellation token of its own, so the run may cancel it.
+        Ok(child) => run_owned(spec, input, &child, text).await,
         Err(e) => {
             let error = e.to_string();
             let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
@@ -252,6 +253,18 @@ pub(crate) async fn run_core(
     ctx: &Ctx,
     text: OutputText,
 ) -> RunResult<Decoded> {
+    // The caller's token is not the run's to cancel: a timeout stops this run through a token
+    // of its own, a child of the caller's.
+    run_owned(spec, input, &ctx.with_own_cancellation(), text).await
+}
+
+/// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.
+async fn run_owned(
+    spec: &SpecCore,
+    input: Value,
+    ctx: &Ctx,
+    text: OutputText,
+) -> RunResult<Decoded> {
     let start = Instant::now();
     let mut guard = FinishGuard {
         ctx,
@@ -269,24 +282,7 @@ pub(crate) async fn run_core(
             None,
             Some(format!("invalid input: {}", join(&v))),
         ),
-        Ok(()) => {
-            let cancel = ctx.cancellation().clone();
-            let body = turns(spec, input, ctx, text, &mut st);
-            // Dropping `body` on timeout or cancellation drops every in-flight model call and
-            // aborts every sub-agent task it spawned.
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
-                r = tokio::time::timeout(spec.limits.timeout, body) => match r {
-                    Ok(r) => r,
-                    Err(_) => (
-                        Outcome::Timeout,
-                        None,
-                        Some(format!("no result within {:?}", spec.limits.timeout)),
-                    ),
-                },
-            }
-        }
+        Ok(()) => run_until_stopped(spec, ctx, turns(spec, input, ctx, text, &mut st)).await,
     };
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
@@ -310,6 +306,40 @@ pub(crate) async fn run_core(
         duration,
         error,
     }
+}
+
+/// Drives `body` until it ends, the run times out, or it is cancelled. A run that stops
+/// cancels its own token and then drives `body` on until it has wound down: the model call in
+/// flight is dropped (its reservation released), no model call starts, and every sub-agent
+/// task is awaited, so each has settled its calls and reported how it ended before this run
+/// counts its totals and reports.
+async fn run_until_stopped(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    body: impl std::future::Future<Output = TurnsResult>,
+) -> TurnsResult {
+    let cancel = ctx.cancellation();
+    tokio::pin!(body);
+    let stopped = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
+        r = &mut body => return r,
+        _ = tokio::time::sleep(spec.limits.timeout) => (
+            Outcome::Timeout,
+            None,
+            Some(format!("no result within {:?}", spec.limits.timeout)),
+        ),
+    };
+    cancel.cancel();
+    // What the body ends with is moot now; only its winding down matters.
+    let _ = body.await;
+    stopped
+}
+
+/// What a run that noticed its cancellation ends with (a timeout is reported by
+/// [`run_until_stopped`], which cancels after the fact).
+fn cancelled() -> TurnsResult {
+    (Outcome::Cancelled, None, Some("cancelled".to_string()))
 }
 
 fn join(v: &[Violation]) -> String {
@@ -404,6 +434,10 @@ async fn turns(
     let max_tokens = spec.limits.max_tokens_per_turn;
 
     for turn in 1..=spec.limits.max_turns {
+        // No model call starts once the run is stopping.
+        if ctx.cancellation().is_cancelled() {
+            return cancelled();
+        }
         let worst = price.map_or(Decimal::ZERO, |p| {
             p.cost(Usage {
                 input_tokens: bytes as u64,
@@ -416,14 +450,19 @@ async fn turns(
         };
         st.turns = turn;
         let t0 = Instant::now();
-        let response = model
-            .complete(ModelRequest {
-                system: &spec.system,
-                messages: &messages,
-                tools: &offered,
-                max_tokens,
-            })
-            .await;
+        let call = model.complete(ModelRequest {
+            system: &spec.system,
+            messages: &messages,
+            tools: &offered,
+            max_tokens,
+        });
+        // A call in flight when the run stops is dropped, and its reservation released. Biased,
+        // so a call is never first polled (started) after the cancellation.
+        let response = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return cancelled(),
+            r = call => r,
+        };
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let ModelResponse {
             text,
@@ -668,8 +707,15 @@ async fn run_tool_calls(
                 let ctx = ctx.clone();
                 let (set, ids) = tasks.get_or_insert_with(Default::default);
                 let handle = set.spawn(async move {
-                    // The semaphore is never closed, so acquiring only waits.
-                    let _permit = permits.acquire_owned().await;
+                    // The semaphore is never closed, so acquiring only waits; a call still
+                    // waiting when the run stops never starts.
+                    let _permit = tokio::select! {
+                        biased;
+                        _ = ctx.cancellation().cancelled() => return not_started(),
+                        p = permits.acquire_owned() => p,
+                    };
+                    // Not raced against the cancellation: a sub-agent stops on its own token
+                    // (a child of this run's) and is awaited until it has.
                     invoke(&*tool, name, &contract, args, &ctx, turn).await
                 });
                 ids.insert(handle.id(), i);
@@ -688,15 +734,21 @@ async fn run_tool_calls(
                 args,
             } = slot
             {
-                let output = invoke(
+                // An ordinary tool spends no budget, so one in progress when the run stops is
+                // dropped, and the rest do not start.
+                let call = invoke(
                     &**tool,
                     name.clone(),
                     contract,
                     std::mem::take(args),
                     ctx,
                     turn,
-                )
-                .await;
+                );
+                let output = tokio::select! {
+                    biased;
+                    _ = ctx.cancellation().cancelled() => not_started(),
+                    o = call => o,
+                };
                 *slot = Slot::Done(output);
             }
         }
@@ -759,6 +811,11 @@ async fn run_tool_calls(
     (results, note)
 }
 
+/// The result of a tool call the run stopped before it finished.
+fn not_started() -> ToolOutput {
+    ToolOutput::error("the run was stopped (timeout or cancellation) before this call finished")
+}
+
 /// One tool call: arguments validated, gate asked, then the tool run.
 async fn invoke(
     tool: &dyn Tool,
@@ -779,16 +836,19 @@ async fn invoke(
                 .join("\n")
         ))
     } else {
-        let decision = ctx
-            .gate()
-            .approve(ApprovalRequest {
-                run_id: ctx.run_id(),
-                spec: ctx.spec_name(),
-                depth: ctx.depth(),
-                tool: tool.name(),
-                arguments: &args,
-            })
-            .await;
+        let approval = ctx.gate().approve(ApprovalRequest {
+            run_id: ctx.run_id(),
+            spec: ctx.spec_name(),
+            depth: ctx.depth(),
+            tool: tool.name(),
+            arguments: &args,
+        });
+        // A gate may be waiting on a person; a run that stops does not wait for the answer.
+        let decision = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => Decision::Deny("the run was stopped".into()),
+            d = approval => d,
+        };
         match decision {
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("denied by the approval gate: {reason}"))
