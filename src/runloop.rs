@@ -638,6 +638,8 @@ enum Slot {
     },
     /// A sub-agent call, running as a task.
     Spawned,
+    /// The output of a call that ran: what counts towards the turn's result size.
+    Ran(ToolOutput),
 }
 
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
@@ -656,6 +658,7 @@ async fn run_tool_calls(
     // sub-agent call, so a turn of ordinary tools pays for none of it.
     let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
     let mut permits: Option<Arc<Semaphore>> = None;
+    let mut taken = 0;
     for (i, c) in calls.iter().enumerate() {
         if submit.as_ref().is_some_and(|(s, _)| *s == i) {
             if let Some((_, o)) = submit.take() {
@@ -663,6 +666,13 @@ async fn run_tool_calls(
                 continue;
             }
         }
+        if taken == spec.limits.max_tool_calls_per_turn {
+            slots.push(Slot::Done(over_call_limit(
+                spec.limits.max_tool_calls_per_turn,
+            )));
+            continue;
+        }
+        taken += 1;
         let entry = if spec.tools.iter().any(|t| t == &c.name) {
             ctx.tools().get(&c.name)
         } else {
@@ -725,8 +735,18 @@ async fn run_tool_calls(
     }
     let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
 
+    let max_chars = spec.limits.max_tool_result_chars_per_turn;
     let seq = async {
+        // What these results alone add; once they pass the limit, so do all results up to
+        // here, so the later tools' results would be withheld: they do not run.
+        let mut seq_chars = ResultChars::default();
         for slot in &mut slots {
+            if seq_chars.full {
+                if let Slot::Run { .. } = slot {
+                    *slot = Slot::Done(over_chars_limit(max_chars));
+                }
+                continue;
+            }
             if let Slot::Run {
                 tool,
                 name,
@@ -749,7 +769,8 @@ async fn run_tool_calls(
                     _ = ctx.cancellation().cancelled() => not_started(),
                     o = call => o,
                 };
-                *slot = Slot::Done(output);
+                seq_chars.admit(&output, max_chars);
+                *slot = Slot::Ran(output);
             }
         }
     };
@@ -788,14 +809,15 @@ async fn run_tool_calls(
         if !o.is_error {
             failed -= 1;
         }
-        slots[i] = Slot::Done(o);
+        slots[i] = Slot::Ran(o);
     }
+    bound_results(&mut slots, max_chars);
     let results = calls
         .iter()
         .zip(slots)
         .map(|(c, slot)| {
             let o = match slot {
-                Slot::Done(o) => o,
+                Slot::Done(o) | Slot::Ran(o) => o,
                 Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
             };
             ToolResult {
@@ -809,6 +831,59 @@ async fn run_tool_calls(
         format!("{failed} of {n_sub} sub-agent calls failed; continue with the results you have and say what is missing.")
     });
     (results, note)
+}
+
+/// Characters the results of one turn have added so far, in call order.
+#[derive(Default)]
+struct ResultChars {
+    used: usize,
+    /// A result did not fit: every later one is withheld too, so the limit is a cut in call
+    /// order, not a packing of whatever fits.
+    full: bool,
+}
+
+impl ResultChars {
+    /// Counts `o` if it fits under `max`; whether it did.
+    fn admit(&mut self, o: &ToolOutput, max: usize) -> bool {
+        let n = o.content.chars().count();
+        if !self.full && self.used.saturating_add(n) <= max {
+            self.used += n;
+            true
+        } else {
+            self.full = true;
+            false
+        }
+    }
+}
+
+/// Replaces the output of each call that ran, past the turn's character limit in call order,
+/// with an error saying so: what one response's calls add to the next request is bounded.
+fn bound_results(slots: &mut [Slot], max_chars: usize) {
+    let mut chars = ResultChars::default();
+    for slot in slots {
+        if let Slot::Ran(o) = slot {
+            if !chars.admit(o, max_chars) {
+                let n = o.content.chars().count();
+                *o = ToolOutput::error(format!(
+                    "result withheld: it is {n} characters, and this turn's tool results may add at most {max_chars} (limit `max_tool_result_chars_per_turn`); ask for less (a narrower read or search), or call it in a later turn"
+                ));
+            }
+        }
+    }
+}
+
+/// The result of a call past the turn's tool-call limit; short, as there may be many.
+fn over_call_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: at most {max} tool calls run per turn (limit `max_tool_calls_per_turn`)"
+    ))
+}
+
+/// The result of an ordinary tool not run because the turn's results were already full.
+fn over_chars_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: this turn's tool results reached their limit of {max} characters (`max_tool_result_chars_per_turn`); call it in a later turn"
+    ))
 }
 
 /// The result of a tool call the run stopped before it finished.

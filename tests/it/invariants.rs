@@ -873,3 +873,80 @@ async fn a_stopped_run_drains_its_children_before_it_reports() {
         assert_eq!(tree[0].children[0].outcome, Some(Outcome::Cancelled));
     }
 }
+
+/// What one response's tool calls add to the next request is bounded: 1,000 `read_file` calls
+/// of a 10,000-character file would add 10 MB; at most `max_tool_calls_per_turn` run, their
+/// results stop at `max_tool_result_chars_per_turn`, and every other call gets an error result
+/// saying which limit it met.
+#[tokio::test]
+async fn tool_results_per_turn_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("{}\n", "x".repeat(99));
+    std::fs::write(dir.path().join("big.txt"), line.repeat(100)).unwrap();
+    type SeenReq = Arc<Mutex<Option<(usize, Vec<(String, String, bool)>)>>>;
+    let seen: SeenReq = Arc::default();
+    let m = {
+        let seen = seen.clone();
+        model(move |_, turn, req| {
+            if turn == 1 {
+                let calls = (0..1_000)
+                    .map(|_| ("read_file".to_string(), json!({"path": "big.txt"})))
+                    .collect();
+                return ScriptStep::tool_calls(calls);
+            }
+            let size: usize = req
+                .messages
+                .iter()
+                .map(|m| serde_json::to_string(m).unwrap().len())
+                .sum();
+            *seen.lock().unwrap() = Some((size, last_tool_results(req)));
+            ScriptStep::text("done")
+        })
+    };
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .tools(tools(
+            subcontract::workspace::Workspace::new(dir.path())
+                .unwrap()
+                .tools(),
+        ))
+        .events(sink.clone())
+        .build();
+    let r = host_spec(&["read_file"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let (size, results) = seen.lock().unwrap().take().expect("a second request");
+    assert_eq!(results.len(), 1_000, "every call is answered");
+    let ok: Vec<_> = results.iter().filter(|r| !r.2).collect();
+    let ok_chars: usize = ok.iter().map(|r| r.1.chars().count()).sum();
+    assert!(!ok.is_empty());
+    assert!(ok_chars <= 200_000, "{ok_chars}");
+    // The results that ran come first, in call order; the first that did not fit is withheld,
+    // the tools after it do not run, and calls past 64 are refused.
+    assert!(results[..ok.len()].iter().all(|r| !r.2));
+    assert!(
+        results[ok.len()].1.starts_with("result withheld")
+            && results[ok.len()]
+                .1
+                .contains("max_tool_result_chars_per_turn"),
+        "{}",
+        results[ok.len()].1
+    );
+    for r in &results[ok.len() + 1..64] {
+        assert!(
+            r.2 && r.1.starts_with("not run: this turn's tool results"),
+            "{}",
+            r.1
+        );
+    }
+    for r in &results[64..] {
+        assert!(r.2 && r.1.contains("max_tool_calls_per_turn"), "{}", r.1);
+    }
+    let ran = sink
+        .events()
+        .iter()
+        .filter(|e| matches!(e.kind, subcontract::EventKind::ToolCall { .. }))
+        .count();
+    assert_eq!(ran, ok.len() + 1, "only the calls before the cut ran");
+    // The 1,000 calls themselves and the short refusals are on top of the results' limit.
+    assert!(size < 200_000 + 1_000 * 200, "next request is {size} bytes");
+}
