@@ -224,7 +224,8 @@ pub(crate) async fn run_child(
 }
 
 /// Emits a `cancelled` finished event for a run whose future was dropped before it finished
-/// (its parent timed out or was cancelled), so that no run ends silently in a trace.
+/// (its caller stopped waiting for it; a run that stops itself drains its children instead),
+/// so that no run ends silently in a trace.
 struct FinishGuard<'a> {
     ctx: &'a Ctx,
     start: Instant,
@@ -240,7 +241,7 @@ impl Drop for FinishGuard<'_> {
                 usage: Usage::default(),
                 cost_usd: Decimal::ZERO,
                 duration_ms: self.start.elapsed().as_secs_f64() * 1000.0,
-                error: Some("stopped because its parent stopped (timeout or cancellation)".into()),
+                error: Some("stopped because its caller stopped waiting for it".into()),
             });
         }
     }

@@ -716,7 +716,12 @@ async fn a_parent_timeout_stops_its_children_visibly() {
         t0.elapsed() < Duration::from_secs(5),
         "children did not hold the parent up"
     );
-    // No waiting: the parent drained its children before it reported.
+    // No waiting: the parent drained its children before it reported, and each child's call
+    // in flight gave back its reservation.
+    let b = ctx.budget().snapshot();
+    assert_eq!((b.reserved_calls, b.calls), (0, 1), "{b:?}");
+    // The timeout stopped the run through a token of its own, not the caller's.
+    assert!(!ctx.cancellation().is_cancelled());
     let tree = build_tree(&sink.events());
     assert_eq!(tree[0].outcome, Some(Outcome::Timeout));
     assert_eq!(tree[0].children.len(), 2);
@@ -807,7 +812,8 @@ async fn a_stopped_run_drains_its_children_before_it_reports() {
         .build()
         .unwrap();
         // Opens the gate well after the host has stopped (at once when cancelled, after 100 ms
-        // when timed out).
+        // when timed out). Real time, as the stuck child holds a worker thread: only the old
+        // behaviour's failure depends on it; the drained host returns once the gate opens.
         let opener = {
             let gate = gate.clone();
             std::thread::spawn(move || {
@@ -848,8 +854,11 @@ async fn a_stopped_run_drains_its_children_before_it_reports() {
             calls_at_return,
             "a child model call started after the report"
         );
-        // The one call in flight when the host stopped; none started after.
-        assert_eq!(calls_at_return, 1);
+        if cancel {
+            // The one call in flight when the host was cancelled; none started after. (When
+            // timed out, this holds unless the machine is so slow that the gate opened first.)
+            assert_eq!(calls_at_return, 1);
+        }
         // The call in flight finished, so it was charged, and the host's total includes it.
         assert_eq!(r.total_cost_usd, spent_at_return);
         let events = sink.events();
@@ -861,11 +870,13 @@ async fn a_stopped_run_drains_its_children_before_it_reports() {
             })
             .sum();
         assert_eq!(charged, r.total_cost_usd);
-        assert_eq!(
-            r.total_cost_usd,
-            Decimal::new(4, 3),
-            "two calls of 0.002 USD"
-        );
+        if cancel {
+            assert_eq!(
+                r.total_cost_usd,
+                Decimal::new(4, 3),
+                "two calls of 0.002 USD"
+            );
+        }
         let tree = build_tree(&events);
         assert_eq!(tree[0].outcome, Some(expected));
         assert_eq!(tree[0].total_cost_usd, r.total_cost_usd);
