@@ -321,6 +321,17 @@ impl Ctx {
         }
     }
 
+    /// The same run with a cancellation token of its own, a child of this one: the run loop
+    /// cancels it to stop its own work (on a timeout) without cancelling the caller's token.
+    pub(crate) fn with_own_cancellation(&self) -> Ctx {
+        Ctx {
+            inner: Arc::new(Inner {
+                cancel: self.inner.cancel.child_token(),
+                ..self.inner.shared()
+            }),
+        }
+    }
+
     /// This run's id.
     pub fn run_id(&self) -> &str {
         &self.inner.run_id

@@ -95,7 +95,8 @@ pub(crate) async fn run_child(
     text: OutputText,
 ) -> RunResult<Decoded> {
     match parent.child_of(spec) {
-        Ok(child) => run_core(spec, input, &child, text).await,
+        // A child context has a cancellation token of its own, so the run may cancel it.
+        Ok(child) => run_owned(spec, input, &child, text).await,
         Err(e) => {
             let error = e.to_string();
             let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
@@ -128,7 +129,8 @@ pub(crate) async fn run_child(
 }
 
 /// Emits a `cancelled` finished event for a run whose future was dropped before it finished
-/// (its parent timed out or was cancelled), so that no run ends silently in a trace.
+/// (its caller stopped waiting for it; a run that stops itself drains its children instead),
+/// so that no run ends silently in a trace.
 struct FinishGuard<'a> {
     ctx: &'a Ctx,
     start: Instant,
@@ -144,7 +146,7 @@ impl Drop for FinishGuard<'_> {
                 usage: Usage::default(),
                 cost_usd: Decimal::ZERO,
                 duration_ms: self.start.elapsed().as_secs_f64() * 1000.0,
-                error: Some("stopped because its parent stopped (timeout or cancellation)".into()),
+                error: Some("stopped because its caller stopped waiting for it".into()),
             });
         }
     }
@@ -152,6 +154,18 @@ impl Drop for FinishGuard<'_> {
 
 /// Runs `spec` on `input` in `ctx`.
 pub(crate) async fn run_core(
+    spec: &SpecCore,
+    input: Value,
+    ctx: &Ctx,
+    text: OutputText,
+) -> RunResult<Decoded> {
+    // The caller's token is not the run's to cancel: a timeout stops this run through a token
+    // of its own, a child of the caller's.
+    run_owned(spec, input, &ctx.with_own_cancellation(), text).await
+}
+
+/// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.
+async fn run_owned(
     spec: &SpecCore,
     input: Value,
     ctx: &Ctx,
@@ -174,24 +188,7 @@ pub(crate) async fn run_core(
             None,
             Some(format!("invalid input: {}", join(&v))),
         ),
-        Ok(()) => {
-            let cancel = ctx.cancellation().clone();
-            let body = turns(spec, input, ctx, text, &mut st);
-            // Dropping `body` on timeout or cancellation drops every in-flight model call and
-            // aborts every sub-agent task it spawned.
-            tokio::select! {
-                biased;
-                _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
-                r = tokio::time::timeout(spec.limits.timeout, body) => match r {
-                    Ok(r) => r,
-                    Err(_) => (
-                        Outcome::Timeout,
-                        None,
-                        Some(format!("no result within {:?}", spec.limits.timeout)),
-                    ),
-                },
-            }
-        }
+        Ok(()) => run_until_stopped(spec, ctx, turns(spec, input, ctx, text, &mut st)).await,
     };
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
@@ -215,6 +212,40 @@ pub(crate) async fn run_core(
         duration,
         error,
     }
+}
+
+/// Drives `body` until it ends, the run times out, or it is cancelled. A run that stops
+/// cancels its own token and then drives `body` on until it has wound down: the model call in
+/// flight is dropped (its reservation released), no model call starts, and every sub-agent
+/// task is awaited, so each has settled its calls and reported how it ended before this run
+/// counts its totals and reports.
+async fn run_until_stopped(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    body: impl std::future::Future<Output = TurnsResult>,
+) -> TurnsResult {
+    let cancel = ctx.cancellation();
+    tokio::pin!(body);
+    let stopped = tokio::select! {
+        biased;
+        _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
+        r = &mut body => return r,
+        _ = tokio::time::sleep(spec.limits.timeout) => (
+            Outcome::Timeout,
+            None,
+            Some(format!("no result within {:?}", spec.limits.timeout)),
+        ),
+    };
+    cancel.cancel();
+    // What the body ends with is moot now; only its winding down matters.
+    let _ = body.await;
+    stopped
+}
+
+/// What a run that noticed its cancellation ends with (a timeout is reported by
+/// [`run_until_stopped`], which cancels after the fact).
+fn cancelled() -> TurnsResult {
+    (Outcome::Cancelled, None, Some("cancelled".to_string()))
 }
 
 fn join(v: &[Violation]) -> String {
@@ -309,6 +340,10 @@ async fn turns(
     let max_tokens = spec.limits.max_tokens_per_turn;
 
     for turn in 1..=spec.limits.max_turns {
+        // No model call starts once the run is stopping.
+        if ctx.cancellation().is_cancelled() {
+            return cancelled();
+        }
         let worst = price.map_or(Decimal::ZERO, |p| {
             p.cost(Usage {
                 input_tokens: bytes as u64,
@@ -321,14 +356,19 @@ async fn turns(
         };
         st.turns = turn;
         let t0 = Instant::now();
-        let response = model
-            .complete(ModelRequest {
-                system: &spec.system,
-                messages: &messages,
-                tools: &offered,
-                max_tokens,
-            })
-            .await;
+        let call = model.complete(ModelRequest {
+            system: &spec.system,
+            messages: &messages,
+            tools: &offered,
+            max_tokens,
+        });
+        // A call in flight when the run stops is dropped, and its reservation released. Biased,
+        // so a call is never first polled (started) after the cancellation.
+        let response = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return cancelled(),
+            r = call => r,
+        };
         let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let ModelResponse {
             text,
@@ -504,6 +544,8 @@ enum Slot {
     },
     /// A sub-agent call, running as a task.
     Spawned,
+    /// The output of a call that ran: what counts towards the turn's result size.
+    Ran(ToolOutput),
 }
 
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
@@ -522,6 +564,7 @@ async fn run_tool_calls(
     // sub-agent call, so a turn of ordinary tools pays for none of it.
     let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
     let mut permits: Option<Arc<Semaphore>> = None;
+    let mut taken = 0;
     for (i, c) in calls.iter().enumerate() {
         if submit.as_ref().is_some_and(|(s, _)| *s == i) {
             if let Some((_, o)) = submit.take() {
@@ -529,6 +572,13 @@ async fn run_tool_calls(
                 continue;
             }
         }
+        if taken == spec.limits.max_tool_calls_per_turn {
+            slots.push(Slot::Done(over_call_limit(
+                spec.limits.max_tool_calls_per_turn,
+            )));
+            continue;
+        }
+        taken += 1;
         let entry = if spec.tools.iter().any(|t| t == &c.name) {
             ctx.tools().get(&c.name)
         } else {
@@ -573,8 +623,15 @@ async fn run_tool_calls(
                 let ctx = ctx.clone();
                 let (set, ids) = tasks.get_or_insert_with(Default::default);
                 let handle = set.spawn(async move {
-                    // The semaphore is never closed, so acquiring only waits.
-                    let _permit = permits.acquire_owned().await;
+                    // The semaphore is never closed, so acquiring only waits; a call still
+                    // waiting when the run stops never starts.
+                    let _permit = tokio::select! {
+                        biased;
+                        _ = ctx.cancellation().cancelled() => return not_started(),
+                        p = permits.acquire_owned() => p,
+                    };
+                    // Not raced against the cancellation: a sub-agent stops on its own token
+                    // (a child of this run's) and is awaited until it has.
                     invoke(&*tool, name, &contract, args, &ctx, turn).await
                 });
                 ids.insert(handle.id(), i);
@@ -584,8 +641,18 @@ async fn run_tool_calls(
     }
     let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
 
+    let max_chars = spec.limits.max_tool_result_chars_per_turn;
     let seq = async {
+        // What these results alone add; once they pass the limit, so do all results up to
+        // here, so the later tools' results would be withheld: they do not run.
+        let mut seq_chars = ResultChars::default();
         for slot in &mut slots {
+            if seq_chars.full {
+                if let Slot::Run { .. } = slot {
+                    *slot = Slot::Done(over_chars_limit(max_chars));
+                }
+                continue;
+            }
             if let Slot::Run {
                 tool,
                 name,
@@ -593,16 +660,23 @@ async fn run_tool_calls(
                 args,
             } = slot
             {
-                let output = invoke(
+                // An ordinary tool spends no budget, so one in progress when the run stops is
+                // dropped, and the rest do not start.
+                let call = invoke(
                     &**tool,
                     name.clone(),
                     contract,
                     std::mem::take(args),
                     ctx,
                     turn,
-                )
-                .await;
-                *slot = Slot::Done(output);
+                );
+                let output = tokio::select! {
+                    biased;
+                    _ = ctx.cancellation().cancelled() => not_started(),
+                    o = call => o,
+                };
+                seq_chars.admit(&output, max_chars);
+                *slot = Slot::Ran(output);
             }
         }
     };
@@ -641,14 +715,15 @@ async fn run_tool_calls(
         if !o.is_error {
             failed -= 1;
         }
-        slots[i] = Slot::Done(o);
+        slots[i] = Slot::Ran(o);
     }
+    bound_results(&mut slots, max_chars);
     let results = calls
         .iter()
         .zip(slots)
         .map(|(c, slot)| {
             let o = match slot {
-                Slot::Done(o) => o,
+                Slot::Done(o) | Slot::Ran(o) => o,
                 Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
             };
             ToolResult {
@@ -662,6 +737,64 @@ async fn run_tool_calls(
         format!("{failed} of {n_sub} sub-agent calls failed; continue with the results you have and say what is missing.")
     });
     (results, note)
+}
+
+/// Characters the results of one turn have added so far, in call order.
+#[derive(Default)]
+struct ResultChars {
+    used: usize,
+    /// A result did not fit: every later one is withheld too, so the limit is a cut in call
+    /// order, not a packing of whatever fits.
+    full: bool,
+}
+
+impl ResultChars {
+    /// Counts `o` if it fits under `max`; whether it did.
+    fn admit(&mut self, o: &ToolOutput, max: usize) -> bool {
+        let n = o.content.chars().count();
+        if !self.full && self.used.saturating_add(n) <= max {
+            self.used += n;
+            true
+        } else {
+            self.full = true;
+            false
+        }
+    }
+}
+
+/// Replaces the output of each call that ran, past the turn's character limit in call order,
+/// with an error saying so: what one response's calls add to the next request is bounded.
+fn bound_results(slots: &mut [Slot], max_chars: usize) {
+    let mut chars = ResultChars::default();
+    for slot in slots {
+        if let Slot::Ran(o) = slot {
+            if !chars.admit(o, max_chars) {
+                let n = o.content.chars().count();
+                *o = ToolOutput::error(format!(
+                    "result withheld: it is {n} characters, and this turn's tool results may add at most {max_chars} (limit `max_tool_result_chars_per_turn`); ask for less (a narrower read or search), or call it in a later turn"
+                ));
+            }
+        }
+    }
+}
+
+/// The result of a call past the turn's tool-call limit; short, as there may be many.
+fn over_call_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: at most {max} tool calls run per turn (limit `max_tool_calls_per_turn`)"
+    ))
+}
+
+/// The result of an ordinary tool not run because the turn's results were already full.
+fn over_chars_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: this turn's tool results reached their limit of {max} characters (`max_tool_result_chars_per_turn`); call it in a later turn"
+    ))
+}
+
+/// The result of a tool call the run stopped before it finished.
+fn not_started() -> ToolOutput {
+    ToolOutput::error("the run was stopped (timeout or cancellation) before this call finished")
 }
 
 /// One tool call: arguments validated, gate asked, then the tool run.
@@ -684,16 +817,19 @@ async fn invoke(
                 .join("\n")
         ))
     } else {
-        let decision = ctx
-            .gate()
-            .approve(ApprovalRequest {
-                run_id: ctx.run_id(),
-                spec: ctx.spec_name(),
-                depth: ctx.depth(),
-                tool: tool.name(),
-                arguments: &args,
-            })
-            .await;
+        let approval = ctx.gate().approve(ApprovalRequest {
+            run_id: ctx.run_id(),
+            spec: ctx.spec_name(),
+            depth: ctx.depth(),
+            tool: tool.name(),
+            arguments: &args,
+        });
+        // A gate may be waiting on a person; a run that stops does not wait for the answer.
+        let decision = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => Decision::Deny("the run was stopped".into()),
+            d = approval => d,
+        };
         match decision {
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("denied by the approval gate: {reason}"))

@@ -277,6 +277,17 @@ impl<I, O> SpecBuilder<I, O> {
         self.limits.max_tokens_per_turn = n;
         self
     }
+    /// Tool calls of one model response that run; calls past it get an error result.
+    pub fn max_tool_calls_per_turn(mut self, n: usize) -> Self {
+        self.limits.max_tool_calls_per_turn = n;
+        self
+    }
+    /// Characters the tool results of one turn may add to the conversation; results past it
+    /// are errors saying so.
+    pub fn max_tool_result_chars_per_turn(mut self, n: usize) -> Self {
+        self.limits.max_tool_result_chars_per_turn = n;
+        self
+    }
     /// The model it uses (`provider:model`) instead of its parent's.
     pub fn model(mut self, m: impl Into<String>) -> Self {
         self.model = Some(m.into());
@@ -330,6 +341,10 @@ impl<I, O> SpecBuilder<I, O> {
             Some("max_output_chars must be positive".to_string())
         } else if l.max_tokens_per_turn == 0 {
             Some("max_tokens_per_turn must be positive".to_string())
+        } else if l.max_tool_calls_per_turn == 0 {
+            Some("max_tool_calls_per_turn must be at least 1".to_string())
+        } else if l.max_tool_result_chars_per_turn == 0 {
+            Some("max_tool_result_chars_per_turn must be positive".to_string())
         } else if l.max_cost_usd.is_some_and(|c| c <= Decimal::ZERO) {
             Some("max_cost_usd must be positive".to_string())
         } else if l.max_model_calls == Some(0) {

@@ -20,6 +20,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_MAX_TURNS: u32 = 10;
 /// Default upper bound on output tokens per model call.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+/// Default number of tool calls of one model response that run.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_TURN: usize = 64;
+/// Default number of characters the tool results of one turn may add to the conversation.
+pub const DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN: usize = 200_000;
 
 /// A sub-agent's limits.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +40,13 @@ pub struct Limits {
     pub max_output_chars: usize,
     /// Output-token limit of each model call (default 4096); also what a call reserves.
     pub max_tokens_per_turn: u32,
+    /// Tool calls of one model response that run (default 64); each call past it gets an
+    /// error result instead.
+    pub max_tool_calls_per_turn: usize,
+    /// Characters the tool results of one turn may add to the conversation (default 200,000):
+    /// once results, in call order, would pass it, each later result is an error saying so,
+    /// and ordinary tools past that point do not run.
+    pub max_tool_result_chars_per_turn: usize,
 }
 
 impl Default for Limits {
@@ -47,6 +58,8 @@ impl Default for Limits {
             timeout: DEFAULT_TIMEOUT,
             max_output_chars: DEFAULT_MAX_OUTPUT_CHARS,
             max_tokens_per_turn: DEFAULT_MAX_TOKENS,
+            max_tool_calls_per_turn: DEFAULT_MAX_TOOL_CALLS_PER_TURN,
+            max_tool_result_chars_per_turn: DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN,
         }
     }
 }

@@ -43,6 +43,10 @@ pub struct RawLimits {
     pub timeout_secs: Option<Located<u64>>,
     /// Longest compact JSON output the parent may receive, in characters.
     pub max_output_chars: Option<Located<u64>>,
+    /// Tool calls of one model response that run.
+    pub max_tool_calls_per_turn: Option<Located<u64>>,
+    /// Characters the tool results of one turn may add to the conversation.
+    pub max_tool_result_chars_per_turn: Option<Located<u64>>,
 }
 
 /// One `[[examples]]` entry that had both an `input` and an `output`.
@@ -270,6 +274,8 @@ const LIMIT_KEYS: &[&str] = &[
     "max_cost_usd",
     "timeout_secs",
     "max_output_chars",
+    "max_tool_calls_per_turn",
+    "max_tool_result_chars_per_turn",
 ];
 const EXAMPLE_KEYS: &[&str] = &["name", "input", "output"];
 
@@ -623,6 +629,12 @@ impl Parser<'_> {
                 }
                 "max_output_chars" => {
                     limits.max_output_chars = self.positive_int("max_output_chars", v, u64::MAX);
+                }
+                k @ "max_tool_calls_per_turn" => {
+                    limits.max_tool_calls_per_turn = self.positive_int(k, v, u64::MAX);
+                }
+                k @ "max_tool_result_chars_per_turn" => {
+                    limits.max_tool_result_chars_per_turn = self.positive_int(k, v, u64::MAX);
                 }
                 _ => self.unknown_key(key, LIMIT_KEYS, "in [limits]"),
             }

@@ -83,6 +83,12 @@ pub fn build(raw: &RawSpec) -> Result<SubAgentSpec<Value, Value>, Diagnostic> {
     if let Some(v) = &raw.limits.max_output_chars {
         limits.max_output_chars = usize::try_from(v.value).unwrap_or(usize::MAX);
     }
+    if let Some(v) = &raw.limits.max_tool_calls_per_turn {
+        limits.max_tool_calls_per_turn = usize::try_from(v.value).unwrap_or(usize::MAX);
+    }
+    if let Some(v) = &raw.limits.max_tool_result_chars_per_turn {
+        limits.max_tool_result_chars_per_turn = usize::try_from(v.value).unwrap_or(usize::MAX);
+    }
     let mut b = SubAgentSpec::dynamic(
         raw.name.value.clone(),
         raw.input.value.clone(),

@@ -9,7 +9,8 @@ mod typed;
 
 pub use builder::{SpecBuilder, SpecError};
 pub use core::{
-    Limits, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS,
+    Limits, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOOL_CALLS_PER_TURN, DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };
 pub use load::{load_spec, load_spec_str, spec_files, to_diagnostic, LoadError};

@@ -23,6 +23,8 @@ pub enum ToolKind {
     /// An ordinary tool: runs in call order.
     Function,
     /// A sub-agent: runs concurrently with the other sub-agent calls of the same response.
+    /// A run that stops (timeout, cancellation) waits for its sub-agent calls to end, so such a
+    /// tool must return promptly once its context's cancellation token is cancelled.
     SubAgent,
 }
 

@@ -71,3 +71,43 @@ fn typos_and_bad_values_point_at_file_line_col() {
         assert!(load_spec_str(Path::new("g.toml"), garbage).is_err());
     }
 }
+
+#[test]
+fn per_turn_tool_limits_load_with_defaults() {
+    let spec_with = |limits: &str| {
+        format!("name = \"x\"\ndescription = \"d\"\nsystem = \"s\"\n[limits]\n{limits}\n[input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n")
+    };
+    let spec = load_spec_str(Path::new("x.toml"), &spec_with("max_turns = 2")).unwrap();
+    assert_eq!(spec.limits().max_tool_calls_per_turn, 64);
+    assert_eq!(spec.limits().max_tool_result_chars_per_turn, 200_000);
+
+    let src = spec_with("max_tool_calls_per_turn = 8\nmax_tool_result_chars_per_turn = 5000");
+    let spec = load_spec_str(Path::new("x.toml"), &src).unwrap();
+    assert_eq!(spec.limits().max_tool_calls_per_turn, 8);
+    assert_eq!(spec.limits().max_tool_result_chars_per_turn, 5000);
+
+    let err = load_spec_str(
+        Path::new("x.toml"),
+        &spec_with("max_tool_calls_per_turn = 0"),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`max_tool_calls_per_turn` must be at least 1"),
+        "{err}"
+    );
+    // The builder refuses the same.
+    let built = subcontract::SubAgentSpec::dynamic(
+        "x",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 10}),
+    )
+    .description("d")
+    .system("s")
+    .max_tool_result_chars_per_turn(0)
+    .build();
+    assert!(
+        matches!(built, Err(subcontract::SpecError::BadLimits { .. })),
+        "{built:?}"
+    );
+}
