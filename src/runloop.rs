@@ -312,6 +312,16 @@ pub(crate) async fn run_core(
     }
 }
 
+/// Reports a rejected output (an event with where and why, never the output) and returns the
+/// violations as one line, for the run's error should no turn repair them.
+fn rejected(ctx: &Ctx, turn: u32, v: &[Violation]) -> String {
+    ctx.emit(EventKind::OutputRejected {
+        turn,
+        violations: v.to_vec(),
+    });
+    join(v)
+}
+
 fn join(v: &[Violation]) -> String {
     v.iter()
         .map(|v| v.to_string())
@@ -470,7 +480,7 @@ async fn turns(
                             return (Outcome::Completed, Some((t, with_value(d, || v))), None)
                         }
                         Err(viol) => {
-                            last_invalid = Some(join(&viol));
+                            last_invalid = Some(rejected(ctx, turn, &viol));
                             repair_message(&viol, "Answer again with corrected text.")
                         }
                     }
@@ -481,7 +491,7 @@ async fn turns(
                             return (Outcome::Completed, Some((t, with_value(d, || v))), None)
                         }
                         Err(viol) => {
-                            last_invalid = Some(join(&viol));
+                            last_invalid = Some(rejected(ctx, turn, &viol));
                             repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
                         }
                     },
@@ -528,7 +538,7 @@ async fn turns(
                     return (Outcome::Completed, Some((t, d)), None);
                 }
                 Err(viol) => {
-                    last_invalid = Some(join(&viol));
+                    last_invalid = Some(rejected(ctx, turn, &viol));
                     let left = spec.limits.max_turns - turn;
                     let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
                     submit_result = Some((i, ToolOutput::error(repair_message(&viol, &hint))));
