@@ -1347,6 +1347,6 @@ impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod suites;
+#[cfg(test)]
+mod tests;

@@ -30,13 +30,25 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 fn both_paths(contract: &Contract, text: &str, what: &str) -> bool {
     let value: Value = serde_json::from_str(text).expect("the document is JSON");
     let by_value = contract.validate(&value).is_ok();
-    assert_eq!(contract.is_valid(&value), by_value, "{what}: is_valid vs validate");
+    assert_eq!(
+        contract.is_valid(&value),
+        by_value,
+        "{what}: is_valid vs validate"
+    );
     // The tape's own verdict, not only `validate_json`'s (which falls back to the `Value`
     // path whenever the tape rejects, and so would hide a tape that rejects too much).
     if let Ok(tape) = Tape::parse(text) {
-        assert_eq!(contract.is_valid_tape(&tape), by_value, "{what}: tape vs Value on {text}");
+        assert_eq!(
+            contract.is_valid_tape(&tape),
+            by_value,
+            "{what}: tape vs Value on {text}"
+        );
     }
-    assert_eq!(contract.validate_json(text).is_ok(), by_value, "{what}: text vs Value on {text}");
+    assert_eq!(
+        contract.validate_json(text).is_ok(),
+        by_value,
+        "{what}: text vs Value on {text}"
+    );
     by_value
 }
 
@@ -58,19 +70,44 @@ struct Case {
 /// Groups not run, each with why: their schemas need what a contract deliberately lacks, so
 /// they are refused when compiled (checked below), never compiled as something else.
 const SKIPPED_GROUPS: [(&str, &str, &str); 7] = [
-    ("dynamicRef.json", "strict-tree schema, guards against misspelled properties", REMOTE),
-    ("dynamicRef.json", "tests for implementation dynamic anchor and reference link", REMOTE),
-    ("dynamicRef.json", "$ref and $dynamicAnchor are independent of order - $defs first", REMOTE),
-    ("dynamicRef.json", "$ref and $dynamicAnchor are independent of order - $ref first", REMOTE),
-    ("dynamicRef.json", "$ref to $dynamicRef finds detached $dynamicAnchor", REMOTE),
+    (
+        "dynamicRef.json",
+        "strict-tree schema, guards against misspelled properties",
+        REMOTE,
+    ),
+    (
+        "dynamicRef.json",
+        "tests for implementation dynamic anchor and reference link",
+        REMOTE,
+    ),
+    (
+        "dynamicRef.json",
+        "$ref and $dynamicAnchor are independent of order - $defs first",
+        REMOTE,
+    ),
+    (
+        "dynamicRef.json",
+        "$ref and $dynamicAnchor are independent of order - $ref first",
+        REMOTE,
+    ),
+    (
+        "dynamicRef.json",
+        "$ref to $dynamicRef finds detached $dynamicAnchor",
+        REMOTE,
+    ),
     (
         "vocabulary.json",
         "schema that uses custom metaschema with with no validation vocabulary",
         META,
     ),
-    ("vocabulary.json", "ignore unrecognized optional vocabulary", META),
+    (
+        "vocabulary.json",
+        "ignore unrecognized optional vocabulary",
+        META,
+    ),
 ];
-const REMOTE: &str = "a $ref to a schema the suite serves over HTTP: contracts resolve no remote references";
+const REMOTE: &str =
+    "a $ref to a schema the suite serves over HTTP: contracts resolve no remote references";
 const META: &str = "a custom meta-schema (served over HTTP): contracts are draft 2020-12 only";
 
 #[test]
@@ -79,13 +116,22 @@ fn json_schema_test_suite_gives_the_same_verdict_on_both_paths() {
     let mut paths = files(&dir);
     paths.extend(files(&dir.join("optional")));
     let (mut cases, mut skipped) = (0, Vec::new());
-    for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
-        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    for path in paths
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+    {
+        let file = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
         let text = std::fs::read_to_string(path).expect("readable");
         let groups: Vec<Group> = serde_json::from_str(&text).expect("a suite file");
         for g in groups {
             let compiled = Contract::compile(Arc::new(g.schema));
-            if SKIPPED_GROUPS.iter().any(|(f, d, _)| *f == file && *d == g.description) {
+            if SKIPPED_GROUPS
+                .iter()
+                .any(|(f, d, _)| *f == file && *d == g.description)
+            {
                 assert!(compiled.is_err(), "{file}: {}: compiles", g.description);
                 skipped.push(g.description);
                 continue;
@@ -134,7 +180,11 @@ fn json_test_suite_parses_on_the_text_path_as_serde_json_does() {
         .collect();
     let mut seen = [0usize; 3];
     for path in files(&data().join("jsontestsuite/test_parsing")) {
-        let name = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
+        let name = path
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default()
+            .to_string();
         let bytes = std::fs::read(&path).expect("readable");
         let by_serde = serde_json::from_slice::<Value>(&bytes).is_ok();
         // Text that is not UTF-8 never reaches the text path (it takes `&str`): rejected.
@@ -180,13 +230,25 @@ fn literals_past_f64_get_one_verdict() {
         (json!({"not": {"multipleOf": 2}}), "1e-400", false),
         (json!({"multipleOf": 2}), "1e-400", true),
         (json!({"multipleOf": 5}), "18446744073709551620", false),
-        (json!({"not": {"multipleOf": 5}}), "18446744073709551620", true),
+        (
+            json!({"not": {"multipleOf": 5}}),
+            "18446744073709551620",
+            true,
+        ),
         (json!({"multipleOf": 3}), "-0", true),
-        (json!({"multipleOf": 7}), "123456789012345678901234567890", false),
+        (
+            json!({"multipleOf": 7}),
+            "123456789012345678901234567890",
+            false,
+        ),
     ];
     for (schema, text, valid) in cases {
         let c = Contract::compile(Arc::new(schema.clone())).expect("compiles");
-        assert_eq!(both_paths(&c, text, &format!("{schema}")), valid, "{schema} on {text}");
+        assert_eq!(
+            both_paths(&c, text, &format!("{schema}")),
+            valid,
+            "{schema} on {text}"
+        );
         let spec = crate::SubAgentSpec::<Value, Value>::dynamic(
             "n",
             json!({"type": "object"}),
