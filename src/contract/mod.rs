@@ -324,8 +324,9 @@ fn truncate_chars(s: &str, max: usize) -> String {
 }
 
 /// A decode error (serde's message) as a violation's reason: serde quotes the offending value
-/// (`invalid type: string "…", expected u32`), so only the kind of error before the first quote
-/// is kept, and only for serde's own phrasings; anything else is a plain refusal.
+/// (`invalid type: string "…", expected u32`), and a hand-written `Deserialize` may put it
+/// anywhere, so only serde's own phrasing is kept: the kind of error and, for a type or value
+/// error, the kind of value found. Anything else is a plain refusal.
 pub(crate) fn decode_reason(message: &str) -> String {
     const KNOWN: [&str; 7] = [
         "invalid type",
@@ -336,14 +337,28 @@ pub(crate) fn decode_reason(message: &str) -> String {
         "missing field",
         "duplicate field",
     ];
-    let head = message
-        .split(['"', '`', '\''])
-        .next()
-        .unwrap_or_default()
-        .trim_end_matches([' ', ':', ',']);
-    match KNOWN.iter().find(|k| head.starts_with(*k)) {
-        Some(_) => format!("does not decode as the output type: {head}"),
-        None => "does not decode as the output type".into(),
+    // `serde::de::Unexpected`'s words for what was found.
+    const FOUND: [&str; 10] = [
+        "boolean",
+        "integer",
+        "floating point",
+        "character",
+        "string",
+        "null",
+        "sequence",
+        "map",
+        "unit",
+        "enum",
+    ];
+    let Some(kind) = KNOWN.iter().find(|k| message.starts_with(*k)) else {
+        return "does not decode as the output type".into();
+    };
+    let found = message[kind.len()..]
+        .strip_prefix(": ")
+        .and_then(|rest| FOUND.iter().find(|f| rest.starts_with(*f)));
+    match found {
+        Some(f) => format!("does not decode as the output type: {kind}: {f}"),
+        None => format!("does not decode as the output type: {kind}"),
     }
 }
 
@@ -518,6 +533,11 @@ mod tests {
         assert_eq!(
             decode_reason("IGNORE ME: a custom message"),
             "does not decode as the output type"
+        );
+        // serde's phrasing with a value it does not quote (a custom `Unexpected::Other`).
+        assert_eq!(
+            decode_reason("invalid value: IGNORE ME, expected a date"),
+            "does not decode as the output type: invalid value"
         );
     }
 }
