@@ -269,6 +269,14 @@ impl subcontract::EventSink for Progress {
                 e.run_id,
                 if *is_error { " (error)" } else { "" }
             ),
+            EventKind::OutputRejected { turn, violations } => {
+                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                eprintln!(
+                    "[{}] turn {turn}: output rejected: {}",
+                    e.run_id,
+                    all.join("; ")
+                )
+            }
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
         }
     }

@@ -11,6 +11,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
+use crate::contract::Violation;
 use crate::model::{StopReason, Usage};
 use crate::outcome::Outcome;
 
@@ -70,6 +71,14 @@ pub enum EventKind {
         is_error: bool,
         /// Wall time of the call.
         duration_ms: f64,
+    },
+    /// An output was rejected: the sub-agent is asked to repair it (or, on its last turn, the
+    /// run ends `invalid_output`). Where and why only, never the output.
+    OutputRejected {
+        /// 1-based turn.
+        turn: u32,
+        /// Each violation's path and reason.
+        violations: Vec<Violation>,
     },
     /// A run ended.
     Finished {
@@ -140,6 +149,13 @@ impl EventSink for TracingSink {
                 duration_ms,
             } => {
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, tool = %tool, is_error, duration_ms, "tool_call")
+            }
+            EventKind::OutputRejected { turn, violations } => {
+                let first = violations
+                    .first()
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, violations = violations.len(), first = %first, "output_rejected")
             }
             EventKind::Finished {
                 outcome,

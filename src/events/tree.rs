@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use rust_decimal::Decimal;
 use serde::Serialize;
 
+use crate::contract::Violation;
 use crate::events::{Event, EventKind};
 use crate::model::Usage;
 use crate::outcome::Outcome;
@@ -36,8 +37,19 @@ pub struct RunNode {
     pub outcome: Option<Outcome>,
     /// Error, if any.
     pub error: Option<String>,
+    /// Outputs it had rejected, in turn order (where and why, never the output).
+    pub rejected: Vec<RejectedOutput>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
+}
+
+/// An output a run had rejected.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RejectedOutput {
+    /// The turn that submitted it.
+    pub turn: u32,
+    /// Each violation's path and reason.
+    pub violations: Vec<Violation>,
 }
 
 /// Builds the forest of runs in `events` (usually one root).
@@ -58,6 +70,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     duration_ms: 0.0,
                     outcome: None,
                     error: None,
+                    rejected: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -88,6 +101,10 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 n.duration_ms = *duration_ms;
                 n.error = error.clone();
             }
+            EventKind::OutputRejected { turn, violations } => n.rejected.push(RejectedOutput {
+                turn: *turn,
+                violations: violations.clone(),
+            }),
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
     }
@@ -167,15 +184,24 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
         n.share * 100.0,
         n.duration_ms
     );
+    let pad = if root {
+        ""
+    } else if last {
+        "   "
+    } else {
+        "│  "
+    };
+    for r in &n.rejected {
+        let all: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
+        let short: String = all.join("; ").chars().take(160).collect();
+        let _ = writeln!(
+            s,
+            "{prefix}{pad}   ✗ turn {}: output rejected: {short}",
+            r.turn
+        );
+    }
     if let Some(e) = &n.error {
         let short: String = e.chars().take(160).collect();
-        let pad = if root {
-            ""
-        } else if last {
-            "   "
-        } else {
-            "│  "
-        };
         let _ = writeln!(s, "{prefix}{pad}   ! {short}");
     }
     let child_prefix = format!(

@@ -83,6 +83,11 @@ impl EventSink for ProgressRouter {
                 let how = if *is_error { "failed" } else { "done" };
                 format!("{}: tool {tool} {how}", e.spec)
             }
+            EventKind::OutputRejected { turn, violations } => format!(
+                "{}: output of turn {turn} rejected ({} violation(s)); asked to repair",
+                e.spec,
+                violations.len()
+            ),
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
         let calls = self.lock();

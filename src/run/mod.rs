@@ -248,6 +248,16 @@ fn cancelled() -> TurnsResult {
     (Outcome::Cancelled, None, Some("cancelled".to_string()))
 }
 
+/// Reports a rejected output (an event with where and why, never the output) and returns the
+/// violations as one line, for the run's error should no turn repair them.
+fn rejected(ctx: &Ctx, turn: u32, v: &[Violation]) -> String {
+    ctx.emit(EventKind::OutputRejected {
+        turn,
+        violations: v.to_vec(),
+    });
+    join(v)
+}
+
 fn join(v: &[Violation]) -> String {
     v.iter()
         .map(|v| v.to_string())
@@ -415,7 +425,7 @@ async fn turns(
                             return (Outcome::Completed, Some((t, with_value(d, || v))), None)
                         }
                         Err(viol) => {
-                            last_invalid = Some(join(&viol));
+                            last_invalid = Some(rejected(ctx, turn, &viol));
                             repair_message(&viol, "Answer again with corrected text.")
                         }
                     }
@@ -426,7 +436,7 @@ async fn turns(
                             return (Outcome::Completed, Some((t, with_value(d, || v))), None)
                         }
                         Err(viol) => {
-                            last_invalid = Some(join(&viol));
+                            last_invalid = Some(rejected(ctx, turn, &viol));
                             repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
                         }
                     },
@@ -473,7 +483,7 @@ async fn turns(
                     return (Outcome::Completed, Some((t, d)), None);
                 }
                 Err(viol) => {
-                    last_invalid = Some(join(&viol));
+                    last_invalid = Some(rejected(ctx, turn, &viol));
                     let left = spec.limits.max_turns - turn;
                     let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
                     submit_result = Some((i, ToolOutput::error(repair_message(&viol, &hint))));

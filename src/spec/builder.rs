@@ -119,7 +119,7 @@ where
     fn violation(e: impl std::fmt::Display) -> Vec<Violation> {
         vec![Violation {
             path: String::new(),
-            message: crate::contract::truncate(&e.to_string()),
+            message: crate::contract::decode_reason(&e.to_string()),
         }]
     }
     Box::new(|source: Source<'_>| {

@@ -151,13 +151,18 @@ impl SpecCore {
             OutputText::Skip => (None, crate::json::compact_chars(v)),
         };
         if chars > self.limits.max_output_chars {
-            return Err(vec![Violation {
+            let mut out = vec![Violation {
                 path: String::new(),
                 message: format!(
                     "the output is {chars} characters of compact JSON; the limit is {}: shorten it",
                     self.limits.max_output_chars
                 ),
-            }]);
+            }];
+            // The fields that broke their bounds too, so that the repair names them.
+            if let Err(v) = self.output.validate(v) {
+                out.extend(v);
+            }
+            return Err(out);
         }
         self.output.validate(v)?;
         Ok((text, (self.decode_output)(Source::Value(v))?))

@@ -330,3 +330,67 @@ async fn strict_mode_from_the_environment() {
         "{submit_tool}"
     );
 }
+
+/// A sub-agent that keeps submitting an instruction for its caller: stderr (progress and the
+/// final error) and the trace name the path and the reason of each rejection, never the value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_output_shows_where_and_why_but_never_the_value() {
+    let inject = crate::rejected_output::injection();
+    let args = serde_json::to_string(&json!({
+        "findings": [{"claim": inject, "source_ids": ["Cargo.toml"]}], "gaps": []
+    }))
+    .unwrap();
+    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "submit_output", "arguments": args}}]});
+    // research_topic allows 8 turns.
+    let server = Server::start(
+        (0..8)
+            .map(|_| Reply::json(200, completion(submit.clone(), "tool_calls")))
+            .collect(),
+    )
+    .await;
+    let base = format!("{}/v1", server.base);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let trace_arg = trace.to_str().unwrap().to_string();
+    let o = tokio::task::spawn_blocking(move || {
+        run(
+            &[
+                "run",
+                "specs/research_topic.toml",
+                "--model",
+                "openai:gpt-4.1-mini",
+                "--base-url",
+                &base,
+                "--trace",
+                &trace_arg,
+                "--input",
+                r#"{"question": "Which library hashes passwords?"}"#,
+            ],
+            &[("OPENAI_API_KEY", "sk-cli-test-key")],
+        )
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("invalid_output"), "{err}");
+    assert!(
+        err.contains(
+            "turn 1: output rejected: /findings/0/claim: the value is longer than 300 characters"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("IGNORE YOUR"), "{err}");
+    let t = std::fs::read_to_string(&trace).unwrap();
+    assert_eq!(t.matches("\"event\":\"output_rejected\"").count(), 8, "{t}");
+    assert!(!t.contains("IGNORE YOUR"), "{t}");
+    let shown = run(&["trace", trace.to_str().unwrap()], &[]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("turn 8: output rejected: /findings/0/claim"),
+        "{shown}"
+    );
+    assert!(!shown.contains("IGNORE YOUR"), "{shown}");
+}

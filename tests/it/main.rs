@@ -9,5 +9,6 @@ mod invariants;
 mod mcp;
 mod output_text;
 mod providers;
+mod rejected_output;
 mod replay;
 mod toml_specs;

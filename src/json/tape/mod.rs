@@ -633,7 +633,17 @@ impl JsonNumber for TapeNumber<'_> {
     }
 
     fn as_str(&self) -> Cow<'_, str> {
-        Cow::Borrowed(self.0)
+        // jsonschema reads the digits only where an f64 cannot answer (`multipleOf` on a
+        // magnitude past 2^53 or one that underflows to zero), and there the literal and the
+        // value a `Value` holds differ: `1e-400` is not zero but reads as 0.0, and
+        // `18446744073709551620` reads as the f64 18446744073709551616. The digits handed over
+        // are therefore those the `Value` path sees, so both paths give one verdict; an integer
+        // that fits 64 bits is written the same either way and is lent as it is.
+        if self.as_i64().is_some() || self.as_u64().is_some() {
+            Cow::Borrowed(self.0)
+        } else {
+            Cow::Owned(self.to_number().to_string())
+        }
     }
 
     fn to_number(&self) -> Cow<'_, serde_json::Number> {
@@ -1336,5 +1346,7 @@ impl<'de> serde::de::VariantAccess<'de> for TapeNode<'de> {
     }
 }
 
+#[cfg(test)]
+mod suites;
 #[cfg(test)]
 mod tests;
