@@ -410,7 +410,7 @@ async fn turns(
                 output_tokens: u64::from(max_tokens),
             })
         });
-        let reservation = match ctx.budget().reserve(worst) {
+        let reservation = match ctx.budget().reserve(worst).await {
             Ok(r) => r,
             Err(e) => return (Outcome::BudgetExhausted, None, Some(e.to_string())),
         };

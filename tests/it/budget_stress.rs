@@ -1,6 +1,7 @@
 //! Invariant 2 under concurrency: thousands of randomized budget trees, many tasks reserving
-//! and settling at once on every node; no node's spent + reserved ever passes its limit, and
-//! every settled spend is recorded in each ancestor exactly once.
+//! (waiting when calls in flight hold the room) and settling at once on every node; no node's
+//! spent + reserved ever passes its limit, and every settled spend is recorded in each ancestor
+//! exactly once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,7 +70,7 @@ async fn randomized_trees_never_exceed_limits() {
                 for _ in 0..20 {
                     let i = rng.random_range(0..nodes.len());
                     let want = Decimal::new(rng.random_range(0..40), 2);
-                    if let Ok(r) = nodes[i].budget.reserve(want) {
+                    if let Ok(r) = nodes[i].budget.reserve(want).await {
                         check_limits(&nodes);
                         if rng.random_bool(0.5) {
                             tokio::task::yield_now().await;
@@ -119,4 +120,54 @@ async fn randomized_trees_never_exceed_limits() {
             );
         }
     }
+}
+
+/// Forty calls at once under a 0.02 USD limit, each reserving 0.0048 USD (its worst case) and
+/// costing 0.0001 USD. Only four fit in flight at a time; the others wait for them
+/// instead of failing, and the limit holds at every moment (a watcher checks it throughout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_wait_for_room_instead_of_failing() {
+    let root = Budget::with_label("mcp", Some(Decimal::new(2, 2)), None);
+    let nodes = Arc::new(vec![Node {
+        budget: root.clone(),
+        parent: None,
+        own_micros: AtomicU64::new(0),
+    }]);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (nodes, done) = (nodes.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut checks = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                check_limits(&nodes);
+                checks += 1;
+                tokio::task::yield_now().await;
+            }
+            checks
+        })
+    };
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        // Each call is a child of the server-wide budget, as in `subcontract mcp`.
+        let child = root.child(format!("mcp.call-{i}"), Some(Decimal::new(20, 2)), None);
+        calls.push(tokio::spawn(async move {
+            let r = child.reserve(Decimal::new(48, 4)).await?;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            r.settle(Decimal::new(1, 4));
+            Ok::<_, subcontract::BudgetError>(())
+        }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        match c.await.expect("no task panics") {
+            Ok(()) => ok += 1,
+            Err(e) => eprintln!("{e}"),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(watcher.await.expect("the watcher ran") > 0);
+    assert_eq!(ok, 40, "every call fits once earlier ones settle");
+    let s = root.snapshot();
+    assert_eq!(s.spent_usd, Decimal::new(40, 4));
+    assert_eq!((s.reserved_usd, s.calls), (Decimal::ZERO, 40));
 }
