@@ -405,10 +405,7 @@ async fn turns(
 
     for turn in 1..=spec.limits.max_turns {
         let worst = price.map_or(Decimal::ZERO, |p| {
-            p.cost(Usage {
-                input_tokens: bytes as u64,
-                output_tokens: u64::from(max_tokens),
-            })
+            p.worst_case_cost(bytes as u64, u64::from(max_tokens))
         });
         let reservation = match ctx.budget().reserve(worst).await {
             Ok(r) => r,

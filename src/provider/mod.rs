@@ -11,6 +11,7 @@
 mod anthropic;
 mod http;
 mod openai;
+mod usage;
 
 use std::sync::Arc;
 
