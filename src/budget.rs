@@ -68,6 +68,22 @@ pub enum BudgetError {
     },
 }
 
+/// A USD limit that breaks [`check_limit_usd`]'s rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be greater than 0, found {0}")]
+pub struct LimitUsdError(pub Decimal);
+
+/// The one rule for a USD limit a user gives (a spec's `max_cost_usd`, `subcontract mcp
+/// --max-cost-usd`): greater than zero. A zero limit could never afford a priced call, so it is
+/// a mistake to report, not a budget to run under; no limit at all is written by leaving it out.
+pub fn check_limit_usd(usd: Decimal) -> Result<Decimal, LimitUsdError> {
+    if usd > Decimal::ZERO {
+        Ok(usd)
+    } else {
+        Err(LimitUsdError(usd))
+    }
+}
+
 /// A point-in-time view of one budget node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetSnapshot {
@@ -388,6 +404,8 @@ impl Drop for Unqueue<'_> {
 /// of the chain is exhausted by an overspend, `spent + usd` passes its limit, or its call
 /// limit is reached. Settled spends only grow, so the verdict, once given, stands.
 fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
+    // The leaf-most refusal, unless an overspend anywhere explains it better.
+    let mut refusal = None;
     for n in node.chain() {
         let s = n.lock();
         if let Some(o) = s.overspent {
@@ -397,16 +415,16 @@ fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
                 billed: o.billed.normalize(),
             });
         }
-        if let Some(limit) = n.limit_usd {
-            if s.spent_usd.checked_add(usd).is_none_or(|x| x > limit) {
-                return Some(usd_error(n, &s, limit, usd));
-            }
-        }
-        if let Some(e) = calls_error(n, &s) {
-            return Some(e);
+        if refusal.is_none() {
+            refusal = match n.limit_usd {
+                Some(limit) if s.spent_usd.checked_add(usd).is_none_or(|x| x > limit) => {
+                    Some(usd_error(n, &s, limit, usd))
+                }
+                _ => calls_error(n, &s),
+            };
         }
     }
-    None
+    refusal
 }
 
 fn usd_error(n: &Node, s: &State, limit: Decimal, usd: Decimal) -> BudgetError {
@@ -564,6 +582,18 @@ mod tests {
 
     fn usd(cents: i64) -> Decimal {
         Decimal::new(cents, 2)
+    }
+
+    #[test]
+    fn a_usd_limit_must_be_positive() {
+        assert_eq!(check_limit_usd(usd(1)), Ok(usd(1)));
+        for bad in [Decimal::ZERO, usd(-1), Decimal::NEGATIVE_ONE.round_dp(0)] {
+            let err = check_limit_usd(bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("must be greater than 0, found {bad}")
+            );
+        }
     }
 
     #[test]

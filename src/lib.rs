@@ -20,7 +20,7 @@ pub mod tool;
 pub mod tree;
 pub mod workspace;
 
-pub use budget::{Budget, BudgetError, Reservation};
+pub use budget::{check_limit_usd, Budget, BudgetError, LimitUsdError, Reservation};
 pub use contract::{Contract, Violation};
 pub use ctx::{Ctx, CtxBuilder, SpawnError};
 pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink};

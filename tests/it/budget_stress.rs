@@ -171,3 +171,66 @@ async fn concurrent_calls_wait_for_room_instead_of_failing() {
     assert_eq!(s.spent_usd, Decimal::new(40, 4));
     assert_eq!((s.reserved_usd, s.calls), (Decimal::ZERO, 40));
 }
+
+/// A provider that bills far past `max_tokens` (0.32 USD under a 0.02 USD limit): that one
+/// call cannot be prevented, but the run ends at once as `budget_exhausted` saying so, its
+/// event records the overshoot, and no further call starts anywhere under the budget.
+#[tokio::test]
+async fn a_call_billed_past_its_reservation_exhausts_the_budget_at_once() {
+    use std::sync::atomic::AtomicUsize;
+    use subcontract::model::{Price, PriceTable, ScriptStep};
+    use subcontract::{Ctx, EventKind, MemorySink, Outcome, SubAgentSpec};
+
+    use crate::common::*;
+
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::ONE, Decimal::from(10)),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    // 32,000 output tokens billed under a limit of 100: 0.32 USD.
+    let m = model(move |_, _, _| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        ScriptStep::tool_call("nothing", serde_json::json!({})).with_usage(10, 32_000)
+    });
+    let spec = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("d")
+        .system("CHILD")
+        .max_tokens_per_turn(100)
+        .max_turns(4)
+        .build()
+        .expect("valid spec");
+    let root = Budget::new(Some(Decimal::new(2, 2)), None);
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .budget(root.clone())
+        .prices(prices)
+        .events(sink.clone())
+        .build();
+    let input = serde_json::json!({"question": "abc?"});
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted, "{:?}", r.error);
+    let error = r.error.unwrap_or_default();
+    assert!(error.contains("billed 0.32001 USD"), "{error}");
+    assert_eq!(r.turns, 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let over: Vec<Decimal> = sink
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ModelCall {
+                over_reserved_usd, ..
+            } => *over_reserved_usd,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(over.len(), 1);
+    assert_eq!(root.snapshot().spent_usd, Decimal::new(32001, 5));
+    // A sibling run under the same budget starts no call at all.
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert!(r.error.unwrap_or_default().contains("a provider billed"));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
