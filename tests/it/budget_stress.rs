@@ -234,3 +234,110 @@ async fn a_call_billed_past_its_reservation_exhausts_the_budget_at_once() {
     assert!(r.error.unwrap_or_default().contains("a provider billed"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// The same through the run loop: a host fans out to forty sub-agents at once under a 0.02 USD
+/// budget; each call reserves 0.0048 USD (480 output tokens at 10 USD per million) and costs
+/// 0.0001. They used to fail when forked or reserving beside calls in flight (38 of 40
+/// `budget_exhausted` with 0.0048 USD spent); now they wait their turn and all complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_sub_agents_under_a_small_budget_take_turns() {
+    use std::time::Duration;
+    use subcontract::model::{Price, PriceTable, ScriptStep};
+    use subcontract::{Ctx, EventKind, MemorySink, Outcome, ToolSet};
+
+    use crate::common::*;
+
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::ZERO, Decimal::from(10)),
+    );
+    let child = SubAgentSpecs::child();
+    let m = model(|system, turn, _| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(
+            (0..40)
+                .map(|i| {
+                    (
+                        "research".to_string(),
+                        serde_json::json!({"question": format!("q{i}?")}),
+                    )
+                })
+                .collect(),
+        )
+        .with_usage(0, 10),
+        ("HOST", _) => ScriptStep::text("done").with_usage(0, 10),
+        _ => ScriptStep::submit(good_findings())
+            .with_usage(0, 10)
+            .delayed(Duration::from_millis(2)),
+    });
+    let mut set = ToolSet::new();
+    set.insert(child.as_tool()).expect("one tool");
+    let root = Budget::with_label("mcp", Some(Decimal::new(2, 2)), None);
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .budget(root.clone())
+        .prices(prices)
+        .tools(set)
+        .fanout_limit(40)
+        .events(sink.clone())
+        .build();
+    let host = SubAgentSpecs::host();
+    let r = host.run(&serde_json::json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let finished: Vec<Outcome> = sink
+        .events()
+        .iter()
+        .filter(|e| e.parent_run_id.is_some())
+        .filter_map(|e| match e.kind {
+            EventKind::Finished { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 40);
+    assert!(
+        finished.iter().all(|o| *o == Outcome::Completed),
+        "{finished:?}"
+    );
+    let s = root.snapshot();
+    assert_eq!(
+        s.spent_usd,
+        Decimal::new(42, 4),
+        "40 children and 2 host turns"
+    );
+    assert_eq!(s.reserved_usd, Decimal::ZERO);
+}
+
+/// The specs of the fan-out test: a host offering `research`, and `research` itself, both
+/// with 480 output tokens per turn.
+struct SubAgentSpecs;
+
+impl SubAgentSpecs {
+    fn child() -> subcontract::SubAgentSpec<serde_json::Value, serde_json::Value> {
+        subcontract::SubAgentSpec::dynamic(
+            "research",
+            crate::common::question_schema(),
+            crate::common::findings_schema(),
+        )
+        .description("Investigate a question and return findings.")
+        .system("CHILD research")
+        .max_tokens_per_turn(480)
+        .max_turns(2)
+        .build()
+        .expect("valid spec")
+    }
+
+    fn host() -> subcontract::SubAgentSpec<serde_json::Value, serde_json::Value> {
+        subcontract::SubAgentSpec::dynamic(
+            "host",
+            serde_json::json!({"type": "object"}),
+            serde_json::json!({"type": "string", "maxLength": 2000}),
+        )
+        .description("The host agent.")
+        .system("HOST")
+        .tools(["research"])
+        .max_tokens_per_turn(480)
+        .max_turns(3)
+        .build()
+        .expect("valid spec")
+    }
+}
