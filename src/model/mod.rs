@@ -249,3 +249,40 @@ pub trait Model: Send + Sync {
     /// Runs one turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Usage;
+
+    #[test]
+    fn usage_sums_saturate_instead_of_wrapping() {
+        let mut total = Usage {
+            input_tokens: u64::MAX - 1,
+            output_tokens: u64::MAX,
+            cache_read_tokens: u64::MAX,
+            cache_write_tokens: 1,
+        };
+        total += Usage {
+            input_tokens: 5,
+            output_tokens: 5,
+            cache_read_tokens: 5,
+            cache_write_tokens: 5,
+        };
+        assert_eq!(
+            total,
+            Usage {
+                input_tokens: u64::MAX,
+                output_tokens: u64::MAX,
+                cache_read_tokens: u64::MAX,
+                cache_write_tokens: 6,
+            }
+        );
+        // Cache counts are left out of JSON when zero and default to zero when absent.
+        let json = serde_json::to_string(&Usage::new(3, 4)).expect("serialises");
+        assert_eq!(json, r#"{"input_tokens":3,"output_tokens":4}"#);
+        assert_eq!(
+            serde_json::from_str::<Usage>(&json).ok(),
+            Some(Usage::new(3, 4))
+        );
+    }
+}
