@@ -118,10 +118,7 @@ fn pydantic_schema() -> Value {
 // ---------------------------------------------------------------------------------------
 
 fn usage() -> Usage {
-    Usage {
-        input_tokens: 100,
-        output_tokens: 20,
-    }
+    Usage::new(100, 20)
 }
 
 fn call(name: &str, args: String, id: String) -> ModelResponse {

@@ -5,11 +5,19 @@
 //! [`settle`](Reservation::settle)s to its actual cost. Because the check and the reservation
 //! happen under the locks of the whole chain, no node's `spent + reserved` can pass its limit,
 //! however many children spend at once.
+//!
+//! A reservation that does not fit *now*, only because calls in flight hold part of a limit,
+//! waits for them to settle, in arrival order: one FIFO queue per tree, so a later request
+//! never overtakes an earlier one. A reservation that could not fit even if every call in
+//! flight settled to zero (`spent + amount > limit` on some node of its chain) fails at once,
+//! and so does a waiting one as soon as settled spends make that true.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
 
 /// Why a reservation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +46,42 @@ pub enum BudgetError {
         /// Calls made and in flight.
         used: u64,
     },
+    /// A call under `node` cost more than it had reserved (a provider billed past the worst
+    /// case it was allowed), so the node is exhausted: its limit can no longer be guaranteed.
+    #[error("budget exhausted at {node}: a provider billed {billed} USD for a call that had reserved {reserved} USD (its worst case), so no further call is made under this budget")]
+    Overspent {
+        /// Label of the exhausted node.
+        node: String,
+        /// What the offending call had reserved.
+        reserved: Decimal,
+        /// What it was billed.
+        billed: Decimal,
+    },
+    /// [`Budget::try_reserve`] only: the amount fits, but earlier reservations are waiting
+    /// in this tree and a later one does not overtake them.
+    #[error("budget busy at {node}: {waiting} earlier reservation(s) are waiting for calls in flight to settle")]
+    Waiting {
+        /// Label of the node asked.
+        node: String,
+        /// Reservations waiting in its tree.
+        waiting: usize,
+    },
+}
+
+/// A USD limit that breaks [`check_limit_usd`]'s rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be greater than 0, found {0}")]
+pub struct LimitUsdError(pub Decimal);
+
+/// The one rule for a USD limit a user gives (a spec's `max_cost_usd`, `subcontract mcp
+/// --max-cost-usd`): greater than zero. A zero limit could never afford a priced call, so it is
+/// a mistake to report, not a budget to run under; no limit at all is written by leaving it out.
+pub fn check_limit_usd(usd: Decimal) -> Result<Decimal, LimitUsdError> {
+    if usd > Decimal::ZERO {
+        Ok(usd)
+    } else {
+        Err(LimitUsdError(usd))
+    }
 }
 
 /// A point-in-time view of one budget node.
@@ -57,12 +101,36 @@ pub struct BudgetSnapshot {
     pub reserved_calls: u64,
 }
 
+/// The first call that cost more than it reserved under a node (which exhausts the node).
+#[derive(Debug, Clone, Copy)]
+struct Overspend {
+    reserved: Decimal,
+    billed: Decimal,
+}
+
 #[derive(Debug, Default)]
 struct State {
     spent_usd: Decimal,
     reserved_usd: Decimal,
     calls: u64,
     reserved_calls: u64,
+    overspent: Option<Overspend>,
+}
+
+/// Reservations waiting in one tree, oldest first.
+#[derive(Debug, Default)]
+struct Queue {
+    next_id: u64,
+    waiters: VecDeque<Waiter>,
+}
+
+/// One waiting reservation; its answer goes back through `tx`.
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    node: Arc<Node>,
+    usd: Decimal,
+    tx: oneshot::Sender<Result<Reservation, BudgetError>>,
 }
 
 #[derive(Debug)]
@@ -72,13 +140,19 @@ struct Node {
     limit_calls: Option<u64>,
     parent: Option<Arc<Node>>,
     state: Mutex<State>,
+    /// The tree's queue, shared by all its nodes. Lock order: the queue before any node.
+    queue: Arc<Mutex<Queue>>,
+}
+
+/// Locks `m`. Nothing panics while holding a budget lock in the middle of an update (each
+/// update is a handful of saturating additions), so a poisoned lock is still consistent.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Node {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding this lock cannot leave the counters half-updated (each update
-        // is a handful of additions), so a poisoned lock is still consistent.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
     }
 
     /// This node and its ancestors, leaf first. Locks are always taken in this order (deeper
@@ -88,16 +162,20 @@ impl Node {
         std::iter::successors(Some(self), |n| n.parent.as_deref())
     }
 
-    fn remaining_usd(&self) -> Option<Decimal> {
+    /// The least `limit - f(state)` over the limited nodes of the chain, never below zero.
+    fn least_left(&self, used: impl Fn(&State) -> Decimal) -> Option<Decimal> {
         let mut min: Option<Decimal> = None;
         for n in self.chain() {
             if let Some(limit) = n.limit_usd {
-                let s = n.lock();
-                let left = (limit - s.spent_usd - s.reserved_usd).max(Decimal::ZERO);
+                let left = limit.saturating_sub(used(&n.lock())).max(Decimal::ZERO);
                 min = Some(min.map_or(left, |m| m.min(left)));
             }
         }
         min
+    }
+
+    fn remaining_usd(&self) -> Option<Decimal> {
+        self.least_left(|s| s.spent_usd.saturating_add(s.reserved_usd))
     }
 
     fn remaining_calls(&self) -> Option<u64> {
@@ -105,7 +183,7 @@ impl Node {
         for n in self.chain() {
             if let Some(limit) = n.limit_calls {
                 let s = n.lock();
-                let left = limit.saturating_sub(s.calls + s.reserved_calls);
+                let left = limit.saturating_sub(s.calls.saturating_add(s.reserved_calls));
                 min = Some(min.map_or(left, |m| m.min(left)));
             }
         }
@@ -122,11 +200,11 @@ impl Node {
 ///
 /// let root = Budget::new(Some(Decimal::new(100, 2)), None); // 1.00 USD
 /// let child = root.child("root.research-1", Some(Decimal::new(30, 2)), None);
-/// let r = child.reserve(Decimal::new(20, 2)).unwrap();
+/// let r = child.try_reserve(Decimal::new(20, 2)).unwrap();
 /// r.settle(Decimal::new(5, 2));
 /// assert_eq!(child.snapshot().spent_usd, Decimal::new(5, 2));
 /// assert_eq!(root.snapshot().spent_usd, Decimal::new(5, 2)); // charged upward
-/// assert!(child.reserve(Decimal::new(26, 2)).is_err());     // 0.25 left in the child
+/// assert!(child.try_reserve(Decimal::new(26, 2)).is_err());  // 0.25 left in the child
 /// ```
 #[derive(Debug, Clone)]
 pub struct Budget {
@@ -163,19 +241,23 @@ impl Budget {
                 limit_calls,
                 parent: None,
                 state: Mutex::new(State::default()),
+                queue: Arc::default(),
             }),
         }
     }
 
     /// Forks a child whose limits are `min(limit, what the parent has left)`. Every spend of
     /// the child is charged to this budget and its ancestors too.
+    ///
+    /// "Left" counts settled spends only, not reservations of calls in flight: those may
+    /// settle for less, and the child's reservations wait for them on the ancestors anyway.
     pub fn child(
         &self,
         label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Budget {
-        let cap_usd = match (limit_usd, self.node.remaining_usd()) {
+        let cap_usd = match (limit_usd, self.node.least_left(|s| s.spent_usd)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -190,19 +272,80 @@ impl Budget {
                 limit_calls: cap_calls,
                 parent: Some(self.node.clone()),
                 state: Mutex::new(State::default()),
+                queue: self.node.queue.clone(),
             }),
         }
     }
 
-    /// Reserves one model call costing at most `usd` in this node and every ancestor, or
-    /// refuses without reserving anything.
-    pub fn reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
+    /// Reserves one model call costing at most `usd` in this node and every ancestor.
+    ///
+    /// When it does not fit now only because calls in flight hold part of a limit, it waits
+    /// for them to settle, behind every reservation that started waiting earlier in this
+    /// tree. It fails at once, reserving nothing, when it could not fit even if every call in
+    /// flight settled to zero, or when the model-call limit is reached; a waiting reservation
+    /// fails as soon as settled spends make it impossible.
+    ///
+    /// Cancellation-safe: dropping the future while it waits leaves nothing reserved and lets
+    /// the next waiter through. Do not hold a [`Reservation`] of the same tree while awaiting
+    /// this: the wait could be for that very reservation.
+    pub async fn reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
         let usd = usd.max(Decimal::ZERO);
+        let (id, rx) = {
+            let mut q = lock(&self.node.queue);
+            if let Some(e) = impossible(&self.node, usd) {
+                return Err(e);
+            }
+            if q.waiters.is_empty() && reserve_chain(&self.node, usd).is_ok() {
+                return Ok(self.reservation(usd));
+            }
+            let (tx, rx) = oneshot::channel();
+            let id = q.next_id;
+            q.next_id += 1;
+            q.waiters.push_back(Waiter {
+                id,
+                node: self.node.clone(),
+                usd,
+                tx,
+            });
+            tracing::debug!(node = %self.node.label, requested = %usd, waiting = q.waiters.len(), "a reservation waits for calls in flight to settle");
+            (id, rx)
+        };
+        let mut guard = Unqueue {
+            queue: &self.node.queue,
+            id,
+            armed: true,
+        };
+        let answer = rx.await;
+        guard.armed = false;
+        // Every waiter leaves the queue with an answer, except one whose future was dropped.
+        answer.expect("invariant: a queued reservation is answered before it leaves the queue")
+    }
+
+    /// Reserves one model call costing at most `usd` now, or refuses without reserving
+    /// anything: like [`reserve`](Self::reserve), but instead of waiting it fails with
+    /// [`BudgetError::Usd`] (calls in flight hold too much) or [`BudgetError::Waiting`]
+    /// (earlier reservations are waiting).
+    pub fn try_reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
+        let usd = usd.max(Decimal::ZERO);
+        let q = lock(&self.node.queue);
+        if let Some(e) = impossible(&self.node, usd) {
+            return Err(e);
+        }
+        if !q.waiters.is_empty() {
+            return Err(BudgetError::Waiting {
+                node: self.node.label.to_string(),
+                waiting: q.waiters.len(),
+            });
+        }
         reserve_chain(&self.node, usd)?;
-        Ok(Reservation {
+        Ok(self.reservation(usd))
+    }
+
+    fn reservation(&self, usd: Decimal) -> Reservation {
+        Reservation {
             node: Some(self.node.clone()),
             usd,
-        })
+        }
     }
 
     /// What has been spent and reserved here (including descendants).
@@ -235,6 +378,75 @@ impl Budget {
     }
 }
 
+/// Removes a waiter whose future is dropped before its answer came. An answer that already
+/// came (a reservation) is dropped with the receiver after this, which releases it.
+struct Unqueue<'a> {
+    queue: &'a Mutex<Queue>,
+    id: u64,
+    armed: bool,
+}
+
+impl Drop for Unqueue<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let mut q = lock(self.queue);
+            if let Some(i) = q.waiters.iter().position(|w| w.id == self.id) {
+                q.waiters.remove(i);
+            }
+            drop(q);
+            // The head may have been the one blocking the others.
+            admit_waiters(self.queue);
+        }
+    }
+}
+
+/// Why `usd` could never be reserved at `node`, whatever the calls in flight settle to: a node
+/// of the chain is exhausted by an overspend, `spent + usd` passes its limit, or its call
+/// limit is reached. Settled spends only grow, so the verdict, once given, stands.
+fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
+    // The leaf-most refusal, unless an overspend anywhere explains it better.
+    let mut refusal = None;
+    for n in node.chain() {
+        let s = n.lock();
+        if let Some(o) = s.overspent {
+            return Some(BudgetError::Overspent {
+                node: n.label.to_string(),
+                reserved: o.reserved.normalize(),
+                billed: o.billed.normalize(),
+            });
+        }
+        if refusal.is_none() {
+            refusal = match n.limit_usd {
+                Some(limit) if s.spent_usd.checked_add(usd).is_none_or(|x| x > limit) => {
+                    Some(usd_error(n, &s, limit, usd))
+                }
+                _ => calls_error(n, &s),
+            };
+        }
+    }
+    refusal
+}
+
+fn usd_error(n: &Node, s: &State, limit: Decimal, usd: Decimal) -> BudgetError {
+    BudgetError::Usd {
+        node: n.label.to_string(),
+        limit: limit.normalize(),
+        spent: s.spent_usd.normalize(),
+        reserved: s.reserved_usd.normalize(),
+        requested: usd.round_dp(6).normalize(),
+    }
+}
+
+fn calls_error(n: &Node, s: &State) -> Option<BudgetError> {
+    let limit = n.limit_calls?;
+    let used = s.calls.saturating_add(s.reserved_calls);
+    (used >= limit).then(|| BudgetError::Calls {
+        node: n.label.to_string(),
+        limit,
+        used,
+    })
+}
+
 /// Checks `node` and its ancestors and reserves in all of them, or in none. Each node's lock
 /// is held while its ancestors are checked (leaf first, the one lock order used everywhere),
 /// so no other reservation can slip in between the check and the update. Recursion instead of
@@ -242,48 +454,83 @@ impl Budget {
 fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
     let mut s = node.lock();
     if let Some(limit) = node.limit_usd {
-        if s.spent_usd + s.reserved_usd + usd > limit {
-            return Err(BudgetError::Usd {
-                node: node.label.to_string(),
-                limit: limit.normalize(),
-                spent: s.spent_usd.normalize(),
-                reserved: s.reserved_usd.normalize(),
-                requested: usd.round_dp(6).normalize(),
-            });
+        let fits = s
+            .spent_usd
+            .checked_add(s.reserved_usd)
+            .and_then(|x| x.checked_add(usd))
+            .is_some_and(|x| x <= limit);
+        if !fits || s.overspent.is_some() {
+            return Err(usd_error(node, &s, limit, usd));
         }
     }
-    if let Some(limit) = node.limit_calls {
-        if s.calls + s.reserved_calls >= limit {
-            return Err(BudgetError::Calls {
-                node: node.label.to_string(),
-                limit,
-                used: s.calls + s.reserved_calls,
-            });
-        }
+    if let Some(e) = calls_error(node, &s) {
+        return Err(e);
     }
     if let Some(parent) = node.parent.as_deref() {
         reserve_chain(parent, usd)?;
     }
-    s.reserved_usd += usd;
-    s.reserved_calls += 1;
+    s.reserved_usd = s.reserved_usd.saturating_add(usd);
+    s.reserved_calls = s.reserved_calls.saturating_add(1);
     Ok(())
 }
 
+/// Answers the waiters of a tree after something changed: in arrival order, each one that fits
+/// is granted until one does not (it blocks those behind it); any that has become impossible
+/// is refused wherever it stands.
+fn admit_waiters(queue: &Mutex<Queue>) {
+    // Grants whose waiter went away meanwhile; released (which locks the queue again) only
+    // after the queue is unlocked.
+    let mut unclaimed = Vec::new();
+    let mut q = lock(queue);
+    let mut blocked = false;
+    let mut i = 0;
+    while i < q.waiters.len() {
+        let w = &q.waiters[i];
+        let answer = if let Some(e) = impossible(&w.node, w.usd) {
+            Err(e)
+        } else if blocked || reserve_chain(&w.node, w.usd).is_err() {
+            blocked = true;
+            i += 1;
+            continue;
+        } else {
+            Ok(Reservation {
+                node: Some(w.node.clone()),
+                usd: w.usd,
+            })
+        };
+        if let Some(w) = q.waiters.remove(i) {
+            if let Err(Ok(r)) = w.tx.send(answer) {
+                unclaimed.push(r);
+            }
+        }
+    }
+    drop(q);
+    drop(unclaimed);
+}
+
 /// Moves one reservation of `usd` to a spend of `actual` (or releases it) in `node` and every
-/// ancestor.
+/// ancestor. A spend above the reservation exhausts every limited node of the chain.
 fn settle_chain(node: &Node, usd: Decimal, actual: Option<Decimal>) {
+    let over = actual.filter(|a| *a > usd).map(|billed| Overspend {
+        reserved: usd,
+        billed,
+    });
     let mut cur = Some(node);
     while let Some(n) = cur {
         let mut s = n.lock();
-        s.reserved_usd -= usd;
+        s.reserved_usd = s.reserved_usd.saturating_sub(usd).max(Decimal::ZERO);
         s.reserved_calls = s.reserved_calls.saturating_sub(1);
         if let Some(a) = actual {
-            s.spent_usd += a;
-            s.calls += 1;
+            s.spent_usd = s.spent_usd.saturating_add(a);
+            s.calls = s.calls.saturating_add(1);
+        }
+        if over.is_some() && n.limit_usd.is_some() && s.overspent.is_none() {
+            s.overspent = over;
         }
         drop(s);
         cur = n.parent.as_deref();
     }
+    admit_waiters(&node.queue);
 }
 
 /// A reserved model call. [`settle`](Self::settle) it with the actual cost; dropping it
@@ -305,7 +552,9 @@ impl Reservation {
     ///
     /// The reservation is meant to be an upper bound. If `actual` is larger anyway (a provider
     /// billed more than it was allowed to produce), the real cost is still recorded — money that
-    /// was spent is never hidden — and a warning is logged.
+    /// was spent is never hidden — a warning is logged, and every node of the chain that has a
+    /// USD limit is exhausted: its limit can no longer be guaranteed, so no further
+    /// reservation under it succeeds ([`BudgetError::Overspent`]), and its waiters fail.
     pub fn settle(mut self, actual: Decimal) {
         self.finish(Some(actual.max(Decimal::ZERO)));
     }
@@ -314,7 +563,7 @@ impl Reservation {
         let Some(node) = self.node.take() else { return };
         if let Some(a) = actual {
             if a > self.usd {
-                tracing::warn!(reserved = %self.usd, actual = %a, node = %node.label, "a model call cost more than it reserved");
+                tracing::warn!(reserved = %self.usd, actual = %a, node = %node.label, "a model call cost more than it reserved; its budget is exhausted");
             }
         }
         settle_chain(&node, self.usd, actual);
@@ -336,9 +585,21 @@ mod tests {
     }
 
     #[test]
+    fn a_usd_limit_must_be_positive() {
+        assert_eq!(check_limit_usd(usd(1)), Ok(usd(1)));
+        for bad in [Decimal::ZERO, usd(-1), Decimal::NEGATIVE_ONE.round_dp(0)] {
+            let err = check_limit_usd(bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("must be greater than 0, found {bad}")
+            );
+        }
+    }
+
+    #[test]
     fn child_is_capped_by_parent_remaining() {
         let root = Budget::new(Some(usd(100)), None);
-        root.reserve(usd(70)).unwrap().settle(usd(70));
+        root.try_reserve(usd(70)).unwrap().settle(usd(70));
         let child = root.child("c", Some(usd(50)), None);
         assert_eq!(child.limit_usd(), Some(usd(30)));
         let unlimited_child = root.child("u", None, None);
@@ -350,7 +611,7 @@ mod tests {
         let root = Budget::new(Some(usd(100)), None);
         let a = root.child("a", Some(usd(50)), None);
         let b = a.child("b", Some(usd(20)), None);
-        b.reserve(usd(10)).unwrap().settle(usd(7));
+        b.try_reserve(usd(10)).unwrap().settle(usd(7));
         for n in [&root, &a, &b] {
             let s = n.snapshot();
             assert_eq!(s.spent_usd, usd(7));
@@ -363,31 +624,31 @@ mod tests {
     fn ancestor_limit_refuses_a_child_spend() {
         let root = Budget::new(Some(usd(10)), None);
         let a = root.child("a", Some(usd(50)), None);
-        let err = a.reserve(usd(11)).unwrap_err();
+        let err = a.try_reserve(usd(11)).unwrap_err();
         assert!(matches!(err, BudgetError::Usd { .. }), "{err}");
     }
 
     #[test]
     fn dropped_reservation_is_released_without_spending() {
         let root = Budget::new(Some(usd(10)), Some(1));
-        let r = root.reserve(usd(10)).unwrap();
-        assert!(root.reserve(usd(1)).is_err());
+        let r = root.try_reserve(usd(10)).unwrap();
+        assert!(root.try_reserve(usd(1)).is_err());
         drop(r);
         let s = root.snapshot();
         assert_eq!(
             (s.spent_usd, s.reserved_usd, s.calls),
             (Decimal::ZERO, Decimal::ZERO, 0)
         );
-        root.reserve(usd(10)).unwrap().settle(usd(1));
+        root.try_reserve(usd(10)).unwrap().settle(usd(1));
     }
 
     #[test]
     fn call_limit_counts_calls_in_flight() {
         let root = Budget::new(None, Some(2));
-        let _a = root.reserve(Decimal::ZERO).unwrap();
-        let _b = root.reserve(Decimal::ZERO).unwrap();
+        let _a = root.try_reserve(Decimal::ZERO).unwrap();
+        let _b = root.try_reserve(Decimal::ZERO).unwrap();
         assert!(matches!(
-            root.reserve(Decimal::ZERO),
+            root.try_reserve(Decimal::ZERO),
             Err(BudgetError::Calls {
                 limit: 2,
                 used: 2,
@@ -397,9 +658,155 @@ mod tests {
     }
 
     #[test]
-    fn overspend_is_recorded_not_hidden() {
+    fn overspend_is_recorded_and_exhausts_the_chain() {
         let root = Budget::new(Some(usd(10)), None);
-        root.reserve(usd(1)).unwrap().settle(usd(3));
+        let child = root.child("c", Some(usd(5)), None);
+        let sibling = root.child("s", None, None);
+        child.try_reserve(usd(1)).unwrap().settle(usd(3));
         assert_eq!(root.snapshot().spent_usd, usd(3));
+        // 7 USD are left at the root, but a provider billed past its bound: nothing more
+        // starts anywhere under the root.
+        for b in [&root, &child, &sibling] {
+            let err = b.try_reserve(usd(1)).unwrap_err();
+            assert!(
+                matches!(err, BudgetError::Overspent { reserved, billed, .. } if reserved == usd(1) && billed == usd(3)),
+                "{err}"
+            );
+            assert!(err.to_string().contains("billed 0.03 USD"), "{err}");
+        }
+        // An unlimited tree has no limit to guarantee: it is only recorded.
+        let free = Budget::unlimited();
+        free.try_reserve(usd(1)).unwrap().settle(usd(3));
+        free.try_reserve(usd(1)).unwrap().settle(usd(1));
+        assert_eq!(free.snapshot().spent_usd, usd(4));
+    }
+
+    #[test]
+    fn huge_amounts_saturate_instead_of_panicking() {
+        let root = Budget::unlimited();
+        let a = root.try_reserve(Decimal::MAX).unwrap();
+        let b = root.try_reserve(Decimal::MAX).unwrap();
+        a.settle(Decimal::MAX);
+        b.settle(Decimal::MAX);
+        let s = root.snapshot();
+        assert_eq!(
+            (s.spent_usd, s.reserved_usd, s.calls),
+            (Decimal::MAX, Decimal::ZERO, 2)
+        );
+        let limited = Budget::new(Some(Decimal::MAX), None);
+        limited
+            .try_reserve(Decimal::MAX)
+            .unwrap()
+            .settle(Decimal::ONE);
+        assert!(limited.try_reserve(Decimal::MAX).is_err());
+        assert!(limited.child("c", None, None).limit_usd() < Some(Decimal::MAX));
+    }
+
+    #[test]
+    fn a_child_is_capped_by_spends_not_by_calls_in_flight() {
+        let root = Budget::new(Some(usd(10)), None);
+        let _in_flight = root.try_reserve(usd(9)).unwrap();
+        assert_eq!(root.child("c", None, None).limit_usd(), Some(usd(10)));
+    }
+
+    /// Polls `f` once: whether it finished, and its output if so.
+    fn poll_once<F: std::future::Future + Unpin>(f: &mut F) -> Option<F::Output> {
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        match std::pin::Pin::new(f).poll(&mut cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        }
+    }
+
+    #[test]
+    fn a_reservation_waits_for_calls_in_flight_then_fits() {
+        let root = Budget::new(Some(usd(10)), None);
+        let child = root.child("c", None, None);
+        let in_flight = root.try_reserve(usd(8)).unwrap();
+        let mut waiting = Box::pin(child.reserve(usd(5)));
+        assert!(
+            poll_once(&mut waiting).is_none(),
+            "5 does not fit beside 8 in flight"
+        );
+        in_flight.settle(usd(2));
+        let r = poll_once(&mut waiting)
+            .expect("woken")
+            .expect("fits once 8 settled to 2");
+        assert_eq!(root.snapshot().reserved_usd, usd(5));
+        r.settle(usd(5));
+        assert_eq!(root.snapshot().spent_usd, usd(7));
+    }
+
+    #[test]
+    fn a_reservation_that_can_never_fit_fails_at_once() {
+        let root = Budget::new(Some(usd(10)), None);
+        root.try_reserve(usd(4)).unwrap().settle(usd(4));
+        let _in_flight = root.try_reserve(usd(5)).unwrap();
+        let child = root.child("c", None, None);
+        let mut f = Box::pin(child.reserve(usd(7)));
+        let err = poll_once(&mut f).expect("not queued").unwrap_err();
+        assert!(matches!(err, BudgetError::Usd { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_waiter_fails_when_settled_spends_make_it_impossible() {
+        let root = Budget::new(Some(usd(10)), None);
+        let in_flight = root.try_reserve(usd(8)).unwrap();
+        let mut waiting = Box::pin(root.reserve(usd(5)));
+        assert!(poll_once(&mut waiting).is_none());
+        in_flight.settle(usd(6)); // 6 + 5 > 10: it can never fit now
+        let err = poll_once(&mut waiting).expect("woken").unwrap_err();
+        assert!(matches!(err, BudgetError::Usd { .. }), "{err}");
+        assert_eq!(root.snapshot().reserved_usd, Decimal::ZERO);
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let root = Budget::new(Some(usd(10)), None);
+        let in_flight = root.try_reserve(usd(9)).unwrap();
+        let mut big = Box::pin(root.reserve(usd(8)));
+        let child = root.child("c", None, None);
+        let mut small = Box::pin(child.reserve(usd(1)));
+        assert!(poll_once(&mut big).is_none());
+        // 1 USD is free, but the earlier, bigger request waits for it: no overtaking.
+        assert!(poll_once(&mut small).is_none());
+        assert!(matches!(
+            root.try_reserve(usd(1)),
+            Err(BudgetError::Waiting { waiting: 2, .. })
+        ));
+        in_flight.settle(Decimal::ZERO);
+        let b = poll_once(&mut big).expect("woken").expect("first in line");
+        let s = poll_once(&mut small)
+            .expect("woken")
+            .expect("fits beside it");
+        assert_eq!(root.snapshot().reserved_usd, usd(9));
+        drop((b, s));
+    }
+
+    #[test]
+    fn a_dropped_waiter_reserves_nothing_and_lets_the_next_through() {
+        let root = Budget::new(Some(usd(10)), None);
+        let in_flight = root.try_reserve(usd(6)).unwrap();
+        let mut first = Box::pin(root.reserve(usd(5)));
+        let mut second = Box::pin(root.reserve(usd(4)));
+        assert!(poll_once(&mut first).is_none());
+        assert!(poll_once(&mut second).is_none(), "behind the first");
+        drop(first);
+        let r = poll_once(&mut second)
+            .expect("woken")
+            .expect("4 fits beside 6");
+        assert_eq!(root.snapshot().reserved_usd, usd(10));
+        drop((r, in_flight));
+        // A waiter granted but dropped before it looked releases what it was granted.
+        let in_flight = root.try_reserve(usd(6)).unwrap();
+        let mut granted = Box::pin(root.reserve(usd(5)));
+        assert!(poll_once(&mut granted).is_none());
+        drop(in_flight); // grants it
+        assert_eq!(root.snapshot().reserved_usd, usd(5));
+        drop(granted);
+        let s = root.snapshot();
+        assert_eq!((s.reserved_usd, s.reserved_calls), (Decimal::ZERO, 0));
+        root.try_reserve(usd(10)).unwrap().settle(Decimal::ZERO);
     }
 }

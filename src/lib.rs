@@ -19,7 +19,9 @@ mod run;
 pub mod spec;
 pub mod tool;
 
-pub use budget::{Budget, BudgetError, BudgetSnapshot, Reservation};
+pub use budget::{
+    check_limit_usd, Budget, BudgetError, BudgetSnapshot, LimitUsdError, Reservation,
+};
 pub use contract::{Contract, Violation};
 pub use ctx::{
     Ctx, CtxBuilder, ModelResolver, SpawnError, DEFAULT_FANOUT_LIMIT, DEFAULT_MAX_DEPTH,

@@ -38,7 +38,7 @@ pub struct McpArgs {
     /// Record every call's run tree to this JSON Lines file.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Server-wide budget across all calls, in USD (default: unlimited).
+    /// Server-wide budget across all calls, in USD, greater than 0 (default: unlimited).
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<Decimal>,
 }
@@ -69,9 +69,8 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
     let model = resolve_model(&name, args.base_url.as_deref(), &specs)
         .map_err(|e| format!("model `{name}`: {e}"))?;
     if let Some(limit) = args.max_cost_usd {
-        if limit.is_sign_negative() {
-            return Err(format!("--max-cost-usd must not be negative (got {limit})"));
-        }
+        // The same rule as a spec's `max_cost_usd`.
+        subcontract::check_limit_usd(limit).map_err(|e| format!("--max-cost-usd {e}"))?;
     }
     if !args.workspace.is_dir() {
         return Err(format!(

@@ -60,6 +60,14 @@ pub enum EventKind {
         /// The error, when it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// How much the provider billed beyond what the call had reserved (its worst case),
+        /// when it did: the budgets above it are then exhausted.
+        #[serde(
+            default,
+            with = "rust_decimal::serde::str_option",
+            skip_serializing_if = "Option::is_none"
+        )]
+        over_reserved_usd: Option<Decimal>,
     },
     /// A tool call finished.
     ToolCall {

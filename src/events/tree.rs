@@ -87,7 +87,8 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
             } => {
                 n.turns = n.turns.max(*turn);
                 n.usage += *usage;
-                n.own_cost_usd += *cost_usd;
+                // Costs come from a trace file: sums saturate rather than panic.
+                n.own_cost_usd = n.own_cost_usd.saturating_add(*cost_usd);
             }
             EventKind::Finished {
                 outcome,
@@ -137,8 +138,12 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
 fn totals(n: &mut RunNode) -> Decimal {
     // Children were pushed latest-first; show them in start order.
     n.children.reverse();
-    let sub: Decimal = n.children.iter_mut().map(totals).sum();
-    n.total_cost_usd = n.own_cost_usd + sub;
+    let sub = n
+        .children
+        .iter_mut()
+        .map(totals)
+        .fold(Decimal::ZERO, Decimal::saturating_add);
+    n.total_cost_usd = n.own_cost_usd.saturating_add(sub);
     n.total_cost_usd
 }
 
@@ -216,5 +221,44 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     );
     for (i, c) in n.children.iter().enumerate() {
         render_node(s, c, &child_prefix, i + 1 == n.children.len(), false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(run_id: &str, parent: Option<&str>, cost: Decimal, tokens: u64) -> Event {
+        Event {
+            ts_ms: 0,
+            run_id: run_id.into(),
+            parent_run_id: parent.map(Into::into),
+            spec: "s".into(),
+            depth: u32::from(parent.is_some()),
+            kind: EventKind::ModelCall {
+                turn: 1,
+                usage: Usage::new(tokens, tokens),
+                cost_usd: cost,
+                duration_ms: 1.0,
+                stop_reason: None,
+                error: None,
+                over_reserved_usd: None,
+            },
+        }
+    }
+
+    #[test]
+    fn extreme_costs_and_counts_in_a_trace_saturate() {
+        let events = [
+            call("root", None, Decimal::MAX, u64::MAX),
+            call("root", None, Decimal::MAX, u64::MAX),
+            call("root.a-1", Some("root"), Decimal::MAX, 1),
+        ];
+        let roots = build_tree(&events);
+        let root = &roots[0];
+        assert_eq!(root.own_cost_usd, Decimal::MAX);
+        assert_eq!(root.total_cost_usd, Decimal::MAX);
+        assert_eq!(root.usage.input_tokens, u64::MAX);
+        assert_eq!(root.children[0].total_cost_usd, Decimal::MAX);
     }
 }

@@ -118,18 +118,47 @@ pub struct ModelRequest<'a> {
 }
 
 /// Token usage of one model call.
+///
+/// `input_tokens` counts every token read, cached or not; `cache_read_tokens` and
+/// `cache_write_tokens` say how many of them were read from or written to a provider's prompt
+/// cache, which are priced apart ([`Price`]). Sums saturate at `u64::MAX` instead of wrapping.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
-    /// Tokens read (prompt).
+    /// Tokens read (prompt), including cached ones.
     pub input_tokens: u64,
     /// Tokens produced (completion).
     pub output_tokens: u64,
+    /// Of `input_tokens`, those read from the prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Of `input_tokens`, those written to the prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Usage of `input_tokens` uncached input and `output_tokens` output.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Usage {
+            input_tokens,
+            output_tokens,
+            ..Usage::default()
+        }
+    }
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
-        self.input_tokens += rhs.input_tokens;
-        self.output_tokens += rhs.output_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(rhs.cache_read_tokens);
+        self.cache_write_tokens = self
+            .cache_write_tokens
+            .saturating_add(rhs.cache_write_tokens);
     }
 }
 
@@ -221,4 +250,41 @@ pub trait Model: Send + Sync {
 
     /// Runs one turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Usage;
+
+    #[test]
+    fn usage_sums_saturate_instead_of_wrapping() {
+        let mut total = Usage {
+            input_tokens: u64::MAX - 1,
+            output_tokens: u64::MAX,
+            cache_read_tokens: u64::MAX,
+            cache_write_tokens: 1,
+        };
+        total += Usage {
+            input_tokens: 5,
+            output_tokens: 5,
+            cache_read_tokens: 5,
+            cache_write_tokens: 5,
+        };
+        assert_eq!(
+            total,
+            Usage {
+                input_tokens: u64::MAX,
+                output_tokens: u64::MAX,
+                cache_read_tokens: u64::MAX,
+                cache_write_tokens: 6,
+            }
+        );
+        // Cache counts are left out of JSON when zero and default to zero when absent.
+        let json = serde_json::to_string(&Usage::new(3, 4)).expect("serialises");
+        assert_eq!(json, r#"{"input_tokens":3,"output_tokens":4}"#);
+        assert_eq!(
+            serde_json::from_str::<Usage>(&json).ok(),
+            Some(Usage::new(3, 4))
+        );
+    }
 }

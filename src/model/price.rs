@@ -10,6 +10,13 @@ use serde::{Deserialize, Serialize};
 use super::Usage;
 
 /// The price of one model, in USD per million tokens.
+///
+/// Prompt-cache reads and writes have their own prices. When a table leaves them out, a cache
+/// read costs the input price (no provider bills a read above it) and a cache write 1.25 times
+/// the input price (Anthropic's premium for 5-minute cache writes; OpenAI bills and reports no
+/// writes): defaults that never count a call as cheaper than the providers we know bill it.
+/// Anthropic's 1-hour cache writes cost twice the input price: set `cache_write_per_mtok` to
+/// that if you use them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Price {
     /// USD per million input tokens.
@@ -18,23 +25,94 @@ pub struct Price {
     /// USD per million output tokens.
     #[serde(with = "rust_decimal::serde::str")]
     pub output_per_mtok: Decimal,
+    /// USD per million input tokens read from the prompt cache (default: the input price).
+    #[serde(
+        default,
+        with = "rust_decimal::serde::str_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_read_per_mtok: Option<Decimal>,
+    /// USD per million input tokens written to the prompt cache (default: 1.25 × the input
+    /// price).
+    #[serde(
+        default,
+        with = "rust_decimal::serde::str_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_per_mtok: Option<Decimal>,
 }
 
 impl Price {
-    /// A price from USD per million input and output tokens.
+    /// A price from USD per million input and output tokens (cache prices defaulted).
     pub fn per_mtok(input: Decimal, output: Decimal) -> Self {
         Price {
             input_per_mtok: input,
             output_per_mtok: output,
+            cache_read_per_mtok: None,
+            cache_write_per_mtok: None,
         }
     }
 
-    /// The cost of `usage` at this price.
+    /// Sets the prices of cache reads and writes, USD per million tokens.
+    pub fn with_cache(mut self, read: Decimal, write: Decimal) -> Self {
+        self.cache_read_per_mtok = Some(read);
+        self.cache_write_per_mtok = Some(write);
+        self
+    }
+
+    /// USD per million cache-read tokens, defaulted as the type's documentation says.
+    pub fn cache_read(&self) -> Decimal {
+        self.cache_read_per_mtok.unwrap_or(self.input_per_mtok)
+    }
+
+    /// USD per million cache-write tokens, defaulted as the type's documentation says
+    /// (saturating at `Decimal::MAX`).
+    pub fn cache_write(&self) -> Decimal {
+        self.cache_write_per_mtok.unwrap_or_else(|| {
+            self.input_per_mtok
+                .checked_mul(Decimal::new(125, 2))
+                .unwrap_or(Decimal::MAX)
+        })
+    }
+
+    /// The cost of `usage` at this price: uncached input, cache reads, cache writes and output,
+    /// each at its own price. A cost past `Decimal::MAX` (an absurd price or token count) is
+    /// `Decimal::MAX`, which exhausts any budget, rather than a panic or a wrapped value.
     pub fn cost(&self, usage: Usage) -> Decimal {
-        let million = Decimal::from(1_000_000u32);
-        (Decimal::from(usage.input_tokens) * self.input_per_mtok
-            + Decimal::from(usage.output_tokens) * self.output_per_mtok)
-            / million
+        let cached = usage
+            .cache_read_tokens
+            .saturating_add(usage.cache_write_tokens);
+        sum_per_mtok(&[
+            (
+                usage.input_tokens.saturating_sub(cached),
+                self.input_per_mtok,
+            ),
+            (usage.cache_read_tokens, self.cache_read()),
+            (usage.cache_write_tokens, self.cache_write()),
+            (usage.output_tokens, self.output_per_mtok),
+        ])
+    }
+
+    /// The most a call reading `input_tokens` and writing `output_tokens` can cost: every
+    /// input token at the dearest of the input, cache-read and cache-write prices, since the
+    /// provider decides what it caches. Saturates like [`cost`](Self::cost).
+    pub fn worst_case_cost(&self, input_tokens: u64, output_tokens: u64) -> Decimal {
+        let input = self
+            .input_per_mtok
+            .max(self.cache_read())
+            .max(self.cache_write());
+        sum_per_mtok(&[(input_tokens, input), (output_tokens, self.output_per_mtok)])
+    }
+}
+
+/// `Σ tokens × USD per million tokens`, saturating at `Decimal::MAX`.
+fn sum_per_mtok(terms: &[(u64, Decimal)]) -> Decimal {
+    let sum = terms.iter().try_fold(Decimal::ZERO, |acc, &(n, p)| {
+        acc.checked_add(Decimal::from(n).checked_mul(p)?)
+    });
+    match sum {
+        Some(s) => s / Decimal::from(1_000_000u32),
+        None => Decimal::MAX,
     }
 }
 
@@ -47,7 +125,7 @@ impl Price {
 ///
 /// let mut prices = PriceTable::new();
 /// prices.insert("scripted:demo", Price::per_mtok(Decimal::new(40, 2), Decimal::new(160, 2)));
-/// let usage = Usage { input_tokens: 1_000_000, output_tokens: 500_000 };
+/// let usage = Usage::new(1_000_000, 500_000);
 /// assert_eq!(prices.cost("scripted:demo", usage), Decimal::new(120, 2));
 /// assert_eq!(prices.cost("ollama:llama3", usage), Decimal::ZERO);
 /// ```
@@ -109,7 +187,9 @@ impl PriceTable {
     }
 
     /// A table from TOML text: `[prices."provider:model"]` tables with `input_per_mtok` and
-    /// `output_per_mtok` as decimal strings, the format of the built-in table.
+    /// `output_per_mtok` as decimal strings, the format of the built-in table, and optionally
+    /// `cache_read_per_mtok` and `cache_write_per_mtok` (defaults: see [`Price`]). A negative
+    /// price is refused.
     pub fn from_toml_str(text: &str) -> Result<Self, PriceError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -118,6 +198,26 @@ impl PriceTable {
             prices: HashMap<String, Price>,
         }
         let file: File = toml::from_str(text).map_err(|e| PriceError::Parse(e.to_string()))?;
+        // A negative price would count a call as paying money back: refuse it, naming the
+        // first offender in model order so the message is the same on every run.
+        let mut models: Vec<(&String, &Price)> = file.prices.iter().collect();
+        models.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        for (model, p) in models {
+            for (column, value) in [
+                ("input_per_mtok", Some(p.input_per_mtok)),
+                ("output_per_mtok", Some(p.output_per_mtok)),
+                ("cache_read_per_mtok", p.cache_read_per_mtok),
+                ("cache_write_per_mtok", p.cache_write_per_mtok),
+            ] {
+                if let Some(v) = value.filter(|v| v.is_sign_negative() && !v.is_zero()) {
+                    return Err(PriceError::Negative {
+                        model: model.clone(),
+                        column,
+                        value: v,
+                    });
+                }
+            }
+        }
         Ok(PriceTable {
             prices: file.prices,
         })
@@ -162,6 +262,16 @@ pub enum PriceError {
     /// The text is not a price table.
     #[error("invalid price table: {0}")]
     Parse(String),
+    /// A price is below zero.
+    #[error("invalid price table: `{column}` of `{model}` is negative ({value}); prices are USD per million tokens, 0 or more")]
+    Negative {
+        /// The model.
+        model: String,
+        /// The column (`input_per_mtok`, …).
+        column: &'static str,
+        /// The price given.
+        value: Decimal,
+    },
 }
 
 /// The cost of `usage` at `price`, looked up once for `model`; zero (with the one warning)
@@ -241,5 +351,89 @@ mod tests {
             PriceTable::from_toml_file(dir.path().join("missing.toml")),
             Err(PriceError::Io { .. })
         ));
+    }
+
+    #[test]
+    fn cache_reads_and_writes_have_their_own_prices() {
+        let prices = PriceTable::builtin();
+        // Anthropic: 1M uncached + 1M written + 1M read + 1M out on Sonnet 4.5.
+        let usage = Usage {
+            input_tokens: 3_000_000,
+            output_tokens: 1_000_000,
+            cache_read_tokens: 1_000_000,
+            cache_write_tokens: 1_000_000,
+        };
+        let cost = prices.cost("anthropic:claude-sonnet-4-5", usage);
+        assert_eq!(cost, Decimal::new(3_00 + 3_75 + 30 + 15_00, 2), "{cost}");
+        // OpenAI's cached input on gpt-4.1-mini: 1M, of which 0.5M cached.
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            cache_read_tokens: 500_000,
+            ..Usage::default()
+        };
+        assert_eq!(
+            prices.cost("openai:gpt-4.1-mini", usage),
+            Decimal::new(25, 2)
+        );
+        // Columns left out: reads at the input price, writes at 1.25 times it.
+        let p = Price::per_mtok(Decimal::TWO, Decimal::ZERO);
+        let only = |read, write| Usage {
+            input_tokens: 1_000_000,
+            cache_read_tokens: read,
+            cache_write_tokens: write,
+            ..Usage::default()
+        };
+        assert_eq!(p.cost(only(1_000_000, 0)), Decimal::TWO);
+        assert_eq!(p.cost(only(0, 1_000_000)), Decimal::new(250, 2));
+        // A worst case assumes every input token is written to the cache.
+        assert_eq!(p.worst_case_cost(1_000_000, 0), Decimal::new(250, 2));
+        assert!(PriceTable::from_toml_str(
+            "[prices.m]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"2\"\ncache_read_per_mtok = \"0.1\"\ncache_write_per_mtok = \"1.25\"\n"
+        )
+        .expect("cache columns parse")
+        .get("m")
+        .is_some_and(|p| p.cache_read() == Decimal::new(1, 1) && p.cache_write() == Decimal::new(125, 2)));
+    }
+
+    #[test]
+    fn extreme_prices_and_counts_saturate_instead_of_panicking() {
+        let huge = Price::per_mtok(Decimal::MAX, Decimal::MAX);
+        let usage = Usage::new(u64::MAX, u64::MAX);
+        assert_eq!(huge.cost(usage), Decimal::MAX);
+        assert_eq!(huge.worst_case_cost(u64::MAX, u64::MAX), Decimal::MAX);
+        assert_eq!(huge.cache_write(), Decimal::MAX);
+        let normal = Price::per_mtok(Decimal::ONE, Decimal::ONE);
+        assert!(normal.cost(usage) > Decimal::from(u64::MAX / 1_000_000));
+    }
+
+    #[test]
+    fn negative_prices_are_refused_naming_model_and_column() {
+        for (column, text) in [
+            (
+                "input_per_mtok",
+                "input_per_mtok = \"-1\"\noutput_per_mtok = \"2\"",
+            ),
+            (
+                "output_per_mtok",
+                "input_per_mtok = \"1\"\noutput_per_mtok = \"-0.5\"",
+            ),
+            (
+                "cache_write_per_mtok",
+                "input_per_mtok = \"1\"\noutput_per_mtok = \"2\"\ncache_write_per_mtok = \"-3\"",
+            ),
+        ] {
+            let err = PriceTable::from_toml_str(&format!("[prices.\"openai:x\"]\n{text}\n"))
+                .expect_err("negative");
+            assert!(
+                matches!(&err, PriceError::Negative { model, column: c, .. } if model == "openai:x" && *c == column),
+                "{err}"
+            );
+            assert!(err.to_string().contains(column), "{err}");
+        }
+        // Zero, even written "-0", is a price (a free local model).
+        assert!(PriceTable::from_toml_str(
+            "[prices.m]\ninput_per_mtok = \"-0\"\noutput_per_mtok = \"0\"\n"
+        )
+        .is_ok());
     }
 }

@@ -78,10 +78,7 @@ impl ScriptStep {
     /// Sets the reported usage.
     pub fn with_usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
         if let Ok(r) = &mut self.response {
-            r.usage = Usage {
-                input_tokens,
-                output_tokens,
-            };
+            r.usage = Usage::new(input_tokens, output_tokens);
         }
         self
     }

@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::http::{ProviderConfig, Transport};
+use super::usage::token_count;
 use crate::model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
@@ -192,14 +193,29 @@ impl AnthropicModel {
             _ => StopReason::Other,
         };
         let u = reply.usage.ok_or_else(|| malformed("no `usage`"))?;
-        let count = |n: Option<u64>| n.unwrap_or(0);
-        // Cache reads and writes are counted as input at the full input price: this
-        // overestimates cost a little when caching is in use, never underestimates it.
+        let count = |field: &str, v: Option<&Value>| {
+            token_count(v).map_err(|e| malformed(&format!("`usage.{field}` {e}")))
+        };
+        let uncached = count("input_tokens", u.input_tokens.as_ref())?;
+        let written = count(
+            "cache_creation_input_tokens",
+            u.cache_creation_input_tokens.as_ref(),
+        )?;
+        let read = count(
+            "cache_read_input_tokens",
+            u.cache_read_input_tokens.as_ref(),
+        )?;
+        // `input_tokens` excludes the cache's tokens; ours counts every token read, and the
+        // cache's are priced apart.
+        let input = uncached
+            .checked_add(written)
+            .and_then(|n| n.checked_add(read))
+            .ok_or_else(|| malformed("the input token counts in `usage` add up past 2^64"))?;
         let usage = Usage {
-            input_tokens: count(u.input_tokens)
-                + count(u.cache_creation_input_tokens)
-                + count(u.cache_read_input_tokens),
-            output_tokens: count(u.output_tokens),
+            input_tokens: input,
+            output_tokens: count("output_tokens", u.output_tokens.as_ref())?,
+            cache_read_tokens: read,
+            cache_write_tokens: written,
         };
         let text = (!texts.is_empty()).then(|| texts.concat());
         Ok(ModelResponse {
@@ -238,17 +254,17 @@ struct Block<'a> {
     input: Option<&'a RawValue>,
 }
 
-/// Token counts; a missing or null count is 0.
+/// Token counts, read by [`token_count`] (a missing or null count is 0).
 #[derive(Deserialize)]
 struct ReplyUsage {
     #[serde(default)]
-    input_tokens: Option<u64>,
+    input_tokens: Option<Value>,
     #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<Value>,
     #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<Value>,
     #[serde(default)]
-    output_tokens: Option<u64>,
+    output_tokens: Option<Value>,
 }
 
 fn text_block(text: &str) -> Value {

@@ -12,6 +12,7 @@ mod anthropic;
 pub mod dialect;
 mod http;
 mod openai;
+mod usage;
 
 use std::sync::Arc;
 

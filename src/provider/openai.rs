@@ -6,6 +6,7 @@ use reqwest::header::AUTHORIZATION;
 use serde_json::{json, Map, Value};
 
 use super::http::{ProviderConfig, Transport};
+use super::usage::token_count;
 use crate::model::{
     Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
@@ -214,18 +215,39 @@ impl OpenAiModel {
             Some("tool_calls" | "function_call") => StopReason::ToolUse,
             _ => StopReason::Other,
         };
-        // Local servers may omit usage; it then counts as zero.
-        let usage = body.get("usage").map(|u| Usage {
-            input_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-            output_tokens: u
-                .get("completion_tokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-        });
+        // Local servers may omit usage; it then counts as zero. A count that is there is read
+        // faithfully or the answer is malformed: never free because of its form.
+        let usage = match body.get("usage") {
+            None | Some(Value::Null) => Usage::default(),
+            Some(u @ Value::Object(_)) => {
+                let count = |path: &str, v: Option<&Value>| {
+                    token_count(v).map_err(|e| malformed(&format!("`usage.{path}` {e}")))
+                };
+                let input = count("prompt_tokens", u.get("prompt_tokens"))?;
+                // Cached tokens are part of `prompt_tokens`, priced lower.
+                let cached = count(
+                    "prompt_tokens_details.cached_tokens",
+                    u.get("prompt_tokens_details")
+                        .and_then(|d| d.get("cached_tokens")),
+                )?;
+                if cached > input {
+                    return Err(malformed(
+                        "`usage.prompt_tokens_details.cached_tokens` exceeds `usage.prompt_tokens`",
+                    ));
+                }
+                Usage {
+                    input_tokens: input,
+                    output_tokens: count("completion_tokens", u.get("completion_tokens"))?,
+                    cache_read_tokens: cached,
+                    cache_write_tokens: 0,
+                }
+            }
+            Some(_) => return Err(malformed("`usage` is not an object")),
+        };
         Ok(ModelResponse {
             text,
             tool_calls,
-            usage: usage.unwrap_or_default(),
+            usage,
             stop_reason,
         })
     }

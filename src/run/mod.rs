@@ -355,12 +355,9 @@ async fn turns(
             return cancelled();
         }
         let worst = price.map_or(Decimal::ZERO, |p| {
-            p.cost(Usage {
-                input_tokens: bytes as u64,
-                output_tokens: u64::from(max_tokens),
-            })
+            p.worst_case_cost(bytes as u64, u64::from(max_tokens))
         });
-        let reservation = match ctx.budget().reserve(worst) {
+        let reservation = match ctx.budget().reserve(worst).await {
             Ok(r) => r,
             Err(e) => return (Outcome::BudgetExhausted, None, Some(e.to_string())),
         };
@@ -397,14 +394,18 @@ async fn turns(
                     duration_ms,
                     stop_reason: None,
                     error: Some(msg.clone()),
+                    over_reserved_usd: None,
                 });
                 return (Outcome::ModelError, None, Some(msg));
             }
         };
         let cost = crate::model::cost_at(price, model.id(), usage);
+        let reserved = reservation.amount();
+        // A cost above the worst case exhausts every limited budget above this run.
         reservation.settle(cost);
+        let over = (cost > reserved).then(|| cost - reserved);
         st.usage += usage;
-        st.cost += cost;
+        st.cost = st.cost.saturating_add(cost);
         ctx.emit(EventKind::ModelCall {
             turn,
             usage,
@@ -412,7 +413,19 @@ async fn turns(
             duration_ms,
             stop_reason: Some(stop_reason),
             error: None,
+            over_reserved_usd: over,
         });
+        if over.is_some() && ctx.budget().remaining_usd().is_some() {
+            return (
+                Outcome::BudgetExhausted,
+                None,
+                Some(format!(
+                    "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made",
+                    cost.normalize(),
+                    reserved.round_dp(6).normalize()
+                )),
+            );
+        }
 
         if tool_calls.is_empty() {
             // No tool call: the answer is the text (text mode), or text that is the output

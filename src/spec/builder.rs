@@ -345,8 +345,8 @@ impl<I, O> SpecBuilder<I, O> {
             Some("max_tool_calls_per_turn must be at least 1".to_string())
         } else if l.max_tool_result_chars_per_turn == 0 {
             Some("max_tool_result_chars_per_turn must be positive".to_string())
-        } else if l.max_cost_usd.is_some_and(|c| c <= Decimal::ZERO) {
-            Some("max_cost_usd must be positive".to_string())
+        } else if let Some(Err(e)) = l.max_cost_usd.map(crate::budget::check_limit_usd) {
+            Some(format!("max_cost_usd {e}"))
         } else if l.max_model_calls == Some(0) {
             Some("max_model_calls must be at least 1".to_string())
         } else {

@@ -688,14 +688,10 @@ impl Parser<'_> {
                 .ok_or_else(|| format!("{expected}, found {f}")),
             other => Err(format!("{expected}, found {}", other.type_str())),
         };
-        match parsed {
-            Ok(d) if d > Decimal::ZERO => Some(self.located(d, v.span())),
-            Ok(d) => {
-                self.error(
-                    v.span(),
-                    codes::BAD_LIMITS,
-                    format!("`max_cost_usd` must be greater than 0, found {d}"),
-                );
+        match parsed.map(crate::budget::check_limit_usd) {
+            Ok(Ok(d)) => Some(self.located(d, v.span())),
+            Ok(Err(e)) => {
+                self.error(v.span(), codes::BAD_LIMITS, format!("`max_cost_usd` {e}"));
                 None
             }
             Err(message) => {

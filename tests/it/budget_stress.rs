@@ -1,6 +1,7 @@
 //! Invariant 2 under concurrency: thousands of randomized budget trees, many tasks reserving
-//! and settling at once on every node; no node's spent + reserved ever passes its limit, and
-//! every settled spend is recorded in each ancestor exactly once.
+//! (waiting when calls in flight hold the room) and settling at once on every node; no node's
+//! spent + reserved ever passes its limit, and every settled spend is recorded in each ancestor
+//! exactly once.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -69,7 +70,7 @@ async fn randomized_trees_never_exceed_limits() {
                 for _ in 0..20 {
                     let i = rng.random_range(0..nodes.len());
                     let want = Decimal::new(rng.random_range(0..40), 2);
-                    if let Ok(r) = nodes[i].budget.reserve(want) {
+                    if let Ok(r) = nodes[i].budget.reserve(want).await {
                         check_limits(&nodes);
                         if rng.random_bool(0.5) {
                             tokio::task::yield_now().await;
@@ -118,5 +119,225 @@ async fn randomized_trees_never_exceed_limits() {
                 "tree {t} node {i}"
             );
         }
+    }
+}
+
+/// Forty calls at once under a 0.02 USD limit, each reserving 0.0048 USD (its worst case) and
+/// costing 0.0001 USD. Only four fit in flight at a time; the others wait for them
+/// instead of failing, and the limit holds at every moment (a watcher checks it throughout).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_wait_for_room_instead_of_failing() {
+    let root = Budget::with_label("mcp", Some(Decimal::new(2, 2)), None);
+    let nodes = Arc::new(vec![Node {
+        budget: root.clone(),
+        parent: None,
+        own_micros: AtomicU64::new(0),
+    }]);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (nodes, done) = (nodes.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut checks = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                check_limits(&nodes);
+                checks += 1;
+                tokio::task::yield_now().await;
+            }
+            checks
+        })
+    };
+    let mut calls = Vec::new();
+    for i in 0..40 {
+        // Each call is a child of the server-wide budget, as in `subcontract mcp`.
+        let child = root.child(format!("mcp.call-{i}"), Some(Decimal::new(20, 2)), None);
+        calls.push(tokio::spawn(async move {
+            let r = child.reserve(Decimal::new(48, 4)).await?;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            r.settle(Decimal::new(1, 4));
+            Ok::<_, subcontract::BudgetError>(())
+        }));
+    }
+    let mut ok = 0;
+    for c in calls {
+        match c.await.expect("no task panics") {
+            Ok(()) => ok += 1,
+            Err(e) => eprintln!("{e}"),
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(watcher.await.expect("the watcher ran") > 0);
+    assert_eq!(ok, 40, "every call fits once earlier ones settle");
+    let s = root.snapshot();
+    assert_eq!(s.spent_usd, Decimal::new(40, 4));
+    assert_eq!((s.reserved_usd, s.calls), (Decimal::ZERO, 40));
+}
+
+/// A provider that bills far past `max_tokens` (0.32 USD under a 0.02 USD limit): that one
+/// call cannot be prevented, but the run ends at once as `budget_exhausted` saying so, its
+/// event records the overshoot, and no further call starts anywhere under the budget.
+#[tokio::test]
+async fn a_call_billed_past_its_reservation_exhausts_the_budget_at_once() {
+    use std::sync::atomic::AtomicUsize;
+    use subcontract::model::{Price, PriceTable, ScriptStep};
+    use subcontract::{Ctx, EventKind, MemorySink, Outcome, SubAgentSpec};
+
+    use crate::common::*;
+
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::ONE, Decimal::from(10)),
+    );
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    // 32,000 output tokens billed under a limit of 100: 0.32 USD.
+    let m = model(move |_, _, _| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        ScriptStep::tool_call("nothing", serde_json::json!({})).with_usage(10, 32_000)
+    });
+    let spec = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("d")
+        .system("CHILD")
+        .max_tokens_per_turn(100)
+        .max_turns(4)
+        .build()
+        .expect("valid spec");
+    let root = Budget::new(Some(Decimal::new(2, 2)), None);
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .budget(root.clone())
+        .prices(prices)
+        .events(sink.clone())
+        .build();
+    let input = serde_json::json!({"question": "abc?"});
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted, "{:?}", r.error);
+    let error = r.error.unwrap_or_default();
+    assert!(error.contains("billed 0.32001 USD"), "{error}");
+    assert_eq!(r.turns, 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    let over: Vec<Decimal> = sink
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ModelCall {
+                over_reserved_usd, ..
+            } => *over_reserved_usd,
+            _ => None,
+        })
+        .collect();
+    assert_eq!(over.len(), 1);
+    assert_eq!(root.snapshot().spent_usd, Decimal::new(32001, 5));
+    // A sibling run under the same budget starts no call at all.
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert!(r.error.unwrap_or_default().contains("a provider billed"));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+}
+
+/// The same through the run loop: a host fans out to forty sub-agents at once under a 0.02 USD
+/// budget; each call reserves 0.0048 USD (480 output tokens at 10 USD per million) and costs
+/// 0.0001. They used to fail when forked or reserving beside calls in flight (38 of 40
+/// `budget_exhausted` with 0.0048 USD spent); now they wait their turn and all complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forty_sub_agents_under_a_small_budget_take_turns() {
+    use std::time::Duration;
+    use subcontract::model::{Price, PriceTable, ScriptStep};
+    use subcontract::{Ctx, EventKind, MemorySink, Outcome, ToolSet};
+
+    use crate::common::*;
+
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::ZERO, Decimal::from(10)),
+    );
+    let child = SubAgentSpecs::child();
+    let m = model(|system, turn, _| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(
+            (0..40)
+                .map(|i| {
+                    (
+                        "research".to_string(),
+                        serde_json::json!({"question": format!("q{i}?")}),
+                    )
+                })
+                .collect(),
+        )
+        .with_usage(0, 10),
+        ("HOST", _) => ScriptStep::text("done").with_usage(0, 10),
+        _ => ScriptStep::submit(good_findings())
+            .with_usage(0, 10)
+            .delayed(Duration::from_millis(2)),
+    });
+    let mut set = ToolSet::new();
+    set.insert(child.as_tool()).expect("one tool");
+    let root = Budget::with_label("mcp", Some(Decimal::new(2, 2)), None);
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(m)
+        .budget(root.clone())
+        .prices(prices)
+        .tools(set)
+        .fanout_limit(40)
+        .events(sink.clone())
+        .build();
+    let host = SubAgentSpecs::host();
+    let r = host.run(&serde_json::json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let finished: Vec<Outcome> = sink
+        .events()
+        .iter()
+        .filter(|e| e.parent_run_id.is_some())
+        .filter_map(|e| match e.kind {
+            EventKind::Finished { outcome, .. } => Some(outcome),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 40);
+    assert!(
+        finished.iter().all(|o| *o == Outcome::Completed),
+        "{finished:?}"
+    );
+    let s = root.snapshot();
+    assert_eq!(
+        s.spent_usd,
+        Decimal::new(42, 4),
+        "40 children and 2 host turns"
+    );
+    assert_eq!(s.reserved_usd, Decimal::ZERO);
+}
+
+/// The specs of the fan-out test: a host offering `research`, and `research` itself, both
+/// with 480 output tokens per turn.
+struct SubAgentSpecs;
+
+impl SubAgentSpecs {
+    fn child() -> subcontract::SubAgentSpec<serde_json::Value, serde_json::Value> {
+        subcontract::SubAgentSpec::dynamic(
+            "research",
+            crate::common::question_schema(),
+            crate::common::findings_schema(),
+        )
+        .description("Investigate a question and return findings.")
+        .system("CHILD research")
+        .max_tokens_per_turn(480)
+        .max_turns(2)
+        .build()
+        .expect("valid spec")
+    }
+
+    fn host() -> subcontract::SubAgentSpec<serde_json::Value, serde_json::Value> {
+        subcontract::SubAgentSpec::dynamic(
+            "host",
+            serde_json::json!({"type": "object"}),
+            serde_json::json!({"type": "string", "maxLength": 2000}),
+        )
+        .description("The host agent.")
+        .system("HOST")
+        .tools(["research"])
+        .max_tokens_per_turn(480)
+        .max_turns(3)
+        .build()
+        .expect("valid spec")
     }
 }

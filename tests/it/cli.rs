@@ -394,3 +394,61 @@ async fn a_rejected_output_shows_where_and_why_but_never_the_value() {
     );
     assert!(!shown.contains("IGNORE YOUR"), "{shown}");
 }
+
+/// A price file with an absurd price or a negative one: the first is a budget that cannot be
+/// afforded (never a panic), the second is refused when the file is loaded, naming the model
+/// and the column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extreme_and_negative_prices() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = dir.path().join("huge.toml");
+    std::fs::write(
+        &huge,
+        "[prices.\"openai:gpt-4.1-mini\"]\ninput_per_mtok = \"79228162514264337593543950335\"\noutput_per_mtok = \"79228162514264337593543950335\"\n",
+    )
+    .unwrap();
+    let negative = dir.path().join("negative.toml");
+    std::fs::write(
+        &negative,
+        "[prices.\"openai:gpt-4.1-mini\"]\ninput_per_mtok = \"0.40\"\noutput_per_mtok = \"-1.60\"\n",
+    )
+    .unwrap();
+    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "submit_output", "arguments": "{\"findings\": [], \"gaps\": []}"}}]});
+    let server = Server::start(vec![Reply::json(200, completion(submit, "tool_calls"))]).await;
+    let base = format!("{}/v1", server.base);
+    let run_with = |prices: std::path::PathBuf| {
+        let base = base.clone();
+        tokio::task::spawn_blocking(move || {
+            run(
+                &[
+                    "run",
+                    "specs/research_topic.toml",
+                    "--model",
+                    "openai:gpt-4.1-mini",
+                    "--base-url",
+                    &base,
+                    "--prices",
+                    prices.to_str().unwrap(),
+                    "--input",
+                    r#"{"question": "Which library hashes passwords?"}"#,
+                ],
+                &[],
+            )
+        })
+    };
+    let o = run_with(huge).await.unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(101), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("budget_exhausted"), "{err}");
+    assert!(server.received().is_empty(), "no call is made");
+    let o = run_with(negative).await.unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`output_per_mtok` of `openai:gpt-4.1-mini` is negative"),
+        "{err}"
+    );
+}

@@ -202,6 +202,20 @@ fn mcp_without_a_model_is_a_usage_error() {
 }
 
 #[test]
+fn mcp_refuses_a_cost_limit_a_spec_would_refuse() {
+    let f = fixtures();
+    for limit in ["0", "-1", "0.00"] {
+        let flag = format!("--max-cost-usd={limit}");
+        let (code, err) = run_cli(&["mcp", path(&f), "--model", "example", &flag], None);
+        assert_eq!(code, 2, "{limit}: {err}");
+        assert!(
+            err.contains("--max-cost-usd must be greater than 0"),
+            "{limit}: {err}"
+        );
+    }
+}
+
+#[test]
 fn mcp_refuses_specs_that_do_not_load() {
     let bad = root().join("tests/fixtures/check/invalid_schema");
     let (code, err) = run_cli(&["mcp", path(&bad), "--model", "example"], None);

@@ -1087,3 +1087,128 @@ async fn submissions_over_the_wire_are_checked_repaired_and_accepted() {
         }
     }
 }
+
+// ---------------------------------------------------------------- Usage
+
+/// Token counts in forms other than a plain integer are read as the numbers they are, or the
+/// answer is malformed; a call is never counted as free because of an odd count.
+#[tokio::test]
+async fn openai_usage_is_read_faithfully_or_refused() {
+    let with_usage = |usage: Value| {
+        let mut body = openai_completion(json!({"role": "assistant", "content": "Hi."}), "stop");
+        body["usage"] = usage;
+        Reply::json(200, body)
+    };
+    let messages = conversation(1);
+    for (usage, input, output, cached) in [
+        (
+            json!({"prompt_tokens": 5000000.0, "completion_tokens": 7}),
+            5_000_000,
+            7,
+            0,
+        ),
+        (
+            json!({"prompt_tokens": "5000000", "completion_tokens": "7"}),
+            5_000_000,
+            7,
+            0,
+        ),
+        (
+            json!({"prompt_tokens": 2006, "completion_tokens": 300,
+                   "prompt_tokens_details": {"cached_tokens": 1920}}),
+            2006,
+            300,
+            1920,
+        ),
+    ] {
+        let server = Server::start(vec![with_usage(usage.clone())]).await;
+        let r = openai(&server)
+            .complete(request(&messages, &[]))
+            .await
+            .expect("counts in any faithful form");
+        assert_eq!(
+            (
+                r.usage.input_tokens,
+                r.usage.output_tokens,
+                r.usage.cache_read_tokens
+            ),
+            (input, output, cached),
+            "{usage}"
+        );
+    }
+    for usage in [
+        json!({"prompt_tokens": 1e30, "completion_tokens": 7}),
+        json!({"prompt_tokens": 10, "completion_tokens": -1}),
+        json!({"prompt_tokens": 10, "completion_tokens": 2.5}),
+        json!({"prompt_tokens": "lots", "completion_tokens": 7}),
+        json!({"prompt_tokens": 10, "completion_tokens": 7,
+               "prompt_tokens_details": {"cached_tokens": 11}}),
+        json!("5000000"),
+    ] {
+        let server = Server::start(vec![with_usage(usage.clone())]).await;
+        let err = openai(&server)
+            .complete(request(&messages, &[]))
+            .await
+            .expect_err("malformed usage");
+        assert!(
+            matches!(err, ModelError::MalformedResponse { .. }),
+            "{usage}: {err:?}"
+        );
+    }
+}
+
+/// Anthropic's `input_tokens` excludes the cache's tokens: ours counts all of them, with the
+/// cache's apart so they are priced at their own rates; odd counts are read or refused, and
+/// sums that would wrap are refused.
+#[tokio::test]
+async fn anthropic_usage_counts_cache_tokens_apart_and_never_wraps() {
+    let with_usage = |usage: Value| {
+        let mut body = anthropic_message(json!([{"type": "text", "text": "Hi."}]), "end_turn");
+        body["usage"] = usage;
+        Reply::json(200, body)
+    };
+    let messages = conversation(1);
+    for (usage, expected) in [
+        (
+            json!({"input_tokens": 50, "cache_creation_input_tokens": 1000,
+                   "cache_read_input_tokens": 2000, "output_tokens": 503}),
+            (3050, 503, 2000, 1000),
+        ),
+        (
+            json!({"input_tokens": 5000000.0, "output_tokens": "7"}),
+            (5_000_000, 7, 0, 0),
+        ),
+    ] {
+        let server = Server::start(vec![with_usage(usage.clone())]).await;
+        let r = anthropic(&server)
+            .complete(request(&messages, &[]))
+            .await
+            .expect("valid usage");
+        let u = r.usage;
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens
+            ),
+            expected,
+            "{usage}"
+        );
+    }
+    for usage in [
+        json!({"input_tokens": u64::MAX, "cache_read_input_tokens": 1, "output_tokens": 1}),
+        json!({"input_tokens": 1e30, "output_tokens": 1}),
+        json!({"input_tokens": 1, "output_tokens": -3}),
+    ] {
+        let server = Server::start(vec![with_usage(usage.clone())]).await;
+        let err = anthropic(&server)
+            .complete(request(&messages, &[]))
+            .await
+            .expect_err("malformed usage");
+        assert!(
+            matches!(err, ModelError::MalformedResponse { .. }),
+            "{usage}: {err:?}"
+        );
+    }
+}
