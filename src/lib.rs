@@ -13,6 +13,7 @@ pub(crate) mod json;
 pub mod mcp;
 pub mod model;
 pub mod provider;
+pub mod redact;
 pub mod runloop;
 pub mod runner;
 pub mod spec;

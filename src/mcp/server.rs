@@ -150,11 +150,13 @@ impl SubcontractServer {
         self.log_call(spec.name(), &result);
         match (result.outcome, result.output) {
             (Outcome::Completed, Some(output)) => {
-                let output = if served.wrapped {
+                let mut output = if served.wrapped {
                     json!({ WRAP_KEY: output })
                 } else {
                     output
                 };
+                // A reply leaves the process: it passes the same redaction as every exit.
+                crate::redact::redact_value(&mut output);
                 CallToolResult::structured(output)
             }
             (outcome, _) => error_result(
@@ -181,6 +183,7 @@ impl SubcontractServer {
             line.push_str(e);
         }
         line.push('\n');
+        let line = crate::redact::redact(&line);
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
@@ -191,7 +194,8 @@ fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
     // The run loop's message may already open with the outcome in words ("invalid input: …").
     let words = format!("{}: ", outcome.as_str().replace('_', " "));
     let detail = error.strip_prefix(words.as_str()).unwrap_or(error);
-    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {detail}"))])
+    let text = crate::redact::redact_string(format!("{outcome}: {detail}"));
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 /// The MCP tool for `spec`, and whether its output is wrapped.
