@@ -481,6 +481,37 @@ mod tests {
         pipe.close().await;
     }
 
+    /// A reply leaves the process: a key the model echoes is redacted from a structured output
+    /// and from an error result's text.
+    #[tokio::test]
+    async fn replies_never_carry_a_key() {
+        use crate::model::{ScriptStep, ScriptedModel};
+        const KEY: &str = "sk-mcp-echo-SECRET-0123456789";
+        let _key = crate::provider::ApiKey::new(KEY);
+        let specs = vec![
+            spec("roomy", json!({"type": "string", "maxLength": 60})),
+            spec("tight", json!({"type": "string", "maxLength": 5})),
+        ];
+        let model =
+            ScriptedModel::from_fn("scripted", |_| ScriptStep::text(format!("key {KEY} here")));
+        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "roomy", json!({"q": "hi"}))).await;
+        let ok = pipe.recv().await;
+        assert_eq!(
+            ok["result"]["structuredContent"],
+            json!({"result": "key *** here"}),
+            "{ok}"
+        );
+        pipe.send(Pipe::call(2, "tight", json!({"q": "hi"}))).await;
+        let failed = pipe.recv().await;
+        assert_eq!(failed["result"]["isError"], true, "{failed}");
+        for reply in [&ok, &failed] {
+            assert!(!reply.to_string().contains(KEY), "{reply}");
+        }
+        pipe.close().await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn calls_run_concurrently_and_report_progress_before_their_result() {
         use crate::model::{ScriptStep, ScriptedModel};
