@@ -148,10 +148,7 @@ mod tests {
         register("sk-redact-unit-0123456789");
         register("q\"uote-redact-unit");
         register("short");
-        assert_eq!(
-            redact("key sk-redact-unit-0123456789 here"),
-            "key *** here"
-        );
+        assert_eq!(redact("key sk-redact-unit-0123456789 here"), "key *** here");
         assert!(matches!(redact("nothing secret"), Cow::Borrowed(_)));
         assert_eq!(redact("short stays"), "short stays", "too short to redact");
         let json = serde_json::json!({"q\"uote-redact-unit": ["a sk-redact-unit-0123456789"]});

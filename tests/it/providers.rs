@@ -926,8 +926,8 @@ async fn redirects_are_not_followed_and_the_error_names_the_target_origin() {
         for status in [307, 302, 301, 308] {
             let elsewhere = Server::start(vec![success(p)]).await;
             let target = format!("{}/v1/steal?token=SECRET-QUERY", elsewhere.base);
-            let first = Server::start(vec![Reply::raw(status, "").header("location", &target)])
-                .await;
+            let first =
+                Server::start(vec![Reply::raw(status, "").header("location", &target)]).await;
             let err = call(p, &first, config(&first, base(p)))
                 .await
                 .expect_err("a redirect is an error");
@@ -975,7 +975,9 @@ async fn response_bodies_are_capped() {
             };
             let server = Server::start(vec![reply(&at_cap)]).await;
             let cfg = config(&server, base(p)).max_response_bytes(cap);
-            let ok = call(p, &server, cfg).await.expect("a body at the cap is read");
+            let ok = call(p, &server, cfg)
+                .await
+                .expect("a body at the cap is read");
             assert_eq!(ok.text.as_deref(), Some("hi"));
 
             let server = Server::start(vec![reply(&past_cap)]).await;
