@@ -392,7 +392,7 @@ impl Ctx {
             parent_run_id: Some(self.inner.run_id.clone()),
             spec: spec.clone(),
             depth: self.inner.depth + 1,
-            kind,
+            kind: kind.redacted(),
         });
     }
 
@@ -404,7 +404,7 @@ impl Ctx {
             parent_run_id: self.inner.parent_run_id.clone(),
             spec: self.inner.spec.clone(),
             depth: self.inner.depth,
-            kind,
+            kind: kind.redacted(),
         });
     }
 }

@@ -88,6 +88,26 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// This event with every registered key ([`crate::redact`]) removed from its texts, so no
+    /// sink, ours or a caller's, ever receives one. Through JSON, so a field added later is
+    /// covered too; free when no key is registered (offline models, tests).
+    pub(crate) fn redacted(self) -> Self {
+        if !crate::redact::any_registered() {
+            return self;
+        }
+        let Ok(mut value) = serde_json::to_value(&self) else {
+            return self;
+        };
+        if !crate::redact::redact_value(&mut value) {
+            return self;
+        }
+        // Same shape, only string contents changed: it reads back (the exits this crate
+        // writes redact their text again in any case).
+        serde_json::from_value(value).unwrap_or(self)
+    }
+}
+
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

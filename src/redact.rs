@@ -44,6 +44,11 @@ pub fn register(secret: &str) {
     }
 }
 
+/// Whether any key is registered: with none, there is nothing to redact.
+pub fn any_registered() -> bool {
+    !SECRETS.read().unwrap_or_else(|p| p.into_inner()).is_empty()
+}
+
 /// `text` with every registered key replaced by `***`; borrowed when there was none.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let all = SECRETS.read().unwrap_or_else(|p| p.into_inner());
@@ -65,15 +70,17 @@ pub fn redact_string(text: String) -> String {
 }
 
 /// Redacts every string (and object key) inside `value`, so it stays valid JSON of the same
-/// shape.
-pub fn redact_value(value: &mut Value) {
+/// shape. Returns whether anything was replaced.
+pub fn redact_value(value: &mut Value) -> bool {
     match value {
-        Value::String(s) => {
-            if let Cow::Owned(clean) = redact(s) {
+        Value::String(s) => match redact(s) {
+            Cow::Owned(clean) => {
                 *s = clean;
+                true
             }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact_value),
+            Cow::Borrowed(_) => false,
+        },
+        Value::Array(items) => items.iter_mut().fold(false, |any, v| redact_value(v) | any),
         Value::Object(map) => {
             let dirty = map.keys().any(|k| matches!(redact(k), Cow::Owned(_)));
             if dirty {
@@ -82,11 +89,12 @@ pub fn redact_value(value: &mut Value) {
                     redact_value(&mut v);
                     map.insert(redact_string(k), v);
                 }
+                true
             } else {
-                map.values_mut().for_each(redact_value);
+                map.values_mut().fold(false, |any, v| redact_value(v) | any)
             }
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
     }
 }
 

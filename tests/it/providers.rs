@@ -1179,3 +1179,25 @@ async fn submissions_over_the_wire_are_checked_repaired_and_accepted() {
         }
     }
 }
+
+/// Events reach sinks this crate does not know (a caller's own): an event whose error quotes a
+/// registered key carries `***` instead, to every sink.
+#[tokio::test]
+async fn events_never_carry_a_key() {
+    use subcontract::model::{ScriptStep, ScriptedModel};
+    use subcontract::{Ctx, MemorySink};
+    const ECHOED: &str = "sk-event-echo-SECRET-0123456789";
+    let _key = ApiKey::new(ECHOED);
+    let model = Arc::new(ScriptedModel::from_fn("scripted:echo", |_| {
+        ScriptStep::error(ModelError::Exhausted(format!("the server said: {ECHOED}")))
+    }));
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model).events(sink.clone()).build();
+    let spec = crate::common::research_spec("echo", &[]);
+    let r = spec.run(&json!({"question": "Anything here?"}), &ctx).await;
+    assert!(r.error.is_some(), "the run failed");
+    let events = sink.events();
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(!text.contains(ECHOED), "{text}");
+    assert!(text.contains("the server said: ***"), "{text}");
+}
