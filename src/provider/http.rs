@@ -249,8 +249,11 @@ impl Transport {
             reqwest::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        for (name, value) in headers {
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+        for (name, mut text) in headers {
+            let value = HeaderValue::from_str(&text);
+            // The header's copy of the key is the one kept; this one is wiped like the key's own.
+            secrecy::zeroize::Zeroize::zeroize(&mut text);
+            let mut value = value.map_err(|_| {
                 ModelError::Config(format!(
                     "{}: header {name} has characters HTTP does not allow",
                     self.provider
