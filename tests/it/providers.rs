@@ -1201,3 +1201,28 @@ async fn events_never_carry_a_key() {
     assert!(!text.contains(ECHOED), "{text}");
     assert!(text.contains("the server said: ***"), "{text}");
 }
+
+/// A conversation never carries a key to a provider: one that reached it (a sub-agent's output
+/// quoting what another provider's model echoed) is sent as `***`; the header still has it.
+#[tokio::test]
+async fn request_bodies_never_carry_a_key() {
+    for p in PROVIDERS {
+        let server = Server::start(vec![success(p)]).await;
+        let model = client(p, config(&server, base(p)));
+        let messages = [Message::user(format!("the other agent said {KEY}"))];
+        model
+            .complete(request(&messages, &[]))
+            .await
+            .expect("answered");
+        let got = server.received();
+        let body = got[0].body.to_string();
+        assert!(!body.contains(KEY), "{p:?}: {body}");
+        assert!(body.contains("the other agent said ***"), "{p:?}: {body}");
+        let auth = got[0]
+            .headers
+            .get("x-api-key")
+            .or_else(|| got[0].headers.get("authorization"))
+            .expect("the key header");
+        assert!(auth.ends_with(KEY), "{p:?}");
+    }
+}
