@@ -398,7 +398,7 @@ impl Ctx {
             parent_run_id: Some(self.inner.run_id.clone()),
             spec: spec.clone(),
             depth: self.inner.depth + 1,
-            kind,
+            kind: kind.redacted(),
         });
     }
 
@@ -410,7 +410,7 @@ impl Ctx {
             parent_run_id: self.inner.parent_run_id.clone(),
             spec: self.inner.spec.clone(),
             depth: self.inner.depth,
-            kind,
+            kind: kind.redacted(),
         });
     }
 }

@@ -15,6 +15,7 @@ pub mod mcp;
 pub mod model;
 mod outcome;
 pub mod provider;
+pub mod redact;
 mod run;
 pub mod spec;
 pub mod tool;

@@ -19,6 +19,20 @@ const VIOLATIONS: u8 = 1;
 /// Exit code: usage or I/O error.
 const USAGE: u8 = 2;
 
+/// Every line this binary writes to stderr passes [`subcontract::redact`], like the log and
+/// the trace: an error can quote a key a provider echoed. (Shadows the standard macro so no
+/// line in this file can miss it.)
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = format!($($arg)*);
+        let mut err = std::io::stderr().lock();
+        let _ = err
+            .write_all(subcontract::redact::redact(&line).as_bytes())
+            .and_then(|()| err.write_all(b"\n"));
+    }};
+}
+
 #[derive(Parser)]
 #[command(
     name = "subcontract",
@@ -28,6 +42,12 @@ const USAGE: u8 = 2;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// More log on stderr: -v info, -vv debug (RUST_LOG, when set, decides instead).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    /// Errors only: no warnings, and `run` prints no progress, only the outcome.
+    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 // `mcp` (design.md §4) joins this enum as it is built.
@@ -59,9 +79,6 @@ enum Command {
         /// Extra or overriding model prices (TOML, USD per million tokens).
         #[arg(long, value_name = "FILE")]
         prices: Option<PathBuf>,
-        /// Print no progress on stderr, only the outcome.
-        #[arg(long, short)]
-        quiet: bool,
     },
     /// Render a JSON Lines trace as a run tree with turns, tokens, cost and cost shares.
     Trace {
@@ -123,6 +140,8 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    init_log(cli.verbose, cli.quiet);
+    let quiet = cli.quiet;
     ExitCode::from(match cli.command {
         Command::Check {
             paths,
@@ -141,7 +160,6 @@ fn main() -> ExitCode {
             trace,
             record,
             prices,
-            quiet,
         } => run_run(
             spec, input, model, base_url, workspace, trace, record, prices, quiet,
         ),
@@ -226,7 +244,9 @@ fn run_run(
                 r.duration.as_secs_f64() * 1000.0
             );
             match (r.outcome, r.output) {
-                (subcontract::Outcome::Completed, Some(out)) => {
+                (subcontract::Outcome::Completed, Some(mut out)) => {
+                    // stdout leaves the process too: an output that quotes a key loses it.
+                    subcontract::redact::redact_value(&mut out);
                     emit(&format!("{out}\n"));
                     OK
                 }
@@ -240,6 +260,30 @@ fn run_run(
             }
         }
     }
+}
+
+/// The `tracing` log on stderr, redacted: warnings by default, `-v` info, `-vv` debug, `-q`
+/// errors only; `RUST_LOG`, when set, decides instead. stderr only: for `mcp`, stdout is the
+/// protocol.
+fn init_log(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let level = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(|| subcontract::redact::RedactingWriter::new(std::io::stderr()))
+        .with_target(false)
+        .without_time()
+        .init();
 }
 
 /// Progress on stderr: one line per model call, tool call and finished run.

@@ -161,6 +161,7 @@ fn serve(config: McpConfig) -> u8 {
 }
 
 fn log(line: &str) {
+    let line = subcontract::redact::redact(line);
     let mut err = std::io::stderr().lock();
     let _ = err
         .write_all(line.as_bytes())

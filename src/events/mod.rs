@@ -107,6 +107,26 @@ pub enum EventKind {
     },
 }
 
+impl EventKind {
+    /// This event with every registered key ([`crate::redact`]) removed from its texts, so no
+    /// sink, ours or a caller's, ever receives one. Through JSON, so a field added later is
+    /// covered too; free when no key is registered (offline models, tests).
+    pub(crate) fn redacted(self) -> Self {
+        if !crate::redact::any_registered() {
+            return self;
+        }
+        let Ok(mut value) = serde_json::to_value(&self) else {
+            return self;
+        };
+        if !crate::redact::redact_value(&mut value) {
+            return self;
+        }
+        // Same shape, only string contents changed: it reads back (the exits this crate
+        // writes redact their text again in any case).
+        serde_json::from_value(value).unwrap_or(self)
+    }
+}
+
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -129,13 +149,17 @@ impl EventSink for NullSink {
     fn emit(&self, _event: &Event) {}
 }
 
-/// Logs events through `tracing` (target `subcontract::events`).
+/// Logs events through `tracing` (target `subcontract::events`), their errors
+/// [redacted](crate::redact) whatever subscriber writes them.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TracingSink;
 
 impl EventSink for TracingSink {
     fn emit(&self, e: &Event) {
         let parent = e.parent_run_id.as_deref().unwrap_or("");
+        let redacted = |error: &Option<String>| {
+            crate::redact::redact(error.as_deref().unwrap_or("")).into_owned()
+        };
         match &e.kind {
             EventKind::Started { model } => {
                 tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, depth = e.depth, model = %model, "started")
@@ -148,7 +172,7 @@ impl EventSink for TracingSink {
                 error,
                 ..
             } => {
-                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = error.as_deref().unwrap_or(""), "model_call")
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = redacted(error), "model_call")
             }
             EventKind::ToolCall {
                 turn,
@@ -173,7 +197,7 @@ impl EventSink for TracingSink {
                 duration_ms,
                 error,
             } => {
-                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, outcome = %outcome, turns, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = error.as_deref().unwrap_or(""), "finished")
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, outcome = %outcome, turns, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = redacted(error), "finished")
             }
         }
     }
@@ -210,7 +234,8 @@ impl EventSink for MemorySink {
 }
 
 /// Appends events to a JSON Lines file. Lines are buffered and flushed whenever a run
-/// finishes, so a trace is complete at the end of every run.
+/// finishes, so a trace is complete at the end of every run. Every line is
+/// [redacted](crate::redact) first: an error may quote a key a provider echoed.
 pub struct JsonlSink {
     out: Mutex<Box<dyn Write + Send>>,
 }
@@ -239,8 +264,9 @@ impl JsonlSink {
 impl EventSink for JsonlSink {
     fn emit(&self, event: &Event) {
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
-        let mut res = serde_json::to_writer(&mut *out, event)
+        let mut res = serde_json::to_string(event)
             .map_err(std::io::Error::from)
+            .and_then(|line| out.write_all(crate::redact::redact(&line).as_bytes()))
             .and_then(|_| out.write_all(b"\n"));
         if matches!(event.kind, EventKind::Finished { .. }) {
             res = res.and_then(|_| out.flush());

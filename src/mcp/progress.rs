@@ -94,6 +94,8 @@ impl EventSink for ProgressRouter {
         if calls.is_empty() {
             return;
         }
+        // A notification leaves the process: it passes the same redaction as every exit.
+        let message = crate::redact::redact_string(message);
         // The call's own run id, or the nearest ancestor that is one.
         let mut id: &str = &e.run_id;
         loop {

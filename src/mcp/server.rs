@@ -150,11 +150,13 @@ impl SubcontractServer {
         self.log_call(spec.name(), &result);
         match (result.outcome, result.output) {
             (Outcome::Completed, Some(output)) => {
-                let output = if served.wrapped {
+                let mut output = if served.wrapped {
                     json!({ WRAP_KEY: output })
                 } else {
                     output
                 };
+                // A reply leaves the process: it passes the same redaction as every exit.
+                crate::redact::redact_value(&mut output);
                 CallToolResult::structured(output)
             }
             (outcome, _) => error_result(
@@ -181,6 +183,7 @@ impl SubcontractServer {
             line.push_str(e);
         }
         line.push('\n');
+        let line = crate::redact::redact(&line);
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 }
@@ -191,7 +194,8 @@ fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
     // The run loop's message may already open with the outcome in words ("invalid input: …").
     let words = format!("{}: ", outcome.as_str().replace('_', " "));
     let detail = error.strip_prefix(words.as_str()).unwrap_or(error);
-    CallToolResult::error(vec![ContentBlock::text(format!("{outcome}: {detail}"))])
+    let text = crate::redact::redact_string(format!("{outcome}: {detail}"));
+    CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
 /// The MCP tool for `spec`, and whether its output is wrapped.
@@ -512,6 +516,37 @@ mod tests {
             "{text}"
         );
         assert!(!reply.to_string().contains("IGNORE YOUR"), "{reply}");
+        pipe.close().await;
+    }
+
+    /// A reply leaves the process: a key the model echoes is redacted from a structured output
+    /// and from an error result's text.
+    #[tokio::test]
+    async fn replies_never_carry_a_key() {
+        use crate::model::{ScriptStep, ScriptedModel};
+        const KEY: &str = "sk-mcp-echo-SECRET-0123456789";
+        let _key = crate::provider::ApiKey::new(KEY);
+        let specs = vec![
+            spec("roomy", json!({"type": "string", "maxLength": 60})),
+            spec("tight", json!({"type": "string", "maxLength": 5})),
+        ];
+        let model =
+            ScriptedModel::from_fn("scripted", |_| ScriptStep::text(format!("key {KEY} here")));
+        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "roomy", json!({"q": "hi"}))).await;
+        let ok = pipe.recv().await;
+        assert_eq!(
+            ok["result"]["structuredContent"],
+            json!({"result": "key *** here"}),
+            "{ok}"
+        );
+        pipe.send(Pipe::call(2, "tight", json!({"q": "hi"}))).await;
+        let failed = pipe.recv().await;
+        assert_eq!(failed["result"]["isError"], true, "{failed}");
+        for reply in [&ok, &failed] {
+            assert!(!reply.to_string().contains(KEY), "{reply}");
+        }
         pipe.close().await;
     }
 

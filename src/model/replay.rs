@@ -200,8 +200,10 @@ impl Model for Recorder {
         let ex = RecordedExchange::from_request(self.inner.id(), request, response.clone());
         let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         // A recording that cannot be written must not fail the run it records; say so loudly.
-        let written = serde_json::to_writer(&mut *out, &ex)
+        // Redacted like every other file written: the answer may echo a key.
+        let written = serde_json::to_string(&ex)
             .map_err(std::io::Error::from)
+            .and_then(|line| out.write_all(crate::redact::redact(&line).as_bytes()))
             .and_then(|_| out.write_all(b"\n"))
             .and_then(|_| out.flush());
         if let Err(e) = written {

@@ -6,27 +6,40 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION, RETRY_AFTER};
+use secrecy::{ExposeSecret, SecretString};
 use serde_json::Value;
 
 use crate::model::ModelError;
 
-/// An API key. Its `Debug` and `Display` print `ApiKey(***)`, so formatting a client, a
-/// config or an error never shows it; only the provider code reads it, to set a header.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey(String);
+/// An API key, held as a [`SecretString`]: zeroised when dropped, and its `Debug` and
+/// `Display` print `ApiKey(***)`, so formatting a client, a config or an error never shows it;
+/// only the provider code reads it, to set a header. Making one registers the key with
+/// [`crate::redact`], so any text that echoes it is redacted wherever it leaves the process.
+#[derive(Clone)]
+pub struct ApiKey(SecretString);
 
 impl ApiKey {
     /// Wraps a key.
     pub fn new(key: impl Into<String>) -> Self {
-        ApiKey(key.into())
+        let key = SecretString::from(key.into());
+        crate::redact::register(key.expose_secret());
+        ApiKey(key)
     }
 
     /// The key itself, for the request header only.
     pub(crate) fn expose(&self) -> &str {
-        &self.0
+        self.0.expose_secret()
     }
 }
+
+impl PartialEq for ApiKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.expose() == other.expose()
+    }
+}
+
+impl Eq for ApiKey {}
 
 impl fmt::Debug for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -39,6 +52,10 @@ impl fmt::Display for ApiKey {
         f.write_str("ApiKey(***)")
     }
 }
+
+/// The default [`ProviderConfig::max_response_bytes`]: 16 MiB, far above any real answer
+/// (a completion of 100k tokens is well under 1 MiB) and small enough to hold in memory.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Connection settings of a provider: endpoint, key, timeout and retry policy.
 ///
@@ -71,6 +88,9 @@ pub struct ProviderConfig {
     pub max_backoff: Duration,
     /// Upper bound on a server's `Retry-After` (default 30 s): a longer wait is cut to this.
     pub max_retry_after: Duration,
+    /// Largest response body read, in bytes (default [`DEFAULT_MAX_RESPONSE_BYTES`]); a longer
+    /// one is a [`ModelError::MalformedResponse`], not read further.
+    pub max_response_bytes: usize,
 }
 
 impl ProviderConfig {
@@ -84,6 +104,7 @@ impl ProviderConfig {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(30),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 
@@ -115,6 +136,12 @@ impl ProviderConfig {
     /// Sets the cap on a server's `Retry-After`.
     pub fn max_retry_after(mut self, cap: Duration) -> Self {
         self.max_retry_after = cap;
+        self
+    }
+
+    /// Sets the largest response body read.
+    pub fn max_response_bytes(mut self, bytes: usize) -> Self {
+        self.max_response_bytes = bytes;
         self
     }
 
@@ -165,6 +192,10 @@ impl Transport {
             .with_no_client_auth();
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
+            // A redirect is never followed: reqwest would re-send the body (the whole
+            // conversation) and headers it does not know to be secret (Anthropic's
+            // `x-api-key`) to wherever it points. `attempt` turns it into an error instead.
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(config.timeout)
             .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -207,16 +238,22 @@ impl Transport {
         body: &Value,
     ) -> Result<Vec<u8>, ModelError> {
         let url = self.config.url(path);
-        let bytes = serde_json::to_vec(body).map_err(|e| {
+        let text = serde_json::to_string(body).map_err(|e| {
             ModelError::Config(format!("{}: cannot encode request: {e}", self.provider))
         })?;
+        // A conversation never needs a key; one echoed by another provider's model (through a
+        // sub-agent's output) must not reach this one.
+        let bytes = crate::redact::redact_string(text).into_bytes();
         let mut header_map = HeaderMap::new();
         header_map.insert(
             reqwest::header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        for (name, value) in headers {
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+        for (name, mut text) in headers {
+            let value = HeaderValue::from_str(&text);
+            // The header's copy of the key is the one kept; this one is wiped like the key's own.
+            secrecy::zeroize::Zeroize::zeroize(&mut text);
+            let mut value = value.map_err(|_| {
                 ModelError::Config(format!(
                     "{}: header {name} has characters HTTP does not allow",
                     self.provider
@@ -258,7 +295,7 @@ impl Transport {
         headers: &HeaderMap,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, Attempt> {
-        let response = self
+        let mut response = self
             .client
             .post(url)
             .headers(headers.clone())
@@ -273,10 +310,49 @@ impl Transport {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(parse_retry_after);
-        let bytes = response
-            .bytes()
+        if status.is_redirection() {
+            let target = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| "nowhere (no Location)".to_string(), |l| origin(url, l));
+            return Err(Attempt {
+                error: ModelError::Http {
+                    provider: self.provider.to_string(),
+                    status: status.as_u16(),
+                    message: format!(
+                        "redirected to {target}; provider calls do not follow redirects, \
+                         which would carry the key and the conversation elsewhere: set the \
+                         base URL to the address that answers"
+                    ),
+                },
+                retryable: false,
+                retry_after: None,
+            });
+        }
+        let cap = self.config.max_response_bytes;
+        let too_large = || Attempt {
+            error: self.malformed(format!(
+                "the answer is larger than {cap} bytes (ProviderConfig::max_response_bytes)"
+            )),
+            retryable: false,
+            retry_after: None,
+        };
+        if response.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_large());
+        }
+        // Read in chunks against the cap: the announced length may be absent or a lie.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
             .await
-            .map_err(|e| self.transport_error(e))?;
+            .map_err(|e| self.transport_error(e))?
+        {
+            if chunk.len() > cap - bytes.len() {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         if !status.is_success() {
             let code = status.as_u16();
             return Err(Attempt {
@@ -292,7 +368,7 @@ impl Transport {
                 retry_after,
             });
         }
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 
     fn transport_error(&self, e: reqwest::Error) -> Attempt {
@@ -334,15 +410,10 @@ impl Transport {
         half + half.mul_f64(jitter())
     }
 
-    /// Removes the key from an error's text, in case a server echoes it back.
+    /// Removes every key from an error's text ([`crate::redact`]), in case a server echoes one
+    /// back.
     fn redact(&self, error: ModelError) -> ModelError {
-        let Some(key) = self.config.api_key.as_ref().map(ApiKey::expose) else {
-            return error;
-        };
-        if key.is_empty() {
-            return error;
-        }
-        let clean = |s: String| s.replace(key, "***");
+        let clean = crate::redact::redact_string;
         match error {
             ModelError::Http {
                 provider,
@@ -365,6 +436,15 @@ impl Transport {
             ModelError::Config(m) => ModelError::Config(clean(m)),
             other @ ModelError::Timeout { .. } => other,
         }
+    }
+}
+
+/// The origin (scheme, host, port) of `location` resolved against `url`: enough to say where a
+/// redirect pointed without repeating a path or query that may carry a token.
+fn origin(url: &str, location: &str) -> String {
+    match reqwest::Url::parse(url).and_then(|base| base.join(location)) {
+        Ok(target) if target.origin().is_tuple() => target.origin().ascii_serialization(),
+        _ => "an address that is not a valid URL".to_string(),
     }
 }
 

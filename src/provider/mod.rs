@@ -4,7 +4,10 @@
 //! Both share [`ProviderConfig`]: base URL, [`ApiKey`], a per-attempt timeout, and retries with
 //! exponential backoff and jitter on 429, 5xx, connection errors and timeouts, honouring
 //! `Retry-After`. Every failure is a typed [`ModelError`]; the key never appears in one, nor
-//! in any `Debug` output or log line.
+//! in any `Debug` output or log line (every text leaving the process passes
+//! [`crate::redact`]). A redirect is never followed (it would carry the key and the
+//! conversation elsewhere): it is an error naming the target's origin. An answer is read up to
+//! [`ProviderConfig::max_response_bytes`] and refused past it.
 //!
 //! [`model_from_name`] builds either from a `provider:model` name and the environment.
 
@@ -17,7 +20,7 @@ mod usage;
 use std::sync::Arc;
 
 pub use anthropic::{AnthropicModel, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION};
-pub use http::{ApiKey, ProviderConfig};
+pub use http::{ApiKey, ProviderConfig, DEFAULT_MAX_RESPONSE_BYTES};
 pub use openai::{MaxTokensField, OpenAiModel, OPENAI_DEFAULT_BASE_URL};
 
 use crate::model::{Model, ModelError};

@@ -452,3 +452,110 @@ async fn extreme_and_negative_prices() {
         "{err}"
     );
 }
+
+/// A provider whose model echoes the API key inside a submission's arguments (an invalid one,
+/// so validation messages quote it): the key appears in none of stdout, stderr (progress,
+/// outcome and the debug log), the JSONL trace or the recording.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_echoed_key_leaves_the_process_nowhere() {
+    const KEY: &str = "sk-echoed-SECRET-0123456789";
+    let echo = json!({"role": "assistant", "content": format!("my key is {KEY}"), "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "submit_output", "arguments": json!({
+            "findings": [{"claim": KEY, "source_ids": [KEY]}], "gaps": KEY}).to_string()}}]});
+    let server = Server::start(vec![Reply::json(200, completion(echo, "tool_calls"))]).await;
+    let base = format!("{}/v1", server.base);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let rec = dir.path().join("rec.jsonl");
+    let (trace_arg, rec_arg) = (
+        trace.to_str().unwrap().to_string(),
+        rec.to_str().unwrap().to_string(),
+    );
+    let o = tokio::task::spawn_blocking(move || {
+        run(
+            &[
+                "run",
+                "specs/research_topic.toml",
+                "--model",
+                "openai:gpt-4.1-mini",
+                "--base-url",
+                &base,
+                "--input",
+                r#"{"question": "Which library hashes passwords?"}"#,
+                "--trace",
+                &trace_arg,
+                "--record",
+                &rec_arg,
+                "-vv",
+            ],
+            &[("OPENAI_API_KEY", KEY)],
+        )
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(server.received().len() >= 2, "the bad output was sent back");
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    let rec_text = std::fs::read_to_string(&rec).unwrap();
+    for (what, text) in [
+        ("stdout", String::from_utf8_lossy(&o.stdout).to_string()),
+        ("stderr", err.to_string()),
+        ("trace", trace_text.clone()),
+        ("recording", rec_text.clone()),
+    ] {
+        assert!(!text.contains(KEY), "{what} shows the key: {text}");
+    }
+    // The recording holds the model's answers, so the echo reached it and was redacted: the
+    // test exercises the path it guards. Stderr and the trace carry only paths and reasons
+    // of the rejected output, so the echoed value never reaches them to begin with.
+    assert!(rec_text.contains("***"), "{rec_text}");
+    assert!(err.contains("output rejected: /gaps"), "{err}");
+    // The trace is still a valid trace.
+    subcontract::events::read_jsonl(&trace).expect("the redacted trace reads back");
+}
+
+/// The binary logs warnings on stderr: a model with no known price warns exactly once over a
+/// two-turn run; `-q` silences it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpriced_model_warns_once_unless_quiet() {
+    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_2", "type": "function",
+        "function": {"name": "submit_output", "arguments": "{\"findings\": [], \"gaps\": [\"nothing found\"]}"}}]});
+    let list = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "grep", "arguments": "{\"pattern\": \"argon2\"}"}}]});
+    for quiet in [false, true] {
+        let server = Server::start(vec![
+            Reply::json(200, completion(list.clone(), "tool_calls")),
+            Reply::json(200, completion(submit.clone(), "tool_calls")),
+        ])
+        .await;
+        let base = format!("{}/v1", server.base);
+        let o = tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "run",
+                "specs/research_topic.toml",
+                "--model",
+                "openai:a-local-model-with-no-price",
+                "--base-url",
+                &base,
+                "--input",
+                r#"{"question": "Which library hashes passwords?"}"#,
+            ];
+            if quiet {
+                args.push("-q");
+            }
+            run(&args, &[("RUST_LOG", "")])
+        })
+        .await
+        .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        assert_eq!(server.received().len(), 2);
+        let warnings = err.matches("no price known").count();
+        assert_eq!(warnings, usize::from(!quiet), "quiet={quiet}: {err}");
+        assert_eq!(err.matches("WARN").count(), usize::from(!quiet), "{err}");
+    }
+}

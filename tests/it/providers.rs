@@ -23,6 +23,8 @@ pub(crate) struct Reply {
     body: String,
     headers: Vec<(String, String)>,
     delay: Duration,
+    /// Sent without a content-length, delimited by closing the connection.
+    unsized_body: bool,
 }
 
 impl Reply {
@@ -32,6 +34,7 @@ impl Reply {
             body: body.to_string(),
             headers: Vec::new(),
             delay: Duration::ZERO,
+            unsized_body: false,
         }
     }
     fn raw(status: u16, body: &str) -> Self {
@@ -40,7 +43,12 @@ impl Reply {
             body: body.to_string(),
             headers: Vec::new(),
             delay: Duration::ZERO,
+            unsized_body: false,
         }
+    }
+    fn unsized_body(mut self) -> Self {
+        self.unsized_body = true;
+        self
     }
     fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
@@ -88,10 +96,12 @@ impl Server {
                     log.lock().expect("log lock").push(request);
                     tokio::time::sleep(reply.delay).await;
                     let mut head = format!(
-                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+                        "HTTP/1.1 {} X\r\ncontent-type: application/json\r\nconnection: close\r\n",
                         reply.status,
-                        reply.body.len()
                     );
+                    if !reply.unsized_body {
+                        head.push_str(&format!("content-length: {}\r\n", reply.body.len()));
+                    }
                     for (k, v) in &reply.headers {
                         head.push_str(&format!("{k}: {v}\r\n"));
                     }
@@ -907,6 +917,88 @@ async fn malformed_and_truncated_bodies_are_errors() {
     }
 }
 
+/// A redirect is never followed: the second server (another origin) receives nothing, neither
+/// the key nor the conversation, and the error names where the redirect pointed (its origin
+/// only: the path and query may carry a token).
+#[tokio::test]
+async fn redirects_are_not_followed_and_the_error_names_the_target_origin() {
+    for p in PROVIDERS {
+        for status in [307, 302, 301, 308] {
+            let elsewhere = Server::start(vec![success(p)]).await;
+            let target = format!("{}/v1/steal?token=SECRET-QUERY", elsewhere.base);
+            let first =
+                Server::start(vec![Reply::raw(status, "").header("location", &target)]).await;
+            let err = call(p, &first, config(&first, base(p)))
+                .await
+                .expect_err("a redirect is an error");
+            assert!(elsewhere.received().is_empty(), "{p:?} {status}: followed");
+            assert_eq!(first.received().len(), 1, "{p:?} {status}: not retried");
+            match &err {
+                ModelError::Http {
+                    status: got,
+                    message,
+                    ..
+                } => {
+                    assert_eq!(*got, status);
+                    assert!(
+                        message.contains(&format!("redirected to {}", elsewhere.base)),
+                        "{message}"
+                    );
+                    assert!(!message.contains("SECRET-QUERY"), "{message}");
+                    assert!(!message.contains("/steal"), "{message}");
+                }
+                other => panic!("{p:?} {status}: {other:?}"),
+            }
+            assert_no_key(&err);
+        }
+    }
+}
+
+/// A body past `max_response_bytes` is refused, whether its length is announced or it is
+/// streamed until the connection closes; one at the cap is read.
+#[tokio::test]
+async fn response_bodies_are_capped() {
+    for p in PROVIDERS {
+        let fine = success(p).body;
+        let cap = fine.len() + 100;
+        // Valid answers padded with whitespace: without a cap they parse and succeed.
+        let at_cap = format!("{fine}{}", " ".repeat(100));
+        let past_cap = format!("{fine}{}", " ".repeat(20_000));
+        for unsized_body in [false, true] {
+            let reply = |body: &str| {
+                let r = Reply::raw(200, body);
+                if unsized_body {
+                    r.unsized_body()
+                } else {
+                    r
+                }
+            };
+            let server = Server::start(vec![reply(&at_cap)]).await;
+            let cfg = config(&server, base(p)).max_response_bytes(cap);
+            let ok = call(p, &server, cfg)
+                .await
+                .expect("a body at the cap is read");
+            assert_eq!(ok.text.as_deref(), Some("hi"));
+
+            let server = Server::start(vec![reply(&past_cap)]).await;
+            let cfg = config(&server, base(p)).max_response_bytes(cap);
+            let err = call(p, &server, cfg).await.expect_err("too large");
+            match &err {
+                ModelError::MalformedResponse { message, .. } => assert!(
+                    message.contains(&format!("larger than {cap} bytes")),
+                    "{p:?} unsized={unsized_body}: {message}"
+                ),
+                other => panic!("{p:?} unsized={unsized_body}: {other:?}"),
+            }
+            assert_eq!(server.received().len(), 1, "{p:?}: not retried");
+        }
+    }
+    assert_eq!(
+        ProviderConfig::new("http://x").max_response_bytes,
+        subcontract::provider::DEFAULT_MAX_RESPONSE_BYTES
+    );
+}
+
 #[tokio::test]
 async fn slow_servers_time_out() {
     for p in PROVIDERS {
@@ -1210,5 +1302,52 @@ async fn anthropic_usage_counts_cache_tokens_apart_and_never_wraps() {
             matches!(err, ModelError::MalformedResponse { .. }),
             "{usage}: {err:?}"
         );
+    }
+}
+
+/// Events reach sinks this crate does not know (a caller's own): an event whose error quotes a
+/// registered key carries `***` instead, to every sink.
+#[tokio::test]
+async fn events_never_carry_a_key() {
+    use subcontract::model::{ScriptStep, ScriptedModel};
+    use subcontract::{Ctx, MemorySink};
+    const ECHOED: &str = "sk-event-echo-SECRET-0123456789";
+    let _key = ApiKey::new(ECHOED);
+    let model = Arc::new(ScriptedModel::from_fn("scripted:echo", |_| {
+        ScriptStep::error(ModelError::Exhausted(format!("the server said: {ECHOED}")))
+    }));
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model).events(sink.clone()).build();
+    let spec = crate::common::research_spec("echo", &[]);
+    let r = spec.run(&json!({"question": "Anything here?"}), &ctx).await;
+    assert!(r.error.is_some(), "the run failed");
+    let events = sink.events();
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(!text.contains(ECHOED), "{text}");
+    assert!(text.contains("the server said: ***"), "{text}");
+}
+
+/// A conversation never carries a key to a provider: one that reached it (a sub-agent's output
+/// quoting what another provider's model echoed) is sent as `***`; the header still has it.
+#[tokio::test]
+async fn request_bodies_never_carry_a_key() {
+    for p in PROVIDERS {
+        let server = Server::start(vec![success(p)]).await;
+        let model = client(p, config(&server, base(p)));
+        let messages = [Message::user(format!("the other agent said {KEY}"))];
+        model
+            .complete(request(&messages, &[]))
+            .await
+            .expect("answered");
+        let got = server.received();
+        let body = got[0].body.to_string();
+        assert!(!body.contains(KEY), "{p:?}: {body}");
+        assert!(body.contains("the other agent said ***"), "{p:?}: {body}");
+        let auth = got[0]
+            .headers
+            .get("x-api-key")
+            .or_else(|| got[0].headers.get("authorization"))
+            .expect("the key header");
+        assert!(auth.ends_with(KEY), "{p:?}");
     }
 }
