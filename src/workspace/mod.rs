@@ -47,7 +47,7 @@ use validator::Validate;
 
 mod grep;
 mod list;
-pub(crate) mod read;
+mod read;
 mod tools;
 
 pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS};
