@@ -9,8 +9,8 @@ use globset::{GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
 
 use super::{
-    is_escape, is_skipped_dir, read_options, shorten_line, shown_name, GrepArgs, Workspace,
-    WorkspaceError,
+    is_escape, is_skipped_dir, read_options, shorten_line, shown_name, GrepArgs, Smallest,
+    Workspace, WorkspaceError,
 };
 
 /// Matches reported when the caller does not say.
@@ -148,6 +148,8 @@ struct Stats {
     binary: usize,
     large: usize,
     unreadable: usize,
+    /// Entries past the first `max_files_scanned + 1` of one directory, never visited.
+    crowded: usize,
     stopped_at_matches: bool,
     stopped_at_files: bool,
 }
@@ -168,6 +170,24 @@ struct Pending {
     path: PathBuf,
     rel: String,
     kind: Kind,
+}
+
+// Ordered by `rel` alone: that is the walk's order.
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.rel == other.rel
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rel.cmp(&other.rel)
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -212,7 +232,9 @@ impl Search<'_> {
                 self.stats.unreadable += 1;
                 continue;
             };
-            let mut children: Vec<Pending> = Vec::new();
+            // One more than the file limit: enough to reach it (and say so) in name order,
+            // without holding every entry of a huge directory.
+            let mut children = Smallest::new(self.ws.limits.max_files_scanned.saturating_add(1));
             for entry in read_dir {
                 let Ok(entry) = entry else {
                     self.stats.unreadable += 1;
@@ -248,9 +270,10 @@ impl Search<'_> {
                     });
                 }
             }
+            let (children, crowded) = children.into_sorted();
+            self.stats.crowded += crowded;
             // Reverse order on the stack pops the smallest name first.
-            children.sort_unstable_by(|a, b| b.rel.cmp(&a.rel));
-            stack.extend(children);
+            stack.extend(children.into_iter().rev());
         }
     }
 
@@ -407,6 +430,13 @@ impl Search<'_> {
         }
         if s.unreadable > 0 {
             summary.push_str(&format!("; {} unreadable entries", s.unreadable));
+        }
+        if s.crowded > 0 && !s.stopped_at_files {
+            summary.push_str(&format!(
+                "; {} entries past the first {} of a directory not searched (narrow path_glob)",
+                s.crowded,
+                self.ws.limits.max_files_scanned.saturating_add(1)
+            ));
         }
         summary.push_str(")\n");
         self.out.push_str(&summary);

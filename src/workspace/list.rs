@@ -1,14 +1,16 @@
 //! `list_dir`: one directory level, sorted, bounded.
 
-use super::{is_skipped_dir, shown_name, ListDirArgs, Workspace, WorkspaceError};
+use super::{is_skipped_dir, shown_name, ListDirArgs, Smallest, Workspace, WorkspaceError};
 
 pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, WorkspaceError> {
     let rel = args.path.as_deref().unwrap_or(".");
     let rel = if rel.is_empty() { "." } else { rel };
     let dir = ws.open_dir(rel)?;
 
-    // (name, display): sorted by the bare name, so a `/` suffix cannot reorder.
-    let mut entries: Vec<(String, String)> = Vec::new();
+    // (name, display): sorted by the bare name, so a `/` suffix cannot reorder. Only the first
+    // `max_entries` are kept while reading; the rest are counted.
+    let max = ws.limits.max_entries;
+    let mut entries: Smallest<(String, String)> = Smallest::new(max);
     let mut skipped: Vec<String> = Vec::new();
     for entry in dir.entries().map_err(|e| WorkspaceError::from_io(rel, e))? {
         let entry = entry.map_err(|e| WorkspaceError::from_io(rel, e))?;
@@ -35,23 +37,19 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Wor
             entries.push((name, shown));
         }
     }
-    entries.sort_unstable();
+    let (entries, more) = entries.into_sorted();
     skipped.sort_unstable();
 
     let mut out = String::new();
-    if entries.is_empty() {
+    if entries.is_empty() && more == 0 {
         out.push_str("(empty directory)\n");
     }
-    let max = ws.limits.max_entries;
-    for (_, shown) in entries.iter().take(max) {
+    for (_, shown) in &entries {
         out.push_str(shown);
         out.push('\n');
     }
-    if entries.len() > max {
-        out.push_str(&format!(
-            "… {} more entries not shown (limit {max})\n",
-            entries.len() - max
-        ));
+    if more > 0 {
+        out.push_str(&format!("… {more} more entries not shown (limit {max})\n"));
     }
     if !skipped.is_empty() {
         out.push_str(&format!(

@@ -511,6 +511,37 @@ fn shown_name<'a>(name: &'a str, extra: &[char]) -> Cow<'a, str> {
     Cow::Owned(out)
 }
 
+/// Keeps the `cap` smallest items pushed and counts the rest, so a directory with millions of
+/// entries costs memory for `cap` of them, not for all.
+struct Smallest<T: Ord> {
+    heap: std::collections::BinaryHeap<T>,
+    cap: usize,
+    dropped: usize,
+}
+
+impl<T: Ord> Smallest<T> {
+    fn new(cap: usize) -> Self {
+        Smallest {
+            heap: std::collections::BinaryHeap::new(),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        self.heap.push(item);
+        if self.heap.len() > self.cap {
+            self.heap.pop();
+            self.dropped += 1;
+        }
+    }
+
+    /// The kept items in ascending order, and how many were dropped.
+    fn into_sorted(self) -> (Vec<T>, usize) {
+        (self.heap.into_sorted_vec(), self.dropped)
+    }
+}
+
 /// Whether a directory entry name is one the walk and listings skip.
 fn is_skipped_dir(name: &str) -> bool {
     SKIPPED_DIRS.contains(&name)

@@ -1017,3 +1017,32 @@ fn read_stops_reading_once_the_answer_is_settled() {
         "{out}"
     );
 }
+
+#[test]
+fn a_crowded_directory_is_held_only_up_to_the_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        fs::create_dir(dir.path().join(format!("d{i:02}"))).unwrap();
+    }
+    write(dir.path(), "z.txt", "hit\n");
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_files_scanned: 5,
+        max_entries: 3,
+        ..WorkspaceLimits::default()
+    });
+    // Only the first six entries (by name) are kept while reading the directory; the rest
+    // are counted and named in the summary rather than silently left out.
+    assert_eq!(
+        grep(&w, "hit", None).unwrap(),
+        "(no matches; searched 0 files; 45 entries past the first 6 of a directory not \
+         searched (narrow path_glob))\n"
+    );
+    assert_eq!(
+        list(&w, None).unwrap(),
+        "d00/\nd01/\nd02/\n… 48 more entries not shown (limit 3)\n"
+    );
+    // With room, everything is searched as before.
+    assert!(grep(&ws(&dir), "hit", None)
+        .unwrap()
+        .starts_with("z.txt:1: hit\n"));
+}
