@@ -411,9 +411,11 @@ fn run_schema(path: &std::path::Path, format: SchemaFormat) -> u8 {
                 "parameters": dialect::openai_strict(input), "strict": true,
             }
         }),
+        // Strict tool use refuses bounds, so the dialect restates them in descriptions; the
+        // tool must then be marked strict, or it would be registered with its bounds gone.
         SchemaFormat::Anthropic => json!({
             "name": name, "description": description,
-            "input_schema": dialect::anthropic(input),
+            "input_schema": dialect::anthropic(input), "strict": true,
         }),
         SchemaFormat::Mcp => {
             // What `subcontract mcp` serves: MCP needs an object output schema, so any other

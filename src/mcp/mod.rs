@@ -14,9 +14,15 @@
 //! (a bare string, an array, …) is served with its output wrapped as `{"result": <output>}`:
 //! the schema is wrapped the same way (its `$defs` move to the wrapper so references still
 //! resolve).
+//!
+//! Over stdio ([`serve_stdio`]), a message over the 16 MiB line limit is answered with an
+//! Invalid Request error instead of being dropped unanswered, and when the host goes away
+//! (stdin ends, or stdout fails or is closed) every in-flight run is cancelled at once: nobody
+//! is left to read its result, so it must stop spending (see [`StdioTransport`]).
 
 mod progress;
 mod server;
+mod transport;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +36,7 @@ use crate::model::{Model, PriceTable};
 use crate::SubAgentSpec;
 
 pub use server::{output_schema, SubcontractServer};
+pub use transport::{StdioTransport, MAX_LINE};
 
 /// Why the server could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -106,12 +113,22 @@ impl McpConfig {
     }
 }
 
-/// Serves `config` over stdin/stdout until the client closes the connection.
+/// Serves `config` over stdin/stdout until the client closes the connection. Once the host
+/// is gone (stdin ends, stdout fails or closes), in-flight runs are cancelled.
 pub async fn serve_stdio(config: McpConfig) -> Result<(), McpError> {
     use rmcp::ServiceExt;
     let server = SubcontractServer::new(config)?;
+    let runs = server.root().cancellation().clone();
+    let transport = StdioTransport::new(tokio::io::stdin(), tokio::io::stdout());
+    let closed = transport.closed();
+    transport::watch_stdout(closed.clone());
+    // Cancelling the root cancels every call, each a child of it.
+    tokio::spawn(async move {
+        closed.cancelled().await;
+        runs.cancel();
+    });
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(transport)
         .await
         .map_err(|e| McpError::Session(e.to_string()))?;
     running.waiting().await?;

@@ -5,9 +5,9 @@ use std::io::Write;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -297,6 +297,52 @@ impl ServerHandler for SubcontractServer {
         let input = Value::Object(request.arguments.unwrap_or_default());
         Ok(self.call(served, input, &context).await.into())
     }
+
+    /// rmcp parses a request whose params do not fit its method's type as a custom request,
+    /// which would be answered "method not found"; a method this server does serve, sent with
+    /// malformed params, is Invalid Params (`-32602`) naming what is wrong.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(custom_request_error(&request))
+    }
+}
+
+/// The error for a request rmcp could not type: Invalid Params for a method served here
+/// (with serde's reason for `tools/call`), Method Not Found for anything else.
+pub(super) fn custom_request_error(request: &CustomRequest) -> ErrorData {
+    use rmcp::model::{
+        CallToolRequestMethod, ConstString, DiscoverRequestMethod, InitializeResultMethod,
+        ListToolsRequestMethod, PingRequestMethod,
+    };
+    let method = request.method.as_str();
+    if method == CallToolRequestMethod::VALUE {
+        let reason = match request.params_as::<CallToolRequestParams>() {
+            Err(e) => e.to_string(),
+            Ok(None) => "params are missing".to_owned(),
+            Ok(Some(_)) => "params do not fit the request".to_owned(),
+        };
+        return ErrorData::invalid_params(
+            format!("invalid tools/call params: {reason}; expected {{\"name\": string, \"arguments\": object}}"),
+            None,
+        );
+    }
+    let served = [
+        ListToolsRequestMethod::VALUE,
+        PingRequestMethod::VALUE,
+        InitializeResultMethod::VALUE,
+        DiscoverRequestMethod::VALUE,
+    ];
+    if served.contains(&method) {
+        return ErrorData::invalid_params(format!("invalid params for `{method}`"), None);
+    }
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        method.to_owned(),
+        None,
+    )
 }
 
 #[cfg(test)]

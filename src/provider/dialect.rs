@@ -16,8 +16,9 @@
 //!   limited, so it is moved out as well.
 //!
 //! [`openai_strict`] and [`anthropic`] keep what the provider accepts and move every bound they
-//! strip into the schema's `description` ("at most 300 characters"), so the model still sees
-//! it. **The bounds stay enforced**: subcontract validates every output (and every tool
+//! strip into the schema's `description` ("at most 300 characters"; a rule with no short
+//! wording, such as `not`, as written), so the model still sees it. Their output is for a tool
+//! marked `strict: true`; a non-strict tool takes the full schema as it is. **The bounds stay enforced**: subcontract validates every output (and every tool
 //! argument) against the full contract, and a violation goes back to the model to repair.
 //! Looser is fine for the provider's grammar; our validation is the contract.
 //!
@@ -316,8 +317,33 @@ fn describe(key: &str, v: &Value) -> Option<String> {
         "uniqueItems" if v == &Value::Bool(true) => "items must be unique".to_string(),
         "minProperties" => format!("at least {} properties", n()),
         "maxProperties" => format!("at most {} properties", n()),
+        // Rules with no short wording are restated as written, so none is dropped unseen.
+        "not"
+        | "if"
+        | "then"
+        | "else"
+        | "patternProperties"
+        | "propertyNames"
+        | "contains"
+        | "minContains"
+        | "maxContains"
+        | "dependentRequired"
+        | "dependentSchemas"
+        | "dependencies"
+        | "prefixItems"
+        | "additionalItems"
+        | "unevaluatedProperties"
+        | "unevaluatedItems" => format!("also checked: {key} {}", clipped(&n(), 200)),
         _ => return None,
     })
+}
+
+/// `text` cut to at most `max` characters, marked when cut.
+fn clipped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_string(),
+    }
 }
 
 /// Undoes [`openai_strict`]'s nullable rewrite on a value that came back: removes `null`
@@ -525,6 +551,77 @@ mod tests {
             s["$defs"]["Meta"]["properties"]["n"]["type"],
             json!(["integer", "null"])
         );
+    }
+
+    /// Walks `original` (no `allOf`) and checks that every constraint keyword survives in
+    /// `converted` at the same place: kept with its value, or restated in the description.
+    fn no_bound_lost(original: &Value, converted: &Value, path: &str) {
+        let (Value::Object(o), Value::Object(c)) = (original, converted) else {
+            return;
+        };
+        let desc = c.get("description").and_then(Value::as_str).unwrap_or("");
+        for (k, v) in o {
+            if let Some(note) = describe(k, v) {
+                assert!(
+                    c.get(k) == Some(v) || desc.contains(&note),
+                    "{path}: {k} = {v} lost in {converted}"
+                );
+            }
+            match (k.as_str(), v) {
+                ("properties" | "$defs" | "definitions", Value::Object(ps)) => {
+                    for (n, s) in ps {
+                        no_bound_lost(s, &c[k.as_str()][n], &format!("{path}/{k}/{n}"));
+                    }
+                }
+                ("anyOf" | "oneOf", Value::Array(a)) => {
+                    for (i, s) in a.iter().enumerate() {
+                        no_bound_lost(s, &c["anyOf"][i], &format!("{path}/{k}/{i}"));
+                    }
+                }
+                ("items", s) => no_bound_lost(s, &c["items"], &format!("{path}/items")),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn anthropic_restates_every_bound_it_removes() {
+        let mut original = sample();
+        // allOf is merged away (checked elsewhere); everything else maps one to one.
+        original["properties"]
+            .as_object_mut()
+            .expect("properties")
+            .remove("mixed");
+        original["properties"]["tags"] = json!({
+            "type": "array", "minItems": 1, "maxItems": 3, "contains": {"const": "x"},
+            "items": {"type": "string", "minLength": 2, "maxLength": 8,
+                      "pattern": "^[a-z]+$", "format": "hostname"}
+        });
+        original["properties"]["n"] = json!({
+            "type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10,
+            "multipleOf": 2, "not": {"const": 4}
+        });
+        let converted = anthropic(&original);
+        no_bound_lost(&original, &converted, "");
+        // Before: `not` and `patternProperties` vanished without a word.
+        let meta = converted["$defs"]["Meta"]["description"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            meta.contains(r#"also checked: not {"required":["z"]}"#),
+            "{meta}"
+        );
+        assert!(
+            meta.contains(r#"also checked: patternProperties {"^x":{}}"#),
+            "{meta}"
+        );
+        // A long rule is clipped, visibly.
+        let long = json!({"type": "string", "not": {"enum": vec!["abcdefghij"; 40]}});
+        let d = anthropic(&long)["description"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(d.ends_with("…)") && d.chars().count() < 240, "{d}");
     }
 
     #[test]

@@ -559,3 +559,65 @@ async fn an_unpriced_model_warns_once_unless_quiet() {
         assert_eq!(err.matches("WARN").count(), usize::from(!quiet), "{err}");
     }
 }
+
+#[test]
+fn schema_for_anthropic_is_strict_and_restates_every_bound() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = dir.path().join("bounded.toml");
+    std::fs::write(
+        &spec,
+        r#"name = "bounded"
+description = "Bounds of every kind."
+system = "Answer."
+
+[input]
+type = "object"
+required = ["text"]
+additionalProperties = false
+properties.text = { type = "string", minLength = 3, maxLength = 300, pattern = "^[a-z ]+$" }
+properties.score = { type = "number", minimum = 0, maximum = 1 }
+properties.count = { type = "integer", exclusiveMinimum = 0, multipleOf = 2 }
+properties.tags = { type = "array", minItems = 2, maxItems = 5, items = { type = "string", maxLength = 20 } }
+
+[output]
+type = "string"
+maxLength = 100
+"#,
+    )
+    .expect("spec written");
+    let spec = spec.to_str().expect("UTF-8 path");
+    let full = stdout_json(&run(&["schema", spec, "--format", "json-schema"], &[]));
+    let a = stdout_json(&run(&["schema", spec, "--format", "anthropic"], &[]));
+    // Without `strict: true` a host registers the tool non-strict, where the removed bounds
+    // would simply be gone.
+    assert_eq!(a["strict"], true, "{a:#}");
+    // Every bound of the full schema is in the strict one: kept, or restated in words.
+    fn check(full: &Value, strict: &Value, path: &str) {
+        let desc = strict["description"].as_str().unwrap_or("");
+        for (k, v) in full.as_object().into_iter().flatten() {
+            match k.as_str() {
+                "minLength" | "maxLength" | "minimum" | "maximum" | "exclusiveMinimum"
+                | "multipleOf" | "minItems" | "maxItems" | "pattern" => {
+                    assert!(
+                        strict.get(k) == Some(v) || desc.contains(&v.to_string()),
+                        "{path}: {k} = {v} lost: {strict}"
+                    );
+                }
+                "properties" => {
+                    for (name, p) in v.as_object().into_iter().flatten() {
+                        check(p, &strict["properties"][name], &format!("{path}/{name}"));
+                    }
+                }
+                "items" => check(v, &strict["items"], &format!("{path}/items")),
+                _ => {}
+            }
+        }
+    }
+    check(&full["input_schema"], &a["input_schema"], "");
+    assert!(
+        a["input_schema"]["properties"]["text"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("at most 300 characters")),
+        "{a:#}"
+    );
+}

@@ -242,3 +242,229 @@ fn mcp_with_no_input_ends_quietly() {
 fn path(p: &Path) -> &str {
     p.to_str().expect("fixture paths are UTF-8")
 }
+
+/// The server binary on piped stdio, with its replies read by a thread so that a reply that
+/// never comes fails the test instead of hanging it.
+struct Served {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    replies: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Served {
+    fn start(extra: &[&str]) -> Served {
+        use std::io::BufRead;
+        let f = fixtures();
+        let mut child = Command::new(BIN)
+            .args(["mcp", path(&f)])
+            .args(extra)
+            .env_remove("SUBCONTRACT_MODEL")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, replies) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v = serde_json::from_str(&line).expect("every line the server writes is JSON");
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut served = Served {
+            child,
+            stdin,
+            replies,
+        };
+        served.initialize();
+        served
+    }
+
+    fn initialize(&mut self) {
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}})
+            .to_string(),
+        );
+        let init = self.reply(0);
+        assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        );
+    }
+
+    fn send_line(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(line.as_bytes()).expect("server reads");
+        stdin.write_all(b"\n").expect("server reads");
+        stdin.flush().expect("server reads");
+    }
+
+    /// The reply to request `id` (`Value::Null`: an error without an id), skipping
+    /// notifications.
+    fn reply(&self, id: impl Into<Value>) -> Value {
+        let id = id.into();
+        let wanted = |m: &Value| match m.get("id") {
+            Some(got) => *got == id,
+            None => id.is_null() && m.get("error").is_some(),
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let m = self
+                .replies
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no reply to id {id} within 20 s"));
+            if wanted(&m) {
+                return m;
+            }
+        }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn mcp_malformed_tool_call_params_are_invalid_params() {
+    let mut s = Served::start(&["--model", "example"]);
+    for (id, params) in [
+        (1, json!({"name": 5})),
+        (2, json!({"name": "classify", "arguments": "not an object"})),
+        (3, json!("a string")),
+    ] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+        s.send_line(&call.to_string());
+        let r = s.reply(id);
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        let message = r["error"]["message"].as_str().unwrap_or("");
+        assert!(message.starts_with("invalid tools/call params: "), "{r}");
+    }
+    // No params at all is malformed too.
+    s.send_line(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call"}).to_string());
+    assert_eq!(s.reply(4)["error"]["code"], -32602);
+    // An unknown method is still "method not found", and the server keeps serving.
+    s.send_line(&json!({"jsonrpc": "2.0", "id": 5, "method": "no/such"}).to_string());
+    assert_eq!(s.reply(5)["error"]["code"], -32601);
+    s.send_line(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}).to_string());
+    assert_eq!(
+        s.reply(6)["result"]["tools"].as_array().map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn mcp_a_message_over_the_line_limit_is_answered() {
+    let mut s = Served::start(&["--model", "example"]);
+    let huge = "x".repeat(subcontract::mcp::MAX_LINE);
+    // The id before the oversized params: the error names it.
+    let line = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"classify","arguments":{{"sentence":"{huge}"}}}}}}"#
+    );
+    s.send_line(&line);
+    let r = s.reply(7);
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("longer than 16777216 bytes"), "{r}");
+    // The id after them cannot be read without buffering the line: the error has no id.
+    let line =
+        format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"pad":"{huge}"}},"id":8}}"#);
+    s.send_line(&line);
+    let r = s.reply(Value::Null);
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    // The session goes on.
+    s.send_line(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string());
+    assert_eq!(
+        s.reply(9)["result"]["tools"].as_array().map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn mcp_closing_stdout_cancels_in_flight_runs() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    // A model endpoint that accepts requests and never answers: the run waits on it until its
+    // 30 s timeout unless something cancels it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (asked, model_asked) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { break };
+            held.push(conn);
+            let _ = asked.send(());
+        }
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = dir.path().join("trace.jsonl");
+    let f = fixtures();
+    let mut child = Command::new(BIN)
+        .args(["mcp", path(&f), "--model", "openai:gpt-test", "--base-url"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .arg("--trace")
+        .arg(&trace)
+        .env_remove("SUBCONTRACT_MODEL")
+        .env("OPENAI_API_KEY", "sk-test")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut send = |v: Value| {
+        use std::io::Write;
+        writeln!(stdin, "{v}").expect("server reads");
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}}),
+    );
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("initialize reply");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "classify", "arguments": {"sentence": "It crashes on save."}}}));
+    model_asked
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the run reached the model");
+    // The host goes away on the output side only: stdin stays open.
+    drop(stdout);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            let _ = child.kill();
+            panic!("the server kept running after its stdout closed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(stdin);
+    let _ = status;
+    let events = read_jsonl(&trace).expect("trace readable");
+    let outcome = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Finished { outcome, .. } if e.depth == 1 => Some(outcome.to_string()),
+            _ => None,
+        })
+        .expect("the run finished");
+    assert_eq!(outcome, "cancelled");
+}

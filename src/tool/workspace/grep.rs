@@ -1,14 +1,17 @@
 //! `grep`: a deterministic, bounded walk of the workspace with a regex
-//! matched line by line.
+//! matched line by line. Every directory and file is opened beneath the
+//! workspace's root handle, never by an absolute name.
 
-use std::fs::{self, File};
 use std::io::Read;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 use regex::{Regex, RegexBuilder};
 
-use super::{is_skipped_dir, shorten_line, GrepArgs, Workspace, WorkspaceError};
+use super::{
+    is_escape, is_skipped_dir, read_options, shorten_line, shown_name, GrepArgs, Smallest,
+    Workspace, WorkspaceError,
+};
 
 /// Matches reported when the caller does not say.
 const DEFAULT_MATCHES: usize = 50;
@@ -35,11 +38,11 @@ pub(super) fn grep(ws: &Workspace, args: &GrepArgs) -> Result<String, WorkspaceE
         out: String::new(),
         stats: Stats::default(),
     };
-    let (start_abs, start_rel) = glob
+    let (start_path, start_rel) = glob
         .as_ref()
         .and_then(|g| g.start_dir(ws))
-        .unwrap_or_else(|| (ws.root.clone(), String::new()));
-    search.walk(start_abs, start_rel);
+        .unwrap_or_else(|| (PathBuf::from("."), String::new()));
+    search.walk(start_path, start_rel);
     Ok(search.finish())
 }
 
@@ -99,7 +102,8 @@ impl PathGlob {
     /// (`src/model` for `src/model/**/*.rs`), so the walk need not visit the
     /// rest of the tree. Only used when it is a real directory reached
     /// without symbolic links; otherwise the walk starts at the root, which
-    /// is always correct, just slower.
+    /// is always correct, just slower. (A link swapped in after this check
+    /// is refused when the walk opens it.)
     fn start_dir(&self, ws: &Workspace) -> Option<(PathBuf, String)> {
         if self.name_only {
             return None;
@@ -113,21 +117,25 @@ impl PathGlob {
         if literal.is_empty() {
             return None;
         }
-        let rel = literal.join("/");
-        let lexical = ws.root.join(&rel);
-        let plain = Path::new(&rel)
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)));
         // Starting inside `target/` would dodge the skip the walk applies.
-        if !plain || literal.iter().any(|c| is_skipped_dir(c)) {
+        if literal
+            .iter()
+            .any(|c| matches!(*c, "." | "..") || is_skipped_dir(c))
+        {
             return None;
         }
-        match ws.resolve(&rel) {
-            Ok(canonical) if canonical == lexical && canonical.is_dir() => {
-                Some((canonical, format!("{rel}/")))
+        let mut path = PathBuf::new();
+        for part in &literal {
+            path.push(part);
+            let real_dir = ws
+                .dir
+                .symlink_metadata(&path)
+                .is_ok_and(|m| m.is_dir() && !m.file_type().is_symlink());
+            if !real_dir {
+                return None;
             }
-            _ => None,
         }
+        Some((path, format!("{}/", literal.join("/"))))
     }
 }
 
@@ -140,6 +148,8 @@ struct Stats {
     binary: usize,
     large: usize,
     unreadable: usize,
+    /// Entries past the first `max_files_scanned + 1` of one directory, never visited.
+    crowded: usize,
     stopped_at_matches: bool,
     stopped_at_files: bool,
 }
@@ -153,11 +163,39 @@ struct Search<'a> {
     stats: Stats,
 }
 
-/// One thing still to visit, with its path relative to the root (using `/`).
+/// One thing still to visit: its path beneath the root handle, the same
+/// path as text (using `/`) for globs and output, and what the listing said
+/// it was.
 struct Pending {
-    abs: PathBuf,
+    path: PathBuf,
     rel: String,
-    is_dir: bool,
+    kind: Kind,
+}
+
+// Ordered by `rel` alone: that is the walk's order.
+impl PartialEq for Pending {
+    fn eq(&self, other: &Self) -> bool {
+        self.rel == other.rel
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Pending {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rel.cmp(&other.rel)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Dir,
+    File,
+    /// A symbolic link, searched only if it leads to a regular file inside.
+    Link,
 }
 
 impl Search<'_> {
@@ -168,94 +206,132 @@ impl Search<'_> {
     /// Depth-first, each directory's entries in name order, using an explicit
     /// stack so a deep tree cannot overflow the call stack. `dir_rel` is
     /// empty for the root, else ends with `/`.
-    fn walk(&mut self, dir_abs: PathBuf, dir_rel: String) {
+    fn walk(&mut self, dir_path: PathBuf, dir_rel: String) {
         let mut stack = vec![Pending {
-            abs: dir_abs,
+            path: dir_path,
             rel: dir_rel,
-            is_dir: true,
+            kind: Kind::Dir,
         }];
         while let Some(item) = stack.pop() {
             if self.stopped() {
                 break;
             }
-            if !item.is_dir {
-                self.visit_file(&item.abs, &item.rel);
+            if item.kind != Kind::Dir {
+                self.visit_file(&item);
                 continue;
             }
-            let Ok(read_dir) = fs::read_dir(&item.abs) else {
+            // No-follow: a directory swapped for a link after it was listed
+            // is not entered, so links can never make the walk loop.
+            let read_dir = self
+                .ws
+                .dir
+                .open_with(&item.path, &read_options(true))
+                .map(|f| cap_std::fs::Dir::from_std_file(f.into_std()))
+                .and_then(|d| d.entries());
+            let Ok(read_dir) = read_dir else {
                 self.stats.unreadable += 1;
                 continue;
             };
-            let mut children: Vec<Pending> = Vec::new();
+            // One more than the file limit: enough to reach it (and say so) in name order,
+            // without holding every entry of a huge directory.
+            let mut children = Smallest::new(self.ws.limits.max_files_scanned.saturating_add(1));
             for entry in read_dir {
                 let Ok(entry) = entry else {
                     self.stats.unreadable += 1;
                     continue;
                 };
-                let name = entry.file_name().to_string_lossy().into_owned();
+                let file_name = entry.file_name();
+                let name = file_name.to_string_lossy().into_owned();
                 let Ok(kind) = entry.file_type() else {
                     self.stats.unreadable += 1;
                     continue;
                 };
                 let rel = format!("{}{name}", item.rel);
+                let path = item.path.join(&file_name);
                 if kind.is_dir() {
                     if !is_skipped_dir(&name) {
                         children.push(Pending {
-                            abs: entry.path(),
+                            path,
                             rel: format!("{rel}/"),
-                            is_dir: true,
+                            kind: Kind::Dir,
                         });
                     }
                 } else if kind.is_symlink() {
-                    // Linked directories are never followed (no cycles, no
-                    // escapes); a linked file counts only if it resolves to a
-                    // regular file inside the root.
-                    if let Ok(target) = entry.path().canonicalize() {
-                        if target.starts_with(&self.ws.root) && target.is_file() {
-                            children.push(Pending {
-                                abs: target,
-                                rel,
-                                is_dir: false,
-                            });
-                        }
-                    }
+                    children.push(Pending {
+                        path,
+                        rel,
+                        kind: Kind::Link,
+                    });
                 } else if kind.is_file() {
                     children.push(Pending {
-                        abs: entry.path(),
+                        path,
                         rel,
-                        is_dir: false,
+                        kind: Kind::File,
                     });
                 }
             }
+            let (children, crowded) = children.into_sorted();
+            self.stats.crowded += crowded;
             // Reverse order on the stack pops the smallest name first.
-            children.sort_unstable_by(|a, b| b.rel.cmp(&a.rel));
-            stack.extend(children);
+            stack.extend(children.into_iter().rev());
         }
     }
 
-    fn visit_file(&mut self, abs: &Path, rel: &str) {
+    fn visit_file(&mut self, item: &Pending) {
+        let rel = item.rel.as_str();
         if self.stats.visited >= self.ws.limits.max_files_scanned {
             self.stats.stopped_at_files = true;
             return;
         }
+        // A link is opened (beneath the root, following it only while it
+        // stays inside) and kept only if it leads to a regular file; linked
+        // directories and links leading out are passed over without a word,
+        // as if they were not there.
+        let linked = if item.kind == Kind::Link {
+            match self.open(&item.path, false) {
+                Ok((file, meta)) if meta.is_file() => Some((file, meta)),
+                Ok(_) => return,
+                Err(e) if is_escape(&e) || e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(_) => {
+                    self.stats.visited += 1;
+                    self.stats.unreadable += 1;
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         self.stats.visited += 1;
         if self.glob.is_some_and(|g| !g.is_match(rel)) {
             return;
         }
-        let max = self.ws.limits.max_scan_bytes;
-        let Ok(meta) = fs::metadata(abs) else {
+        // A regular file is opened without following a link in its last
+        // component: one swapped in since the listing fails to open.
+        let opened = match linked {
+            Some(opened) => Ok(opened),
+            None => self.open(&item.path, true),
+        };
+        let Ok((file, meta)) = opened else {
             self.stats.unreadable += 1;
             return;
         };
+        if !meta.is_file() {
+            // Swapped for a FIFO or device since the listing: never read it.
+            self.stats.unreadable += 1;
+            return;
+        }
+        let max = self.ws.limits.max_scan_bytes;
         if meta.len() > max {
             self.stats.large += 1;
             return;
         }
         // Bounded read: the file may have grown since `metadata`.
         let mut bytes = Vec::new();
-        let read =
-            File::open(abs).and_then(|f| f.take(max.saturating_add(1)).read_to_end(&mut bytes));
-        if read.is_err() {
+        if file
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .is_err()
+        {
             self.stats.unreadable += 1;
             return;
         }
@@ -287,12 +363,28 @@ impl Search<'_> {
                 self.ws.limits.max_line_chars,
                 Some((m.start(), m.end())),
             );
-            self.out
-                .push_str(&format!("{rel}:{}: {shown}\n", index + 1));
+            self.out.push_str(&format!(
+                "{}:{}: {shown}\n",
+                shown_name(rel, &[':']),
+                index + 1
+            ));
         }
         if found_here {
             self.stats.files_with_matches += 1;
         }
+    }
+
+    /// Opens `path` beneath the root (a link in its last component refused
+    /// with `nofollow`, else followed only while it stays inside) and reads
+    /// its metadata from the open handle.
+    fn open(
+        &self,
+        path: &Path,
+        nofollow: bool,
+    ) -> std::io::Result<(cap_std::fs::File, cap_std::fs::Metadata)> {
+        let file = self.ws.dir.open_with(path, &read_options(nofollow))?;
+        let meta = file.metadata()?;
+        Ok((file, meta))
     }
 
     fn finish(mut self) -> String {
@@ -338,6 +430,13 @@ impl Search<'_> {
         }
         if s.unreadable > 0 {
             summary.push_str(&format!("; {} unreadable entries", s.unreadable));
+        }
+        if s.crowded > 0 && !s.stopped_at_files {
+            summary.push_str(&format!(
+                "; {} entries past the first {} of a directory not searched (narrow path_glob)",
+                s.crowded,
+                self.ws.limits.max_files_scanned.saturating_add(1)
+            ));
         }
         summary.push_str(")\n");
         self.out.push_str(&summary);

@@ -1,30 +1,25 @@
 //! `list_dir`: one directory level, sorted, bounded.
 
-use std::fs;
-
-use super::{is_skipped_dir, ListDirArgs, Workspace, WorkspaceError};
+use super::{is_skipped_dir, shown_name, ListDirArgs, Smallest, Workspace, WorkspaceError};
 
 pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, WorkspaceError> {
     let rel = args.path.as_deref().unwrap_or(".");
     let rel = if rel.is_empty() { "." } else { rel };
-    let dir = ws.resolve(rel)?;
-    let meta = fs::metadata(&dir).map_err(|e| WorkspaceError::from_io(rel, e))?;
-    if !meta.is_dir() {
-        return Err(WorkspaceError::NotADirectory {
-            path: rel.to_owned(),
-        });
-    }
+    let dir = ws.open_dir(rel)?;
 
-    // (name, display): sorted by the bare name, so a `/` suffix cannot reorder.
-    let mut entries: Vec<(String, String)> = Vec::new();
+    // (name, display): sorted by the bare name, so a `/` suffix cannot reorder. Only the first
+    // `max_entries` are kept while reading; the rest are counted.
+    let max = ws.limits.max_entries;
+    let mut entries: Smallest<(String, String)> = Smallest::new(max);
     let mut skipped: Vec<String> = Vec::new();
-    for entry in fs::read_dir(&dir).map_err(|e| WorkspaceError::from_io(rel, e))? {
+    for entry in dir.entries().map_err(|e| WorkspaceError::from_io(rel, e))? {
         let entry = entry.map_err(|e| WorkspaceError::from_io(rel, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
+        let shown = shown_name(&name, &[]).into_owned();
         // `file_type` does not follow links, so a link is reported as one
         // rather than as whatever it points at (which may be outside).
         let Ok(kind) = entry.file_type() else {
-            let shown = format!("{name} (unreadable)");
+            let shown = format!("{shown} (unreadable)");
             entries.push((name, shown));
             continue;
         };
@@ -32,33 +27,29 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Wor
             if is_skipped_dir(&name) {
                 skipped.push(format!("{name}/"));
             } else {
-                let shown = format!("{name}/");
+                let shown = format!("{shown}/");
                 entries.push((name, shown));
             }
         } else if kind.is_symlink() {
-            let shown = format!("{name} (symlink)");
+            let shown = format!("{shown} (symlink)");
             entries.push((name, shown));
         } else {
-            entries.push((name.clone(), name));
+            entries.push((name, shown));
         }
     }
-    entries.sort_unstable();
+    let (entries, more) = entries.into_sorted();
     skipped.sort_unstable();
 
     let mut out = String::new();
-    if entries.is_empty() {
+    if entries.is_empty() && more == 0 {
         out.push_str("(empty directory)\n");
     }
-    let max = ws.limits.max_entries;
-    for (_, shown) in entries.iter().take(max) {
+    for (_, shown) in &entries {
         out.push_str(shown);
         out.push('\n');
     }
-    if entries.len() > max {
-        out.push_str(&format!(
-            "… {} more entries not shown (limit {max})\n",
-            entries.len() - max
-        ));
+    if more > 0 {
+        out.push_str(&format!("… {more} more entries not shown (limit {max})\n"));
     }
     if !skipped.is_empty() {
         out.push_str(&format!(

@@ -7,9 +7,39 @@
 //! Every output is bounded by [`WorkspaceLimits`], and every cut is announced
 //! in the output itself so the model never mistakes a partial answer for a
 //! complete one.
+//!
+//! # Containment
+//!
+//! The root is opened once as a directory handle ([`cap_std::fs::Dir`]) and
+//! every later open, listing and `stat` is made relative to that handle, with
+//! the path resolved beneath it at the moment of the open (by the kernel where
+//! it can, `openat2(RESOLVE_BENEATH)` on Linux). Checking a path and then
+//! opening it by name would leave a window in which a concurrent writer swaps
+//! a checked file for a link pointing out; resolving beneath the handle has
+//! no such window.
+//!
+//! Symbolic links: a link whose target is relative and, resolved step by
+//! step from the link's own directory, stays inside the root is followed
+//! (`alias.txt -> src/lib.rs`, `docs -> ../shared/docs` within the root). A
+//! link that leads outside, and any link with an absolute target (even one
+//! naming a path inside the root), is refused as outside the workspace.
+//! `grep` searches linked files under the link's name but never enters linked
+//! directories, so a link cycle cannot make it loop.
+//!
+//! # Names in output
+//!
+//! A file name is shown as it is unless it contains a control character
+//! (such as a newline), a `"`, a `\`, or a Unicode line or paragraph
+//! separator (for `grep`, also a `:`); then it is shown as a JSON string,
+//! `"a\nb.txt"`, so a crafted name can never add a line to a listing or a
+//! fake `path:line:` prefix to a search result.
 
+use std::borrow::Cow;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use cap_std::fs::{Dir, File, OpenOptions};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,6 +62,8 @@ const SKIPPED_DIRS: [&str; 2] = [".git", "target"];
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    /// The root, opened once; every access goes through it (see the module docs).
+    dir: Arc<Dir>,
     limits: WorkspaceLimits,
 }
 
@@ -49,7 +81,9 @@ pub struct WorkspaceLimits {
     /// explicit `…[+N chars]` marker (default 400).
     pub max_line_chars: usize,
     /// Files larger than this are skipped by `grep`, and the summary says so
-    /// (default 1 MiB).
+    /// (default 1 MiB). `read_file` reads at most this much past the lines it
+    /// returns to count the file's lines; a larger file's total is reported as
+    /// unknown rather than scanned to the end.
     pub max_scan_bytes: u64,
     /// Most files `grep` visits while walking the tree (default 20 000).
     pub max_files_scanned: usize,
@@ -247,8 +281,16 @@ impl Workspace {
                 reason: "not a directory".to_owned(),
             });
         }
+        // The one use of ambient authority: everything after goes through this handle.
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority()).map_err(|e| {
+            WorkspaceError::InvalidRoot {
+                root: given.to_path_buf(),
+                reason: e.to_string(),
+            }
+        })?;
         Ok(Self {
             root,
+            dir: Arc::new(dir),
             limits: WorkspaceLimits::default(),
         })
     }
@@ -270,14 +312,14 @@ impl Workspace {
         &self.limits
     }
 
-    /// Resolves a model-supplied relative path to a canonical path inside the
-    /// root, or refuses it.
+    /// Checks a model-supplied path lexically and returns it as a path
+    /// relative to the root handle.
     ///
     /// The lexical check refuses absolute paths and `..` escapes even when
-    /// the target does not exist (so `../nope` is OutsideRoot, not NotFound);
-    /// canonicalising then resolves every symbolic link, and the containment
-    /// check on the result is what actually keeps links from leading out.
-    fn resolve(&self, rel: &str) -> Result<PathBuf, WorkspaceError> {
+    /// the target does not exist (so `../nope` is OutsideRoot, not NotFound).
+    /// It is only for the message: what keeps links and races from leading
+    /// out is that every open resolves the path beneath [`Self::dir`].
+    fn resolve<'a>(&self, rel: &'a str) -> Result<&'a Path, WorkspaceError> {
         let outside = || WorkspaceError::OutsideRoot {
             path: rel.to_owned(),
         };
@@ -296,15 +338,32 @@ impl Workspace {
                 Component::Normal(_) => depth += 1,
             }
         }
-        let canonical = self
-            .root
-            .join(path)
-            .canonicalize()
-            .map_err(|e| WorkspaceError::from_io(rel, e))?;
-        if !canonical.starts_with(&self.root) {
-            return Err(outside());
-        }
-        Ok(canonical)
+        Ok(path)
+    }
+
+    /// Opens `rel` for reading beneath the root, following links only while
+    /// they stay inside. Opens never block: a FIFO or device is opened
+    /// non-blocking and then refused by the caller's type check.
+    fn open_file(&self, rel: &str) -> Result<File, WorkspaceError> {
+        let path = self.resolve(rel)?;
+        self.dir
+            .open_with(path, &read_options(false))
+            .map_err(|e| open_error(rel, e))
+    }
+
+    /// Opens the directory `rel` beneath the root. A path that exists but is
+    /// not a directory is [`WorkspaceError::NotADirectory`].
+    fn open_dir(&self, rel: &str) -> Result<Dir, WorkspaceError> {
+        let path = self.resolve(rel)?;
+        self.dir.open_dir(path).map_err(|e| {
+            // Only to pick the message; `metadata` resolves beneath the root too.
+            match self.dir.metadata(path) {
+                Ok(meta) if !meta.is_dir() => WorkspaceError::NotADirectory {
+                    path: rel.to_owned(),
+                },
+                _ => open_error(rel, e),
+            }
+        })
     }
 
     /// Returns a file's text, one `{line:>5}| {text}` line per file line
@@ -313,7 +372,9 @@ impl Workspace {
     /// Output is bounded by `max_file_bytes`. When cut, the last line is
     /// `… truncated: showing lines A-B of N; ask for start_line=B+1 to
     /// continue`. A partial range ends with `(lines A-B of N)`; an `end_line`
-    /// past the end is clamped and said so. An empty file gives
+    /// past the end is clamped and said so. Reading stops `max_scan_bytes`
+    /// after the answer is settled; a file longer than that is reported as
+    /// `of at least N (not all counted: the file is S bytes)`. An empty file gives
     /// `(empty file)`. A `start_line` past the end is [`WorkspaceError::BadRange`],
     /// binary or non-UTF-8 content is [`WorkspaceError::NotUtf8`].
     pub fn read_file(&self, args: &ReadFileArgs) -> Result<String, WorkspaceError> {
@@ -322,7 +383,8 @@ impl Workspace {
     }
 
     /// Lists a directory: one entry per line, sorted by name, directories
-    /// with a trailing `/`, symbolic links as `name (symlink)`.
+    /// with a trailing `/`, symbolic links as `name (symlink)`; names that
+    /// could forge a line are quoted (see the module docs).
     ///
     /// Beyond `max_entries` a final `… N more entries not shown (limit M)`
     /// line follows; `.git` and `target` are left out and named in a closing
@@ -333,7 +395,8 @@ impl Workspace {
     }
 
     /// Searches files for lines matching a regex, printing `path:line: text`
-    /// per match (path relative, `/`-separated; lines over `max_line_chars`
+    /// per match (path relative, `/`-separated, quoted when it could forge
+    /// a line or prefix (see the module docs); lines over `max_line_chars`
     /// shortened around the match with `[+N chars]…` / `…[+N chars]`).
     ///
     /// Files are visited depth-first in name order, skipping `.git`,
@@ -376,6 +439,107 @@ fn shorten_line(line: &str, max_chars: usize, focus: Option<(usize, usize)>) -> 
         out.push_str(&format!("…[+{} chars]", total - end_char));
     }
     out
+}
+
+/// Options for reading a file beneath the root. Non-blocking, so opening a
+/// FIFO (perhaps swapped in after a listing) returns at once; `nofollow`
+/// refuses a link in the last component (the `grep` walk, which has already
+/// decided how to treat the entry).
+fn read_options(nofollow: bool) -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        let mut flags = libc::O_NONBLOCK;
+        if nofollow {
+            flags |= libc::O_NOFOLLOW;
+        }
+        options.custom_flags(flags);
+    }
+    #[cfg(not(unix))]
+    let _ = nofollow;
+    options
+}
+
+/// Whether an open failed because the path would lead outside the root.
+/// cap-std reports every escape (through `..` or a link, absolute links
+/// included) as this one PermissionDenied error.
+fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied
+        && e.to_string() == "a path led outside of the filesystem"
+}
+
+/// Maps a failed open of `rel` (as the caller gave it) to an error for the model.
+fn open_error(rel: &str, e: io::Error) -> WorkspaceError {
+    if is_escape(&e) {
+        WorkspaceError::OutsideRoot {
+            path: rel.to_owned(),
+        }
+    } else {
+        WorkspaceError::from_io(rel, e)
+    }
+}
+
+/// A file name or path as shown in tool output: as it is, or as a JSON
+/// string when it holds a character that could forge output structure
+/// (see the module docs). `extra` lists characters that need quoting in one
+/// tool's format only (`:` in `grep`'s `path:line:` prefix).
+fn shown_name<'a>(name: &'a str, extra: &[char]) -> Cow<'a, str> {
+    let needs = |c: char| {
+        c.is_control() || matches!(c, '"' | '\\' | '\u{2028}' | '\u{2029}') || extra.contains(&c)
+    };
+    if !name.chars().any(needs) {
+        return Cow::Borrowed(name);
+    }
+    let mut out = String::with_capacity(name.len() + 2);
+    out.push('"');
+    for c in name.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') => {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Cow::Owned(out)
+}
+
+/// Keeps the `cap` smallest items pushed and counts the rest, so a directory with millions of
+/// entries costs memory for `cap` of them, not for all.
+struct Smallest<T: Ord> {
+    heap: std::collections::BinaryHeap<T>,
+    cap: usize,
+    dropped: usize,
+}
+
+impl<T: Ord> Smallest<T> {
+    fn new(cap: usize) -> Self {
+        Smallest {
+            heap: std::collections::BinaryHeap::new(),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        self.heap.push(item);
+        if self.heap.len() > self.cap {
+            self.heap.pop();
+            self.dropped += 1;
+        }
+    }
+
+    /// The kept items in ascending order, and how many were dropped.
+    fn into_sorted(self) -> (Vec<T>, usize) {
+        (self.heap.into_sorted_vec(), self.dropped)
+    }
 }
 
 /// Whether a directory entry name is one the walk and listings skip.

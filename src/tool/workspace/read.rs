@@ -1,10 +1,12 @@
-//! `read_file`: streams the file once, keeping in memory only the lines that
-//! will be returned, so a huge file costs time but never memory beyond the
-//! output budget. The whole file is still scanned, because the output names
-//! the total line count and a binary tail must not pass as text.
+//! `read_file`: streams the file, keeping in memory only the lines that will
+//! be returned, and stops reading soon after they are collected: it reads on
+//! at most `max_scan_bytes` past them to count the file's lines (and check the
+//! text stays UTF-8). A file that does not end within that is reported with
+//! its line count as "at least N", so a huge file costs neither memory nor
+//! time beyond those bounds. Binary content beyond that read-ahead goes
+//! unnoticed; what is shown has been checked.
 
-use std::fs::{self, File};
-use std::io::{BufRead, BufReader};
+use std::io::{self, Read};
 
 use super::{ReadFileArgs, Workspace, WorkspaceError};
 
@@ -12,10 +14,17 @@ use super::{ReadFileArgs, Workspace, WorkspaceError};
 /// the whole answer, footer included, stays within the limit.
 const FOOTER_RESERVE: usize = 160;
 
+/// Bytes asked of the file per read.
+const CHUNK: usize = 64 * 1024;
+
 pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<String, WorkspaceError> {
     let rel = args.path.as_str();
-    let path = ws.resolve(rel)?;
-    let meta = fs::metadata(&path).map_err(|e| WorkspaceError::from_io(rel, e))?;
+    // Open first, then look at what was opened: the type check and the read
+    // are about the same file, whatever happens to the name meanwhile.
+    let file = ws.open_file(rel)?;
+    let meta = file
+        .metadata()
+        .map_err(|e| WorkspaceError::from_io(rel, e))?;
     if meta.is_dir() {
         return Err(WorkspaceError::NotAFile {
             path: rel.to_owned(),
@@ -41,61 +50,121 @@ pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<String, W
     }
     let limit = ws.limits.max_file_bytes;
     let budget = limit.saturating_sub(FOOTER_RESERVE).max(limit / 2);
-    let mut render = Render::new(start, end.unwrap_or(usize::MAX), budget);
-    let mut utf8 = Utf8Check::default();
+    let request = Request {
+        rel,
+        start,
+        end,
+        budget,
+        lookahead: ws.limits.max_scan_bytes,
+        size: meta.len(),
+    };
+    render_text(file, &request)
+}
 
-    let file = File::open(&path).map_err(|e| WorkspaceError::from_io(rel, e))?;
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    loop {
-        let chunk = reader
-            .fill_buf()
-            .map_err(|e| WorkspaceError::from_io(rel, e))?;
-        if chunk.is_empty() {
-            break;
-        }
+/// What `read_file` was asked for, after validation.
+pub(super) struct Request<'a> {
+    pub(super) rel: &'a str,
+    pub(super) start: usize,
+    pub(super) end: Option<usize>,
+    /// Bytes of numbered lines the answer may hold (the footer comes on top).
+    pub(super) budget: usize,
+    /// Bytes read on, once the answer is settled, to count the file's lines.
+    pub(super) lookahead: u64,
+    /// The file's size, named when its lines could not all be counted.
+    pub(super) size: u64,
+}
+
+/// Reads `reader` as text and renders the requested lines with their footer.
+pub(super) fn render_text(
+    mut reader: impl Read,
+    req: &Request<'_>,
+) -> Result<String, WorkspaceError> {
+    let (rel, start, end) = (req.rel, req.start, req.end);
+    let mut render = Render::new(start, end.unwrap_or(usize::MAX), req.budget);
+    let mut utf8 = Utf8Check::default();
+    let mut buf = vec![0u8; CHUNK];
+    let mut read_total: u64 = 0;
+    // Bytes read when the answer was settled; from then on only counting remains.
+    let mut settled_at: Option<u64> = None;
+    let complete = loop {
+        let want = match settled_at {
+            Some(at) => {
+                let left = req.lookahead.saturating_sub(read_total - at);
+                if left == 0 {
+                    break false;
+                }
+                usize::try_from(left).map_or(CHUNK, |l| l.min(CHUNK))
+            }
+            None => CHUNK,
+        };
+        let n = match reader.read(&mut buf[..want]) {
+            Ok(0) => break true,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(WorkspaceError::from_io(rel, e)),
+        };
+        read_total += n as u64;
+        let chunk = &buf[..n];
         if !utf8.feed(chunk) {
             return Err(WorkspaceError::NotUtf8 {
                 path: rel.to_owned(),
             });
         }
         render.feed(chunk);
-        let n = chunk.len();
-        reader.consume(n);
-    }
-    if !utf8.finish() {
+        if settled_at.is_none() && render.settled() {
+            settled_at = Some(read_total);
+        }
+    };
+    // Stopping early may cut a character in two; only a complete file must end whole.
+    if complete && !utf8.finish() {
         return Err(WorkspaceError::NotUtf8 {
             path: rel.to_owned(),
         });
     }
-    let total = render.finish();
+    let counted = render.finish(complete);
 
-    if total == 0 && start == 1 {
+    if complete && counted == 0 && start == 1 {
         return Ok("(empty file)\n".to_owned());
     }
-    if start > total {
+    if complete && start > counted {
         return Err(WorkspaceError::BadRange {
             path: rel.to_owned(),
             detail: format!(
-                "start_line {start} is past the end of the file, which has {total} line{}",
-                plural(total)
+                "start_line {start} is past the end of the file, which has {counted} line{}",
+                plural(counted)
             ),
         });
     }
     let shown_end = render.last_shown;
     let mut out = render.out;
-    let wanted_end = end.unwrap_or(total).min(total);
+    // How the total reads in footers: exact, or a lower bound when the file
+    // was not read to its end.
+    let of_total = if complete {
+        counted.to_string()
+    } else {
+        format!(
+            "at least {counted} (not all counted: the file is {} bytes)",
+            req.size
+        )
+    };
+    let wanted_end = match end {
+        Some(end) if complete => end.min(counted),
+        Some(end) => end,
+        None if complete => counted,
+        None => usize::MAX,
+    };
     if shown_end < wanted_end {
         out.push_str(&format!(
-            "… truncated: showing lines {start}-{shown_end} of {total}; \
+            "… truncated: showing lines {start}-{shown_end} of {of_total}; \
              ask for start_line={} to continue\n",
             shown_end + 1
         ));
-    } else if let Some(end) = end.filter(|&e| e > total) {
+    } else if let Some(end) = end.filter(|&e| complete && e > counted) {
         out.push_str(&format!(
-            "(lines {start}-{shown_end} of {total}; end_line {end} is past the end of the file)\n"
+            "(lines {start}-{shown_end} of {counted}; end_line {end} is past the end of the file)\n"
         ));
-    } else if start > 1 || wanted_end < total {
-        out.push_str(&format!("(lines {start}-{shown_end} of {total})\n"));
+    } else if start > 1 || !complete || wanted_end < counted {
+        out.push_str(&format!("(lines {start}-{shown_end} of {of_total})\n"));
     }
     Ok(out)
 }
@@ -128,6 +197,9 @@ struct Render {
     /// Characters of the current line beyond what `cur` kept.
     cur_dropped_chars: usize,
     last_byte: u8,
+    /// The current line goes on past where reading stopped, so its dropped
+    /// count is a lower bound.
+    line_open: bool,
 }
 
 impl Render {
@@ -144,11 +216,22 @@ impl Render {
             cur: Vec::new(),
             cur_dropped_chars: 0,
             last_byte: 0,
+            line_open: false,
         }
     }
 
     fn collecting(&self) -> bool {
         !self.full && self.line_no >= self.start && self.line_no <= self.end
+    }
+
+    /// Whether what the answer shows is settled, so that reading on can only
+    /// count lines: the output is full, the range is past, or the current
+    /// line is already too long to fit whole (it will be shown cut, or not at
+    /// all).
+    fn settled(&self) -> bool {
+        self.full
+            || self.line_no > self.end
+            || (self.collecting() && self.cur.len() >= self.budget + 4)
     }
 
     fn feed(&mut self, chunk: &[u8]) {
@@ -176,9 +259,13 @@ impl Render {
         }
     }
 
-    /// Ends the stream; returns the number of lines in the file.
-    fn finish(&mut self) -> usize {
+    /// Ends the stream; returns the number of lines seen, which is the
+    /// file's line count when `complete` (read to its end) and a lower bound
+    /// otherwise. A line cut off by an early stop is shown with a lower
+    /// bound on its dropped characters.
+    fn finish(&mut self, complete: bool) -> usize {
         if self.in_line {
+            self.line_open = !complete;
             self.finish_line();
             self.line_no
         } else {
@@ -198,7 +285,7 @@ impl Render {
 
     fn emit_line(&mut self) {
         // CRLF files: the `\r` is line-ending noise, not content.
-        if self.last_byte == b'\r' {
+        if self.last_byte == b'\r' && !self.line_open {
             if self.cur_dropped_chars > 0 {
                 self.cur_dropped_chars -= 1;
             } else {
@@ -215,12 +302,13 @@ impl Render {
                 std::str::from_utf8(&self.cur[..e.valid_up_to()]).unwrap_or_default()
             }
         };
+        let open = self.line_open;
         let prefix = format!("{:>5}| ", self.line_no);
-        let whole_len = prefix.len() + text.len() + 1 + marker(dropped).len();
+        let whole_len = prefix.len() + text.len() + 1 + marker(dropped, open).len();
         if self.out.len() + whole_len <= self.budget {
             self.out.push_str(&prefix);
             self.out.push_str(text);
-            self.out.push_str(&marker(dropped));
+            self.out.push_str(&marker(dropped, open));
             self.out.push('\n');
             self.last_shown = self.line_no;
             return;
@@ -231,7 +319,7 @@ impl Render {
         }
         // Not even the first requested line fits: show its head, marked, so
         // the model still gets something and knows exactly what is missing.
-        let marker_room = marker(text.chars().count() + dropped).len();
+        let marker_room = marker(text.chars().count() + dropped, open).len();
         let room = self.budget.saturating_sub(prefix.len() + 1 + marker_room);
         let mut cut = room.min(text.len());
         while !text.is_char_boundary(cut) {
@@ -240,14 +328,17 @@ impl Render {
         let dropped = dropped + text[cut..].chars().count();
         self.out.push_str(&prefix);
         self.out.push_str(&text[..cut]);
-        self.out.push_str(&marker(dropped));
+        self.out.push_str(&marker(dropped, open));
         self.out.push('\n');
         self.last_shown = self.line_no;
     }
 }
 
-fn marker(dropped_chars: usize) -> String {
-    if dropped_chars == 0 {
+/// The cut marker; `open` when the line goes on past where reading stopped.
+fn marker(dropped_chars: usize, open: bool) -> String {
+    if open {
+        format!("…[+at least {dropped_chars} chars]")
+    } else if dropped_chars == 0 {
         String::new()
     } else {
         format!("…[+{dropped_chars} chars]")

@@ -154,13 +154,31 @@ fn symlinks_out_of_the_root_are_refused_and_inside_ones_work() {
     )
     .unwrap();
     symlink(outside.path(), dir.path().join("leakdir")).unwrap();
-    symlink(dir.path().join("inside.txt"), dir.path().join("alias.txt")).unwrap();
+    symlink("inside.txt", dir.path().join("alias.txt")).unwrap();
+    symlink("../inside.txt", dir.path().join("sub/up.txt")).unwrap();
+    // Absolute targets are refused even when they name a path inside: links
+    // are resolved beneath the root handle, where `/` is outside.
+    symlink(
+        dir.path().join("inside.txt"),
+        dir.path().join("abs_alias.txt"),
+    )
+    .unwrap();
     symlink("sub", dir.path().join("subalias")).unwrap();
-    symlink("/nonexistent/target", dir.path().join("dangling")).unwrap();
+    symlink("nonexistent/target", dir.path().join("dangling")).unwrap();
+    symlink("/nonexistent/target", dir.path().join("abs_dangling")).unwrap();
+    symlink("../../outside", dir.path().join("sub/leak_rel")).unwrap();
     let w = ws(&dir);
     let outside_str = outside.path().to_string_lossy().into_owned();
 
-    for p in ["leak.txt", "leakdir/secret.txt", "leakdir"] {
+    for p in [
+        "leak.txt",
+        "leakdir/secret.txt",
+        "leakdir",
+        "abs_alias.txt",
+        "abs_dangling",
+        "sub/leak_rel",
+        "subalias/leak_rel/x",
+    ] {
         let err = read(&w, p).unwrap_err();
         assert!(
             matches!(err, WorkspaceError::OutsideRoot { .. }),
@@ -177,8 +195,13 @@ fn symlinks_out_of_the_root_are_refused_and_inside_ones_work() {
         WorkspaceError::NotFound { .. }
     ));
     assert_eq!(read(&w, "alias.txt").unwrap(), "    1| fine\n");
+    assert_eq!(read(&w, "sub/up.txt").unwrap(), "    1| fine\n");
+    assert_eq!(read(&w, "subalias/up.txt").unwrap(), "    1| fine\n");
     assert_eq!(read(&w, "subalias/deep.txt").unwrap(), "    1| deep\n");
-    assert_eq!(list(&w, Some("subalias")).unwrap(), "deep.txt\n");
+    assert_eq!(
+        list(&w, Some("subalias")).unwrap(),
+        "deep.txt\nleak_rel (symlink)\nup.txt (symlink)\n"
+    );
 
     let listing = list(&w, None).unwrap();
     assert!(listing.contains("leakdir (symlink)\n"), "{listing}");
@@ -189,9 +212,11 @@ fn symlinks_out_of_the_root_are_refused_and_inside_ones_work() {
     let out = grep(&w, "secret|deep|fine", None).unwrap();
     assert!(!out.contains("secret"), "{out}");
     assert!(!out.contains("subalias"), "{out}");
-    assert!(out.contains("alias.txt:1: fine\n"), "{out}");
+    assert!(out.lines().any(|l| l == "alias.txt:1: fine"), "{out}");
+    assert!(!out.contains("abs_alias.txt"), "{out}");
     assert!(out.contains("inside.txt:1: fine\n"));
     assert!(out.contains("sub/deep.txt:1: deep\n"));
+    assert!(out.contains("sub/up.txt:1: fine\n"));
     // A glob starting under a linked directory does not follow it either.
     let out = grep(&w, "secret", Some("leakdir/*.txt")).unwrap();
     assert_eq!(out, "(no matches; searched 0 files)\n");
@@ -360,11 +385,20 @@ fn read_huge_single_line_without_newline() {
     let w = ws(&dir);
     let out = read(&w, "min.js").unwrap();
     assert!(out.len() <= 64 * 1024);
-    assert!(
-        out.trim_end().ends_with(" chars]"),
-        "{}",
-        &out[out.len() - 60..]
+    // Reading stops 1 MiB (max_scan_bytes) after the line proved too long,
+    // so the count of what was cut is a lower bound, and says so.
+    let (line, footer) = out.trim_end().split_once('\n').unwrap();
+    assert!(line.ends_with(" chars]"), "{line:?}");
+    assert!(line.contains("…[+at least "), "{line:?}");
+    assert_eq!(
+        footer,
+        "… truncated: showing lines 1-1 of at least 1 (not all counted: the file is 3145728 \
+         bytes); ask for start_line=2 to continue"
     );
+    // Within the read-ahead the count is exact and there is no footer.
+    write(dir.path(), "small.js", "x".repeat(100_000));
+    let out = read(&w, "small.js").unwrap();
+    assert!(out.ends_with("…[+34650 chars]\n"), "{}", out.len());
 }
 
 // ---- list_dir ----
@@ -689,4 +723,326 @@ fn args_deserialize_strictly() {
         read(&w, ""),
         Err(WorkspaceError::InvalidArgs { .. })
     ));
+}
+
+// ---- races, hostile names, huge files ----
+
+/// Swaps `victim` between a regular file (or directory) and a link to
+/// `outside`, as fast as it can, until told to stop. Only renames (and hard
+/// links, which link a symlink itself), so each swap is a few cheap calls
+/// and the name flips many times per tool call.
+#[cfg(unix)]
+fn swapper(
+    root: std::path::PathBuf,
+    victim: &'static str,
+    outside: std::path::PathBuf,
+    dir: bool,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    use std::os::unix::fs::symlink;
+    use std::sync::atomic::Ordering;
+    let target = root.join(victim);
+    let (real, link, tmp) = (
+        root.join("swap.real"),
+        root.join("swap.link"),
+        root.join("swap.tmp"),
+    );
+    if dir {
+        fs::create_dir(&real).unwrap();
+        fs::write(real.join("inner.txt"), "harmless\n").unwrap();
+    } else {
+        fs::write(&real, "harmless\n").unwrap();
+    }
+    symlink(&outside, &link).unwrap();
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            if dir {
+                // A directory cannot be hard-linked: move it in and out.
+                let _ = fs::rename(&real, &target);
+                let _ = fs::rename(&target, &real);
+                let _ = fs::rename(&link, &target);
+                let _ = fs::rename(&target, &link);
+            } else {
+                // rename() replaces atomically: the name always exists.
+                let _ = fs::hard_link(&real, &tmp);
+                let _ = fs::rename(&tmp, &target);
+                let _ = fs::hard_link(&link, &tmp);
+                let _ = fs::rename(&tmp, &target);
+            }
+        }
+    })
+}
+
+/// Runs `attempt` up to `tries` times or for `limit`, counting how often it
+/// saw the secret.
+fn hammer(tries: usize, limit: std::time::Duration, mut attempt: impl FnMut() -> bool) -> usize {
+    let started = std::time::Instant::now();
+    let mut leaks = 0;
+    for _ in 0..tries {
+        if attempt() {
+            leaks += 1;
+        }
+        if started.elapsed() > limit {
+            break;
+        }
+    }
+    leaks
+}
+
+#[cfg(unix)]
+#[test]
+fn a_concurrent_swap_to_a_link_never_leaks_outside_content() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "TOPSECRET\n");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let w = Workspace::new(&root).unwrap();
+    let limit = Duration::from_secs(2);
+
+    // read_file on a file swapped for a link to the secret.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(
+        root.clone(),
+        "victim.txt",
+        outside.path().join("secret.txt"),
+        false,
+        stop.clone(),
+    );
+    let read_leaks = hammer(20_000, limit, || {
+        read(&w, "victim.txt").is_ok_and(|o| o.contains("TOPSECRET"))
+    });
+    // grep, whose walk lists the entry as a regular file and then opens it.
+    let grep_leaks = hammer(20_000, limit, || {
+        grep(&w, "TOPSECRET", None).is_ok_and(|o| o.contains("TOPSECRET"))
+    });
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    for name in ["victim.txt", "swap.real", "swap.link", "swap.tmp"] {
+        let _ = fs::remove_file(root.join(name));
+    }
+
+    // list_dir on a directory swapped for a link to the outside directory.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(
+        root.clone(),
+        "victim_dir",
+        outside.path().to_path_buf(),
+        true,
+        stop.clone(),
+    );
+    let list_leaks = hammer(20_000, limit, || {
+        list(&w, Some("victim_dir")).is_ok_and(|o| o.contains("secret.txt"))
+    });
+    let grep_dir_leaks = hammer(20_000, limit, || {
+        grep(&w, "TOPSECRET", Some("victim_dir/*.txt")).is_ok_and(|o| o.contains("TOPSECRET"))
+    });
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+
+    assert_eq!(
+        (read_leaks, grep_leaks, list_leaks, grep_dir_leaks),
+        (0, 0, 0, 0),
+        "outside content read through a swapped-in link"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn names_with_newlines_cannot_forge_entries_or_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "a\nb.txt", "needle\n");
+    write(dir.path(), "x\npasswd: 1: root", "needle\n");
+    // A directory `x\n..` holding `etc/passwd: 1: root`: the path reads as a
+    // forged `../etc/passwd` match on a line of its own unless quoted.
+    write(dir.path(), "x\n../etc/passwd: 1: root", "needle\n");
+    write(dir.path(), "q\"uote\\d\t\u{7f}\u{2028}.txt", "needle\n");
+    write(dir.path(), "sub\ndir/c.txt", "needle\n");
+    write(dir.path(), "plain: colon.txt", "needle\n");
+    let w = ws(&dir);
+
+    let listing = list(&w, None).unwrap();
+    assert_eq!(
+        listing,
+        "\"a\\nb.txt\"\nplain: colon.txt\n\"q\\\"uote\\\\d\\t\\u007f\\u2028.txt\"\n\
+         \"sub\\ndir\"/\n\"x\\n..\"/\n\"x\\npasswd: 1: root\"\n"
+    );
+    let out = grep(&w, "needle", None).unwrap();
+    assert_eq!(
+        out,
+        "\"a\\nb.txt\":1: needle\n\
+         \"plain: colon.txt\":1: needle\n\
+         \"q\\\"uote\\\\d\\t\\u007f\\u2028.txt\":1: needle\n\
+         \"sub\\ndir/c.txt\":1: needle\n\
+         \"x\\n../etc/passwd: 1: root\":1: needle\n\
+         \"x\\npasswd: 1: root\":1: needle\n\
+         (6 matches in 6 files; searched 6 files)\n"
+    );
+    // Globs still match the real names.
+    let out = grep(&w, "needle", Some("a?b.txt")).unwrap();
+    assert_eq!(out.lines().count(), 2, "{out}");
+}
+
+#[test]
+fn shown_name_quotes_only_what_needs_it() {
+    assert_eq!(shown_name("src/lib.rs", &[':']), "src/lib.rs");
+    assert_eq!(shown_name("naïve €.md", &[]), "naïve €.md");
+    assert_eq!(shown_name("a:b", &[]), "a:b");
+    assert_eq!(shown_name("a:b", &[':']), "\"a:b\"");
+    assert_eq!(shown_name("\u{85}\r", &[]), "\"\\u0085\\r\"");
+    // What is quoted reads back as the name with a JSON parser.
+    let name = "x\n../../etc/passwd: 1: root\"\\\u{1b}";
+    let shown = shown_name(name, &[]);
+    assert_eq!(serde_json::from_str::<String>(&shown).unwrap(), name);
+}
+
+#[test]
+fn reading_a_huge_file_stops_at_the_output_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    // 256 MiB, sparse past a text head: no disk cost. The NUL bytes past the
+    // head are never reached; a whole-file scan would call the file binary.
+    let mut head = numbered(1..=200_000);
+    head.truncate(2 * 1024 * 1024);
+    let path = dir.path().join("huge.log");
+    fs::write(&path, &head).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(256 * 1024 * 1024)
+        .unwrap();
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_file_bytes: 1000,
+        max_scan_bytes: 64 * 1024,
+        ..WorkspaceLimits::default()
+    });
+    let out = read(&w, "huge.log").unwrap();
+    assert!(out.len() <= 1000, "{}", out.len());
+    let shown = out.lines().count() - 1;
+    assert!(out.starts_with("    1| line 1\n"), "{out}");
+    let footer = out.lines().last().unwrap();
+    assert!(
+        footer.starts_with(&format!(
+            "… truncated: showing lines 1-{shown} of at least "
+        )),
+        "{footer}"
+    );
+    assert!(
+        footer.ends_with(&format!(
+            "(not all counted: the file is 268435456 bytes); ask for start_line={} to continue",
+            shown + 1
+        )),
+        "{footer}"
+    );
+    // A range deep in the head is reached and shown; the tail is never read.
+    let out = read_range(&w, "huge.log", Some(1000), Some(1001)).unwrap();
+    assert!(
+        out.starts_with(" 1000| line 1000\n 1001| line 1001\n(lines 1000-1001 of at least "),
+        "{out}"
+    );
+}
+
+/// A reader of endless text lines that counts what it hands out.
+struct EndlessLines {
+    served: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl std::io::Read for EndlessLines {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        const LINE: &[u8] = b"0123456789abcdef\n";
+        let offset = (self.served.get() % LINE.len() as u64) as usize;
+        let n = buf.len().min(4096);
+        for (i, b) in buf[..n].iter_mut().enumerate() {
+            *b = LINE[(offset + i) % LINE.len()];
+        }
+        self.served.set(self.served.get() + n as u64);
+        Ok(n)
+    }
+}
+
+#[test]
+fn read_stops_reading_once_the_answer_is_settled() {
+    let lookahead = 100_000;
+    for (start, end, budget) in [
+        (1, None, 1000),
+        (1, Some(3), 64 * 1024),
+        (5000, Some(5002), 64 * 1024),
+        (1, None, 64 * 1024),
+    ] {
+        let served = std::rc::Rc::new(std::cell::Cell::new(0));
+        let reader = EndlessLines {
+            served: served.clone(),
+        };
+        let req = read::Request {
+            rel: "endless.txt",
+            start,
+            end,
+            budget,
+            lookahead,
+            size: u64::MAX,
+        };
+        let out = read::render_text(reader, &req).unwrap();
+        assert!(out.len() <= budget + 160, "{}", out.len());
+        assert!(out.contains("of at least "), "{out}");
+        // What had to be read to reach and fill the answer, plus the
+        // read-ahead, plus at most one chunk.
+        let needed = (start as u64 + 17) * 17 + budget as u64 * 2;
+        assert!(
+            served.get() <= needed + lookahead + 64 * 1024,
+            "read {} bytes for start {start}",
+            served.get()
+        );
+    }
+    // An endless single line: cut, with a lower bound on what was dropped.
+    struct EndlessX;
+    impl std::io::Read for EndlessX {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            buf.fill(b'x');
+            Ok(buf.len())
+        }
+    }
+    let req = read::Request {
+        rel: "x",
+        start: 1,
+        end: None,
+        budget: 1000,
+        lookahead: 10_000,
+        size: 1,
+    };
+    let out = read::render_text(EndlessX, &req).unwrap();
+    assert!(
+        out.lines().next().unwrap().contains("…[+at least "),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_crowded_directory_is_held_only_up_to_the_file_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..50 {
+        fs::create_dir(dir.path().join(format!("d{i:02}"))).unwrap();
+    }
+    write(dir.path(), "z.txt", "hit\n");
+    let w = ws(&dir).with_limits(WorkspaceLimits {
+        max_files_scanned: 5,
+        max_entries: 3,
+        ..WorkspaceLimits::default()
+    });
+    // Only the first six entries (by name) are kept while reading the directory; the rest
+    // are counted and named in the summary rather than silently left out.
+    assert_eq!(
+        grep(&w, "hit", None).unwrap(),
+        "(no matches; searched 0 files; 45 entries past the first 6 of a directory not \
+         searched (narrow path_glob))\n"
+    );
+    assert_eq!(
+        list(&w, None).unwrap(),
+        "d00/\nd01/\nd02/\n… 48 more entries not shown (limit 3)\n"
+    );
+    // With room, everything is searched as before.
+    assert!(grep(&ws(&dir), "hit", None)
+        .unwrap()
+        .starts_with("z.txt:1: hit\n"));
 }

@@ -51,14 +51,14 @@ workspace_tool!(
     "list_dir",
     ListDirArgs,
     list_dir,
-    "List a directory of the workspace (default: its root); directories end with '/'."
+    "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
 );
 workspace_tool!(
     GrepTool,
     "grep",
     GrepArgs,
     grep,
-    "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match."
+    "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
 );
 
 impl Workspace {
