@@ -1,0 +1,349 @@
+//! The tool calls of one model response: sub-agent calls concurrently under the fan-out
+//! limit, ordinary tools in call order, every call settled, and what one turn may add to the
+//! conversation bounded.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::contract::Contract;
+use crate::ctx::Ctx;
+use crate::events::EventKind;
+use crate::gate::{ApprovalRequest, Decision};
+use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
+use crate::spec::core::{OutputMode, SpecCore};
+use crate::tool::{Tool, ToolKind, ToolOutput};
+
+/// Arguments as a JSON value, borrowed when they already are one. Providers pass arguments
+/// that were not valid JSON as a string, so that the model hears about it instead of the run
+/// failing.
+fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
+    match args {
+        Value::String(s) => serde_json::from_str(s)
+            .map(Cow::Owned)
+            .map_err(|e| crate::contract::not_json(s, &e)),
+        v => Ok(Cow::Borrowed(v)),
+    }
+}
+
+/// Where one tool call of a response stands. One slot per call, in call order, so a turn
+/// of ordinary tool calls needs no list beyond this one and the results.
+enum Slot {
+    /// Its output: answered without running (the submission's repair request, an unknown
+    /// tool, unparsable arguments), or run.
+    Done(ToolOutput),
+    /// An ordinary tool, to run in call order.
+    Run {
+        tool: Arc<dyn Tool>,
+        name: Arc<str>,
+        contract: Contract,
+        args: Value,
+    },
+    /// A sub-agent call, running as a task.
+    Spawned,
+    /// The output of a call that ran: what counts towards the turn's result size.
+    Ran(ToolOutput),
+}
+
+/// Runs the tool calls of one response: sub-agent calls concurrently (at most
+/// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
+/// Every call settles; results come back in call order.
+pub(super) async fn run_tool_calls(
+    spec: &SpecCore,
+    calls: &[ToolCall],
+    submit: Option<(usize, ToolOutput)>,
+    ctx: &Ctx,
+    turn: u32,
+) -> (Vec<ToolResult>, Option<String>) {
+    let mut submit = submit;
+    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+    // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
+    // sub-agent call, so a turn of ordinary tools pays for none of it.
+    let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
+    let mut permits: Option<Arc<Semaphore>> = None;
+    let mut taken = 0;
+    for (i, c) in calls.iter().enumerate() {
+        if submit.as_ref().is_some_and(|(s, _)| *s == i) {
+            if let Some((_, o)) = submit.take() {
+                slots.push(Slot::Done(o));
+                continue;
+            }
+        }
+        if taken == spec.limits.max_tool_calls_per_turn {
+            slots.push(Slot::Done(over_call_limit(
+                spec.limits.max_tool_calls_per_turn,
+            )));
+            continue;
+        }
+        taken += 1;
+        let entry = if spec.tools.iter().any(|t| t == &c.name) {
+            ctx.tools().get(&c.name)
+        } else {
+            None
+        };
+        let Some(entry) = entry else {
+            let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
+            if spec.output_mode == OutputMode::Tool {
+                offered.push(SUBMIT_TOOL);
+            }
+            slots.push(Slot::Done(ToolOutput::error(format!(
+                "unknown tool `{}`; available: {}",
+                c.name,
+                offered.join(", ")
+            ))));
+            continue;
+        };
+        let args = match normalize_args(&c.arguments) {
+            // The call stays in the history, so the tool gets its own copy.
+            Ok(a) => a.into_owned(),
+            Err(msg) => {
+                slots.push(Slot::Done(ToolOutput::error(msg)));
+                continue;
+            }
+        };
+        let (tool, name, contract) = (
+            entry.tool.clone(),
+            entry.definition.name.clone(),
+            entry.input.clone(),
+        );
+        match entry.tool.kind() {
+            ToolKind::Function => slots.push(Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            }),
+            ToolKind::SubAgent => {
+                let permits = permits
+                    .get_or_insert_with(|| Arc::new(Semaphore::new(ctx.fanout_limit())))
+                    .clone();
+                let ctx = ctx.clone();
+                let (set, ids) = tasks.get_or_insert_with(Default::default);
+                let handle = set.spawn(async move {
+                    // The semaphore is never closed, so acquiring only waits; a call still
+                    // waiting when the run stops never starts.
+                    let _permit = tokio::select! {
+                        biased;
+                        _ = ctx.cancellation().cancelled() => return not_started(),
+                        p = permits.acquire_owned() => p,
+                    };
+                    // Not raced against the cancellation: a sub-agent stops on its own token
+                    // (a child of this run's) and is awaited until it has.
+                    invoke(&*tool, name, &contract, args, &ctx, turn).await
+                });
+                ids.insert(handle.id(), i);
+                slots.push(Slot::Spawned);
+            }
+        }
+    }
+    let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
+
+    let max_chars = spec.limits.max_tool_result_chars_per_turn;
+    let seq = async {
+        // What these results alone add; once they pass the limit, so do all results up to
+        // here, so the later tools' results would be withheld: they do not run.
+        let mut seq_chars = ResultChars::default();
+        for slot in &mut slots {
+            if seq_chars.full {
+                if let Slot::Run { .. } = slot {
+                    *slot = Slot::Done(over_chars_limit(max_chars));
+                }
+                continue;
+            }
+            if let Slot::Run {
+                tool,
+                name,
+                contract,
+                args,
+            } = slot
+            {
+                // An ordinary tool spends no budget, so one in progress when the run stops is
+                // dropped, and the rest do not start.
+                let call = invoke(
+                    &**tool,
+                    name.clone(),
+                    contract,
+                    std::mem::take(args),
+                    ctx,
+                    turn,
+                );
+                let output = tokio::select! {
+                    biased;
+                    _ = ctx.cancellation().cancelled() => not_started(),
+                    o = call => o,
+                };
+                seq_chars.admit(&output, max_chars);
+                *slot = Slot::Ran(output);
+            }
+        }
+    };
+    let conc = async {
+        let mut out = Vec::new();
+        let Some((set, ids)) = tasks.as_mut() else {
+            return out;
+        };
+        out.reserve_exact(ids.len());
+        while let Some(joined) = set.join_next_with_id().await {
+            match joined {
+                Ok((id, output)) => {
+                    if let Some(&i) = ids.get(&id) {
+                        out.push((i, output));
+                    }
+                }
+                Err(e) => {
+                    if let Some(&i) = ids.get(&e.id()) {
+                        let what = if e.is_panic() {
+                            "panicked"
+                        } else {
+                            "was aborted"
+                        };
+                        out.push((i, ToolOutput::error(format!("the sub-agent call {what}"))));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let ((), finished) = tokio::join!(seq, conc);
+    // Each spawned call reports at most once, so the calls that failed are those that did not
+    // report a success.
+    let mut failed = n_sub;
+    for (i, o) in finished {
+        if !o.is_error {
+            failed -= 1;
+        }
+        slots[i] = Slot::Ran(o);
+    }
+    bound_results(&mut slots, max_chars);
+    let results = calls
+        .iter()
+        .zip(slots)
+        .map(|(c, slot)| {
+            let o = match slot {
+                Slot::Done(o) | Slot::Ran(o) => o,
+                Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
+            };
+            ToolResult {
+                call_id: c.id.clone(),
+                content: o.content,
+                is_error: o.is_error,
+            }
+        })
+        .collect();
+    let note = (failed > 0).then(|| {
+        format!("{failed} of {n_sub} sub-agent calls failed; continue with the results you have and say what is missing.")
+    });
+    (results, note)
+}
+
+/// Characters the results of one turn have added so far, in call order.
+#[derive(Default)]
+struct ResultChars {
+    used: usize,
+    /// A result did not fit: every later one is withheld too, so the limit is a cut in call
+    /// order, not a packing of whatever fits.
+    full: bool,
+}
+
+impl ResultChars {
+    /// Counts `o` if it fits under `max`; whether it did.
+    fn admit(&mut self, o: &ToolOutput, max: usize) -> bool {
+        let n = o.content.chars().count();
+        if !self.full && self.used.saturating_add(n) <= max {
+            self.used += n;
+            true
+        } else {
+            self.full = true;
+            false
+        }
+    }
+}
+
+/// Replaces the output of each call that ran, past the turn's character limit in call order,
+/// with an error saying so: what one response's calls add to the next request is bounded.
+fn bound_results(slots: &mut [Slot], max_chars: usize) {
+    let mut chars = ResultChars::default();
+    for slot in slots {
+        if let Slot::Ran(o) = slot {
+            if !chars.admit(o, max_chars) {
+                let n = o.content.chars().count();
+                *o = ToolOutput::error(format!(
+                    "result withheld: it is {n} characters, and this turn's tool results may add at most {max_chars} (limit `max_tool_result_chars_per_turn`); ask for less (a narrower read or search), or call it in a later turn"
+                ));
+            }
+        }
+    }
+}
+
+/// The result of a call past the turn's tool-call limit; short, as there may be many.
+fn over_call_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: at most {max} tool calls run per turn (limit `max_tool_calls_per_turn`)"
+    ))
+}
+
+/// The result of an ordinary tool not run because the turn's results were already full.
+fn over_chars_limit(max: usize) -> ToolOutput {
+    ToolOutput::error(format!(
+        "not run: this turn's tool results reached their limit of {max} characters (`max_tool_result_chars_per_turn`); call it in a later turn"
+    ))
+}
+
+/// The result of a tool call the run stopped before it finished.
+fn not_started() -> ToolOutput {
+    ToolOutput::error("the run was stopped (timeout or cancellation) before this call finished")
+}
+
+/// One tool call: arguments validated, gate asked, then the tool run.
+async fn invoke(
+    tool: &dyn Tool,
+    name: Arc<str>,
+    contract: &Contract,
+    args: Value,
+    ctx: &Ctx,
+    turn: u32,
+) -> ToolOutput {
+    let t0 = Instant::now();
+    let output = if let Err(v) = contract.validate(&args) {
+        ToolOutput::error(format!(
+            "invalid arguments for `{}`:\n{}",
+            tool.name(),
+            v.iter()
+                .map(|v| format!("- {v}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ))
+    } else {
+        let approval = ctx.gate().approve(ApprovalRequest {
+            run_id: ctx.run_id(),
+            spec: ctx.spec_name(),
+            depth: ctx.depth(),
+            tool: tool.name(),
+            arguments: &args,
+        });
+        // A gate may be waiting on a person; a run that stops does not wait for the answer.
+        let decision = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => Decision::Deny("the run was stopped".into()),
+            d = approval => d,
+        };
+        match decision {
+            Decision::Deny(reason) => {
+                ToolOutput::error(format!("denied by the approval gate: {reason}"))
+            }
+            Decision::Allow => tool.call(args, ctx).await,
+        }
+    };
+    ctx.emit(EventKind::ToolCall {
+        turn,
+        tool: name,
+        is_error: output.is_error,
+        duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+    });
+    output
+}
