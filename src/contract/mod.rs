@@ -18,6 +18,8 @@ use crate::json::tape::{Tape, TapeJson};
 /// How many characters of a violation message are kept: messages quote the offending value,
 /// and a 10 KB string must not turn into a 10 KB repair message.
 const MAX_MESSAGE_CHARS: usize = 300;
+/// Enum values listed in full in a violation; jsonschema itself names only the first two.
+const MAX_ENUM_SHOWN: usize = 10;
 /// How many violations are reported at most (the rest are counted).
 pub const MAX_VIOLATIONS: usize = 20;
 
@@ -222,6 +224,21 @@ fn push_violation(out: &mut Vec<Violation>, e: &ValidationError<'_>) {
             s.pop();
             truncate(&s)
         }
+        // jsonschema names only the first two values of a longer enum ("or 3 other
+        // candidates"); the valid values are the fix, so a short list is shown whole.
+        ValidationErrorKind::Enum { options } => match options.as_array() {
+            Some(all) if all.len() <= MAX_ENUM_SHOWN => {
+                let shown: Vec<String> = all.iter().map(Value::to_string).collect();
+                let (last, rest) = shown.split_last().map_or(("", &[][..]), |(l, r)| (l, r));
+                let list = if rest.is_empty() {
+                    last.to_string()
+                } else {
+                    format!("{} or {last}", rest.join(", "))
+                };
+                truncate(&format!("{} is not one of {list}", e.instance()))
+            }
+            _ => truncate(&e.to_string()),
+        },
         _ => truncate(&e.to_string()),
     };
     out.push(Violation { path, message });
