@@ -208,8 +208,13 @@ fn run_run(
         Some(std::sync::Arc::new(Progress))
     };
     match runtime.block_on(subcontract::runner::run_spec(&opts, progress)) {
-        Err(e) => {
+        // Spec diagnostics carry their own `file:line:col: error[code]:` prefix.
+        Err(e @ subcontract::runner::RunnerError::Spec(_)) => {
             eprintln!("{e}");
+            USAGE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             USAGE
         }
         Ok(r) => {
