@@ -349,7 +349,12 @@ impl Parser<'_> {
 
     /// Reports an unknown key, suggesting the closest known one. Returns the suggestion, so a
     /// caller does not also report that key as missing: one typo, one diagnostic.
-    fn unknown_key<'k>(&mut self, key: &Key<'_>, known: &[&'k str], place: &str) -> Option<&'k str> {
+    fn unknown_key<'k>(
+        &mut self,
+        key: &Key<'_>,
+        known: &[&'k str],
+        place: &str,
+    ) -> Option<&'k str> {
         let k = key.get_ref().as_ref();
         let mut message = format!("unknown key `{}` {place}", shown(k));
         let mut suggested = None;
@@ -1258,7 +1263,11 @@ output = {}
         ] {
             let src = MINIMAL.replace(from, to);
             let (_, diags) = parse(&src);
-            assert_eq!(summary(&diags), [("unknown-key", line, 1)], "{to}: {diags:#?}");
+            assert_eq!(
+                summary(&diags),
+                [("unknown-key", line, 1)],
+                "{to}: {diags:#?}"
+            );
             assert!(diags[0].message.contains("did you mean"), "{diags:#?}");
         }
         // A key that is missing outright (no near miss) is still reported.

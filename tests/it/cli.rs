@@ -190,11 +190,21 @@ fn run_refuses_early_with_a_plain_error() {
             .env_remove("ANTHROPIC_BASE_URL")
             .output()
             .expect("the binary runs");
-        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     let input = r#"{"claim": "The budget is charged to every ancestor."}"#;
     // A spec file that is not there is an I/O error, not a TOML syntax error.
-    let (code, err) = start(&["run", "specs/missing.toml", "--model", "example", "--input", "{}"]);
+    let (code, err) = start(&[
+        "run",
+        "specs/missing.toml",
+        "--model",
+        "example",
+        "--input",
+        "{}",
+    ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("error: specs/missing.toml: "), "{err}");
     assert!(!err.contains("toml-syntax"), "{err}");
@@ -203,10 +213,24 @@ fn run_refuses_early_with_a_plain_error() {
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
     ] {
         let t = std::time::Instant::now();
-        let (code, err) = start(&["run", "specs/check_claim.toml", "--model", model, "--input", input]);
+        let (code, err) = start(&[
+            "run",
+            "specs/check_claim.toml",
+            "--model",
+            model,
+            "--input",
+            input,
+        ]);
         assert_eq!(code, Some(2), "{model}: {err}");
-        assert!(err.starts_with("error: ") && err.contains(key), "{model}: {err}");
-        assert_eq!(err.lines().count(), 1, "refused before the run started: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(key),
+            "{model}: {err}"
+        );
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "refused before the run started: {err}"
+        );
         assert!(t.elapsed() < std::time::Duration::from_secs(10), "{model}");
     }
 }
