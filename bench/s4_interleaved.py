@@ -9,7 +9,7 @@ pydantic's, each in a fresh process, and takes the ratio round by round.
 Usage (from the repository root, after `cargo build --release --example bench_peers`):
     bench/s4_interleaved.py [ROUNDS] [PEERS_PYTHON]
 PEERS_PYTHON is the peers' virtual environment's python (default /tmp/peers-venv/bin/python,
-made by ../shared/peers/run_all.sh). Prints a Markdown table; the medians are the figures.
+made by bench/peers/run_all.sh). Prints a Markdown table; the medians are the figures.
 """
 import json
 import os

@@ -6,6 +6,16 @@ pub mod contract;
 pub mod ctx;
 pub mod diag;
 pub mod dialect;
+pub mod docs {
+    //! Guides: the reference pages of `src/docs/`, kept beside the code they describe.
+
+    pub mod specs {
+        #![doc = include_str!("docs/specs.md")]
+    }
+    pub mod invariants {
+        #![doc = include_str!("docs/invariants.md")]
+    }
+}
 pub mod events;
 pub mod gate;
 pub(crate) mod json;

@@ -1,4 +1,4 @@
-//! The `subcontract` command line (design.md §4): a thin shell over the library.
+//! The `subcontract` command line (its contract: `src/docs/invariants.md`): a thin shell over the library.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +28,7 @@ struct Cli {
     command: Command,
 }
 
-// `mcp` (design.md §4) joins this enum as it is built.
+// `mcp` joins this enum as it is built.
 #[derive(Subcommand)]
 enum Command {
     /// Run one sub-agent and print its validated output (JSON) on stdout; exit 0 valid output,

@@ -1,4 +1,4 @@
-//! Spec files (design.md §3): TOML text → a [`RawSpec`] that remembers where everything was
+//! Spec files (`src/docs/specs.md`): TOML text → a [`RawSpec`] that remembers where everything was
 //! written, plus every [`Diagnostic`] found on the way.
 //!
 //! This layer checks only the file's *shape*: known keys, value types, names, limits. It does not
@@ -951,7 +951,7 @@ mod tests {
     use crate::diag::Severity;
     use serde_json::json;
 
-    /// The example from design.md §3, verbatim.
+    /// The flagship example (`specs/research_topic.toml`, as the README shows it), verbatim.
     const DESIGN_EXAMPLE: &str = r#"name = "research_topic"            # the tool name a host sees: [A-Za-z0-9_-]{1,64}
 description = "Investigate a topic across the workspace and return findings. Not for one lookup."
 system = "You are a focused researcher. ..."   # or: system_file = "prompts/research.md"
