@@ -19,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "examples", "bench_peers")
-PEERS = os.path.normpath(os.path.join(ROOT, "..", "shared", "peers"))
+PEERS = os.path.join(ROOT, "bench", "peers")
 
 PYDANTIC = """
 import json, sys
