@@ -9,7 +9,7 @@ pydantic's, each in a fresh process, and takes the ratio round by round.
 Usage (from the repository root, after `cargo build --release --example bench_peers`):
     bench/s4_interleaved.py [ROUNDS] [PEERS_PYTHON]
 PEERS_PYTHON is the peers' virtual environment's python (default /tmp/peers-venv/bin/python,
-made by ../shared/peers/run_all.sh). Prints a Markdown table; the medians are the figures.
+made by bench/peers/run_all.sh). Prints a Markdown table; the medians are the figures.
 """
 import json
 import os
@@ -19,7 +19,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OURS = os.path.join(ROOT, "target", "release", "examples", "bench_peers")
-PEERS = os.path.normpath(os.path.join(ROOT, "..", "shared", "peers"))
+PEERS = os.path.join(ROOT, "bench", "peers")
 
 PYDANTIC = """
 import json, sys

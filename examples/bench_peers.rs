@@ -1,10 +1,12 @@
-//! The peers' delegation-overhead scenarios (../shared/peers/README.md), run on subcontract's
+//! The peers' delegation-overhead scenarios (bench/peers/README.md), run on subcontract's
 //! real run loop, budget, validation and events, with zero-latency scripted models.
 //!
 //! ```sh
 //! cargo run --release --example bench_peers                 # all scenarios, 5 reps, table + JSON
 //! cargo run --release --example bench_peers -- --reps 7 --json /tmp/subcontract.json
 //! cargo run --release --example bench_peers -- --scenario s2   # one scenario, in this process
+//! # with line tables, for a profiler (callgrind, perf):
+//! cargo build --profile profiling --example bench_peers   # target/profiling/examples/bench_peers
 //! ```
 //!
 //! Parameters are the peers' (`common.py`): T=20, N=100 (3 child tool turns + 1 final), K=50,

@@ -91,6 +91,14 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or("(none)")
     );
     let tree = build_tree(&events.events());
+    // The story this demo tells (see `script`): the reader exhausts its budget after 2 turns.
+    let exhausted = tree
+        .iter()
+        .flat_map(|r| &r.children)
+        .find(|c| c.outcome == Some(subcontract::Outcome::BudgetExhausted));
+    if exhausted.map(|c| c.turns) != Some(2) {
+        return Err("the reading sub-agent should exhaust its budget after 2 turns".into());
+    }
     println!("== run tree (one line per run: outcome, turns, tokens, own and total cost, share)\n");
     print!("{}", render_tree(&tree));
     if let Some(root) = tree.first() {
@@ -230,7 +238,9 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
             }
         }
     } else {
-        // Reads whole files every turn: 40k input tokens a call exhausts 0.20 USD in 3 turns.
+        // Reads whole files every turn: 40k input tokens a call. Two turns spend 0.1648 USD of
+        // the 0.20, and the third turn's worst case (0.14 USD) no longer fits, so its call is
+        // refused before it starts: budget_exhausted after 2 turns.
         let step = match turn {
             1 => ScriptStep::tool_call("read_file", json!({"path": "src/runloop.rs"})),
             2 => ScriptStep::tool_call("read_file", json!({"path": "src/ctx.rs"})),

@@ -1,7 +1,7 @@
 //! Diagnostics: what `subcontract check` reports and how it says where.
 //!
 //! A [`Diagnostic`] is a public format (its JSON field names are part of the command line's
-//! contract, design.md §4), so its fields are plain data. Codes are stable strings, listed in
+//! contract, `src/docs/invariants.md`), so its fields are plain data. Codes are stable strings, listed in
 //! [`codes`]. Positions are 1-based lines and columns counted in characters, computed from byte
 //! offsets by a [`LineIndex`].
 
@@ -91,7 +91,7 @@ impl Diagnostic {
     }
 }
 
-/// The stable diagnostic codes (design.md §4). Tools and CI match on these strings.
+/// The stable diagnostic codes (`src/docs/invariants.md`). Tools and CI match on these strings.
 pub mod codes {
     /// The file is not valid TOML (or not valid UTF-8).
     pub const TOML_SYNTAX: &str = "toml-syntax";
@@ -116,7 +116,7 @@ pub mod codes {
     /// A spec names a tool that is neither built in, another spec, nor in the catalogue.
     pub const UNKNOWN_TOOL: &str = "unknown-tool";
     /// A spec calls another spec without holding every tool that spec uses (capabilities never
-    /// widen, design.md §2.1), so spawning it would fail.
+    /// widen: invariant 1 of `src/docs/invariants.md`), so spawning it would fail.
     pub const TOOL_NOT_HELD: &str = "tool-not-held";
     /// Specs call each other in a cycle.
     pub const CALL_CYCLE: &str = "call-cycle";

@@ -1,7 +1,9 @@
 #![doc = include_str!("docs/crate.md")]
 
-// Modules in dependency order: each uses only those above it (and `ctx` and `tool` each
-// other: a tool is called with the context, and the context holds the tools).
+// The layers, lowest first; each module uses only those on its own or a lower line, except
+// that `ctx` and `tool` use each other (a tool is called with the context that holds it):
+//   json, diag, redact, budget, gate · contract, model, outcome · provider, events
+//   ctx ⇄ tool · spec::core · run · spec (typed view, builder, files) · check, mcp
 mod budget;
 pub mod check;
 pub mod contract;
@@ -19,6 +21,17 @@ pub mod redact;
 mod run;
 pub mod spec;
 pub mod tool;
+
+pub mod docs {
+    //! Guides: the reference pages of `src/docs/`, kept beside the code they describe.
+
+    pub mod specs {
+        #![doc = include_str!("docs/specs.md")]
+    }
+    pub mod invariants {
+        #![doc = include_str!("docs/invariants.md")]
+    }
+}
 
 pub use budget::{
     check_limit_usd, Budget, BudgetError, BudgetSnapshot, LimitUsdError, Reservation,

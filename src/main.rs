@@ -1,4 +1,4 @@
-//! The `subcontract` command line (design.md §4): a thin shell over the library.
+//! The `subcontract` command line (its contract: `src/docs/invariants.md`): a thin shell over the library.
 
 mod cli;
 
@@ -50,7 +50,7 @@ struct Cli {
     quiet: bool,
 }
 
-// `mcp` (design.md §4) joins this enum as it is built.
+// `mcp` joins this enum as it is built.
 #[derive(Subcommand)]
 enum Command {
     /// Run one sub-agent and print its validated output (JSON) on stdout; exit 0 valid output,
@@ -228,8 +228,13 @@ fn run_run(
         Some(std::sync::Arc::new(Progress))
     };
     match runtime.block_on(cli::run::run_spec(&opts, progress)) {
-        Err(e) => {
+        // Spec diagnostics carry their own `file:line:col: error[code]:` prefix.
+        Err(e @ cli::run::RunnerError::Spec(_)) => {
             eprintln!("{e}");
+            USAGE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
             USAGE
         }
         Ok(r) => {

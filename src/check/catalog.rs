@@ -1,5 +1,5 @@
 //! The `--tools FILE` catalogue: tools a host provides besides the built-in workspace tools and
-//! the specs themselves (design.md §3), so specs may name them.
+//! the specs themselves (`src/docs/specs.md`), so specs may name them.
 //!
 //! ```toml
 //! [[tool]]

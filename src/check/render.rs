@@ -1,5 +1,5 @@
 //! Rendering a [`CheckReport`]: rustc-like text, a JSON array, or GitHub workflow annotations
-//! (design.md §4). Renderers return strings; printing is the binary's job.
+//! (`src/docs/invariants.md`). Renderers return strings; printing is the binary's job.
 
 use std::fmt::Write as _;
 

@@ -71,6 +71,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunnerError + '_ {
 /// The spec at `path` and every other spec in its directory (so that specs naming each other
 /// as tools can run), the named one first.
 pub fn load_with_siblings(path: &Path) -> Result<Vec<SubAgentSpec<Value, Value>>, RunnerError> {
+    // A file that cannot be read is an I/O error (exit 2), not a diagnostic about its TOML.
+    std::fs::File::open(path).map_err(io(path))?;
     let main = load_spec(path)?;
     let mut specs = vec![main];
     let dir = path

@@ -23,6 +23,8 @@ const MAX_MESSAGE_CHARS: usize = 300;
 const MAX_PATH_SEGMENT_CHARS: usize = 32;
 /// What a message says instead of the offending value.
 const PLACEHOLDER: &str = "the value";
+/// Enum values listed in full in a violation; jsonschema itself names only the first two.
+const MAX_ENUM_SHOWN: usize = 10;
 /// How many violations are reported at most (the rest are counted).
 pub const MAX_VIOLATIONS: usize = 20;
 
@@ -283,6 +285,23 @@ fn reason(e: &ValidationError<'_>) -> String {
         ValidationErrorKind::PropertyNames { error } => {
             format!("a property name is not allowed: {}", reason(error))
         }
+        // jsonschema names only the first two values of a longer enum ("or 3 other
+        // candidates"); the valid values (the schema's, never the instance's) are the fix, so a
+        // short list is shown whole.
+        ValidationErrorKind::Enum { options } => match options.as_array() {
+            Some(all) if all.len() <= MAX_ENUM_SHOWN => {
+                let shown: Vec<String> = all.iter().map(Value::to_string).collect();
+                let list = match shown.split_last() {
+                    Some((last, rest)) if !rest.is_empty() => {
+                        format!("{} or {last}", rest.join(", "))
+                    }
+                    Some((last, _)) => last.clone(),
+                    None => String::new(),
+                };
+                format!("{PLACEHOLDER} is not one of {list}")
+            }
+            _ => e.masked_with(PLACEHOLDER).to_string(),
+        },
         _ => e.masked_with(PLACEHOLDER).to_string(),
     }
 }

@@ -198,7 +198,8 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     };
     for r in &n.rejected {
         let all: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
-        let short: String = all.join("; ").chars().take(160).collect();
+        let all = all.join("; ");
+        let short = cut(&all, ERROR_CHARS);
         let _ = writeln!(
             s,
             "{prefix}{pad}   ✗ turn {}: output rejected: {short}",
@@ -206,7 +207,7 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
         );
     }
     if let Some(e) = &n.error {
-        let short: String = e.chars().take(160).collect();
+        let short = cut(e, ERROR_CHARS);
         let _ = writeln!(s, "{prefix}{pad}   ! {short}");
     }
     let child_prefix = format!(
@@ -222,6 +223,28 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     for (i, c) in n.children.iter().enumerate() {
         render_node(s, c, &child_prefix, i + 1 == n.children.len(), false);
     }
+}
+
+/// How much of a run's error the tree shows on its line.
+const ERROR_CHARS: usize = 160;
+
+/// `text` in at most `max` characters (plus an ellipsis when cut): cut at the last word
+/// boundary within the limit, so no word is shown half; a single word longer than the
+/// limit is cut at a character boundary.
+fn cut(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let Some((end, _)) = text.char_indices().nth(max) else {
+        return text.into();
+    };
+    let head = &text[..end];
+    // Break before the word that does not fit: at the last whitespace, unless the text
+    // is one long word (a path, a hash), which is then cut mid-word.
+    let head = match head.rfind(char::is_whitespace) {
+        Some(i) if !text[end..].starts_with(char::is_whitespace) => &head[..i],
+        _ => head,
+    };
+    let head =
+        head.trim_end_matches(|c: char| c.is_whitespace() || c == ',' || c == ';' || c == ':');
+    format!("{head}…").into()
 }
 
 #[cfg(test)]
@@ -260,5 +283,21 @@ mod tests {
         assert_eq!(root.total_cost_usd, Decimal::MAX);
         assert_eq!(root.usage.input_tokens, u64::MAX);
         assert_eq!(root.children[0].total_cost_usd, Decimal::MAX);
+    }
+
+    #[test]
+    fn errors_are_cut_between_words() {
+        assert_eq!(cut("short", 10), "short");
+        assert_eq!(cut("exactly ten", 11), "exactly ten");
+        // "budget" would be cut to "bud": the whole word goes.
+        assert_eq!(cut("the model budget ran out", 13), "the model…");
+        // The limit falls right after a word: that word stays.
+        assert_eq!(cut("the model budget", 9), "the model…");
+        assert_eq!(cut("first, second", 8), "first…");
+        // One word longer than the limit: cut at a character boundary, never inside a char.
+        assert_eq!(cut("ééééééé", 3), "ééé…");
+        let long = format!("error: {}", "word ".repeat(100));
+        let c = cut(&long, 160);
+        assert!(c.ends_with("word…") && c.chars().count() <= 161, "{c}");
     }
 }

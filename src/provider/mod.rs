@@ -63,8 +63,18 @@ fn model_from_env(
                 .or_else(|| non_empty("OPENAI_BASE_URL"))
                 .unwrap_or_else(|| OPENAI_DEFAULT_BASE_URL.to_string());
             let mut config = ProviderConfig::new(base);
-            if let Some(key) = non_empty("OPENAI_API_KEY") {
-                config = config.api_key(ApiKey::new(key));
+            match non_empty("OPENAI_API_KEY") {
+                Some(key) => config = config.api_key(ApiKey::new(key)),
+                // The public endpoint answers 401 to every request without a key: refuse now,
+                // not after a request. Another base URL (a local server) may need none.
+                None if config.base_url.trim_end_matches('/') == OPENAI_DEFAULT_BASE_URL => {
+                    return Err(ModelError::Config(
+                        "OPENAI_API_KEY is not set (a server that needs no key: pass --base-url \
+                         or set OPENAI_BASE_URL)"
+                            .to_string(),
+                    ))
+                }
+                None => {}
             }
             Ok(Arc::new(OpenAiModel::new(model, config)?.strict(strict)))
         }
@@ -106,7 +116,8 @@ mod tests {
     #[test]
     fn names_are_parsed() {
         let none = env(&[]);
-        let m = model_from_env("openai:gpt-4.1-mini", None, &none).expect("openai needs no key");
+        let keyed = env(&[("OPENAI_API_KEY", "sk-secret")]);
+        let m = model_from_env("openai:gpt-4.1-mini", None, &keyed).expect("has a key");
         assert_eq!(m.id(), "openai:gpt-4.1-mini");
         for bad in ["gpt-4", "openai:", "mystery:model"] {
             assert!(
@@ -124,5 +135,23 @@ mod tests {
         // A proxy elsewhere may need no key.
         let m = model_from_env("anthropic:x", Some("http://127.0.0.1:1"), &none).expect("proxy");
         assert_eq!(m.id(), "anthropic:x");
+    }
+
+    #[test]
+    fn openai_without_a_key_is_refused_unless_the_endpoint_is_elsewhere() {
+        let none = env(&[]);
+        for default in [None, Some("https://api.openai.com/v1/")] {
+            assert!(matches!(
+                model_from_env("openai:gpt-4.1-mini", default, &none),
+                Err(ModelError::Config(m)) if m.contains("OPENAI_API_KEY")
+            ));
+        }
+        let default_env = env(&[("OPENAI_BASE_URL", "https://api.openai.com/v1")]);
+        assert!(model_from_env("openai:gpt-4.1-mini", None, &default_env).is_err());
+        // A local server needs no key, named either way.
+        let local = Some("http://localhost:11434/v1");
+        assert!(model_from_env("openai:llama3.1", local, &none).is_ok());
+        let local_env = env(&[("OPENAI_BASE_URL", "http://localhost:11434/v1")]);
+        assert!(model_from_env("openai:llama3.1", None, &local_env).is_ok());
     }
 }

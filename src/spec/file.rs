@@ -1,4 +1,4 @@
-//! Spec files (design.md §3): TOML text → a [`RawSpec`] that remembers where everything was
+//! Spec files (`src/docs/specs.md`): TOML text → a [`RawSpec`] that remembers where everything was
 //! written, plus every [`Diagnostic`] found on the way.
 //!
 //! This layer checks only the file's *shape*: known keys, value types, names, limits. It does not
@@ -349,18 +349,27 @@ impl Parser<'_> {
         }
     }
 
-    /// Reports an unknown key, suggesting the closest known one.
-    fn unknown_key(&mut self, key: &Key<'_>, known: &[&str], place: &str) {
+    /// Reports an unknown key, suggesting the closest known one. Returns the suggestion, so a
+    /// caller does not also report that key as missing: one typo, one diagnostic.
+    fn unknown_key<'k>(
+        &mut self,
+        key: &Key<'_>,
+        known: &[&'k str],
+        place: &str,
+    ) -> Option<&'k str> {
         let k = key.get_ref().as_ref();
         let mut message = format!("unknown key `{}` {place}", shown(k));
+        let mut suggested = None;
         if place == TOP_LEVEL && LIMIT_KEYS.contains(&k) {
             message.push_str(&format!("; `{k}` belongs in the [limits] table"));
         } else if let Some(best) = suggest(k, known) {
             message.push_str(&format!("; did you mean `{best}`?"));
+            suggested = Some(best);
         } else {
             message.push_str(&format!(" (expected one of: {})", known.join(", ")));
         }
         self.error(key.span(), codes::UNKNOWN_KEY, message);
+        suggested
     }
 
     /// The whole document. Returns the spec (when buildable) and its name (when valid).
@@ -371,17 +380,20 @@ impl Parser<'_> {
         positions: PositionMap,
     ) -> (Option<RawSpec>, Option<String>) {
         let mut fields: HashMap<&str, (&Key<'_>, &Item<'_>)> = HashMap::new();
+        // Keys an unknown key was taken for (`descripton`): not reported missing as well.
+        let mut misspelt: Vec<&str> = Vec::new();
         for (key, value) in root.iter() {
             match TOP_KEYS.iter().find(|k| **k == key.get_ref().as_ref()) {
                 Some(k) => {
                     fields.insert(k, (key, value));
                 }
-                None => self.unknown_key(key, TOP_KEYS, TOP_LEVEL),
+                None => misspelt.extend(self.unknown_key(key, TOP_KEYS, TOP_LEVEL)),
             }
         }
 
         let name = match fields.get("name") {
             Some((_, v)) => self.name(v),
+            None if misspelt.contains(&"name") => None,
             None => {
                 self.missing(
                     Pos::START,
@@ -394,6 +406,7 @@ impl Parser<'_> {
         };
         let description = match fields.get("description") {
             Some((_, v)) => self.description(v),
+            None if misspelt.contains(&"description") => None,
             None => {
                 self.missing(
                     Pos::START,
@@ -405,11 +418,15 @@ impl Parser<'_> {
                 None
             }
         };
-        let system = self.system(
-            path,
-            fields.get("system").copied(),
-            fields.get("system_file").copied(),
-        );
+        let (system, system_file) = (fields.get("system"), fields.get("system_file"));
+        let system = if system.is_none()
+            && system_file.is_none()
+            && misspelt.iter().any(|k| k.starts_with("system"))
+        {
+            None
+        } else {
+            self.system(path, system.copied(), system_file.copied())
+        };
         let tools = fields
             .get("tools")
             .map_or_else(Vec::new, |(_, v)| self.tools(v));
@@ -636,7 +653,9 @@ impl Parser<'_> {
                 k @ "max_tool_result_chars_per_turn" => {
                     limits.max_tool_result_chars_per_turn = self.positive_int(k, v, u64::MAX);
                 }
-                _ => self.unknown_key(key, LIMIT_KEYS, "in [limits]"),
+                _ => {
+                    self.unknown_key(key, LIMIT_KEYS, "in [limits]");
+                }
             }
         }
         limits
@@ -779,6 +798,7 @@ impl Parser<'_> {
         let pos = self.index.pos(span.start);
         let (mut name, mut input, mut output) = (None, None, None);
         let (mut has_input, mut has_output) = (false, false);
+        let mut misspelt = Vec::new();
         for (key, v) in table.iter() {
             match key.get_ref().as_ref() {
                 "name" => name = self.string("name", v, "a string"),
@@ -790,11 +810,11 @@ impl Parser<'_> {
                     has_output = true;
                     output = self.json(v, 0).map(|j| self.located(j, v.span()));
                 }
-                _ => self.unknown_key(key, EXAMPLE_KEYS, "in [[examples]]"),
+                _ => misspelt.extend(self.unknown_key(key, EXAMPLE_KEYS, "in [[examples]]")),
             }
         }
         for (present, which) in [(has_input, "input"), (has_output, "output")] {
-            if !present {
+            if !present && !misspelt.contains(&which) {
                 self.missing(
                     pos,
                     codes::INVALID_VALUE,
@@ -935,7 +955,7 @@ mod tests {
     use crate::diag::Severity;
     use serde_json::json;
 
-    /// The example from design.md §3, verbatim.
+    /// The flagship example (`specs/research_topic.toml`, as the README shows it), verbatim.
     const DESIGN_EXAMPLE: &str = r#"name = "research_topic"            # the tool name a host sees: [A-Za-z0-9_-]{1,64}
 description = "Investigate a topic across the workspace and return findings. Not for one lookup."
 system = "You are a focused researcher. ..."   # or: system_file = "prompts/research.md"
@@ -1235,6 +1255,32 @@ output = {}
         assert!(diags[3]
             .message
             .contains("in [[examples]]; did you mean `name`?"));
+    }
+
+    #[test]
+    fn a_misspelt_key_is_not_also_reported_missing() {
+        for (from, to, line) in [
+            ("description = \"d\"", "descripton = \"d\"", 2),
+            ("name = \"s\"", "nmae = \"s\"", 1),
+            ("system = \"p\"", "sytem = \"p\"", 3),
+            ("input = {}", "inptu = {}", 9),
+        ] {
+            let src = MINIMAL.replace(from, to);
+            let (_, diags) = parse(&src);
+            assert_eq!(
+                summary(&diags),
+                [("unknown-key", line, 1)],
+                "{to}: {diags:#?}"
+            );
+            assert!(diags[0].message.contains("did you mean"), "{diags:#?}");
+        }
+        // A key that is missing outright (no near miss) is still reported.
+        let (_, diags) = parse(&MINIMAL.replace("description = \"d\"\n", "zzzzzz = 1\n"));
+        assert_eq!(
+            summary(&diags),
+            [("invalid-value", 1, 1), ("unknown-key", 2, 1)],
+            "{diags:#?}"
+        );
     }
 
     #[test]

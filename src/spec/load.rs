@@ -29,7 +29,7 @@ fn render(d: &[Diagnostic]) -> String {
         .join("\n")
 }
 
-/// Reads and builds the spec in the TOML file at `path`, as design.md §3 describes it.
+/// Reads and builds the spec in the TOML file at `path`, as `src/docs/specs.md` describes it.
 /// Unknown keys, invalid names, bad limits, schemas that do not compile, an unbounded or
 /// too-large output and invalid examples are all errors, each pointing at file:line:col.
 pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, LoadError> {

@@ -331,3 +331,66 @@ fn schema_formats() {
     let out = run(&["schema", "unknown_key/s.toml"]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// Writes `files` (name, text) into a fresh directory and checks it, as JSON.
+fn check_files(files: &[(&str, &str)]) -> (i32, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let path = dir.path().to_str().unwrap();
+    let out = run(&["check", path, "--format", "json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json output parses");
+    (
+        out.status.code().unwrap_or(-1),
+        v.as_array().cloned().unwrap_or_default(),
+    )
+}
+
+const ENUM_SPEC: &str = r#"name = "colour"
+description = "Names a colour."
+system = "Name one."
+[input]
+type = "object"
+additionalProperties = false
+[output]
+type = "string"
+enum = ["red", "green", "blue", "cyan", "magenta"]
+[[examples]]
+input = {}
+output = "yellow"
+"#;
+
+#[test]
+fn an_invalid_enum_value_lists_the_valid_ones() {
+    let (code, diags) = check_files(&[("colour.toml", ENUM_SPEC)]);
+    assert_eq!(code, 1);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    let m = diags[0]["message"].as_str().unwrap();
+    assert_eq!(diags[0]["code"], "example-invalid");
+    assert!(
+        m.ends_with(r#"/: the value is not one of "red", "green", "blue", "cyan" or "magenta""#),
+        "{m}"
+    );
+    // A long enum is still summarised rather than flooding the message.
+    let many: Vec<String> = (0..30).map(|i| format!("\"v{i}\"")).collect();
+    let long = ENUM_SPEC.replace(
+        r#"["red", "green", "blue", "cyan", "magenta"]"#,
+        &format!("[{}]", many.join(", ")),
+    );
+    let (_, diags) = check_files(&[("colour.toml", &long)]);
+    let m = diags[0]["message"].as_str().unwrap();
+    assert!(m.contains("other candidates"), "{m}");
+}
+
+#[test]
+fn a_misspelt_key_gives_one_diagnostic() {
+    let spec = ENUM_SPEC
+        .replace("description =", "descripton =")
+        .replace("\"yellow\"", "\"red\"");
+    let (code, diags) = check_files(&[("colour.toml", &spec)]);
+    assert_eq!(code, 1);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert_eq!(diags[0]["code"], "unknown-key");
+    assert_eq!(diags[0]["line"], 2);
+}

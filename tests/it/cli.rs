@@ -175,6 +175,66 @@ fn run_exit_codes() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Errors that stop a run before it starts: one `error:` line each, exit 2, and no request
+/// sent for a provider that cannot work without a key.
+#[test]
+fn run_refuses_early_with_a_plain_error() {
+    let start = |args: &[&str]| {
+        let o = Command::new(BIN)
+            .args(args)
+            .current_dir(ROOT)
+            .env_remove("SUBCONTRACT_MODEL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .output()
+            .expect("the binary runs");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let input = r#"{"claim": "The budget is charged to every ancestor."}"#;
+    // A spec file that is not there is an I/O error, not a TOML syntax error.
+    let (code, err) = start(&[
+        "run",
+        "specs/missing.toml",
+        "--model",
+        "example",
+        "--input",
+        "{}",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("error: specs/missing.toml: "), "{err}");
+    assert!(!err.contains("toml-syntax"), "{err}");
+    for (model, key) in [
+        ("openai:gpt-4.1-mini", "OPENAI_API_KEY"),
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+    ] {
+        let t = std::time::Instant::now();
+        let (code, err) = start(&[
+            "run",
+            "specs/check_claim.toml",
+            "--model",
+            model,
+            "--input",
+            input,
+        ]);
+        assert_eq!(code, Some(2), "{model}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.contains(key),
+            "{model}: {err}"
+        );
+        assert_eq!(
+            err.lines().count(),
+            1,
+            "refused before the run started: {err}"
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(10), "{model}");
+    }
+}
+
 fn completion(message: Value, finish: &str) -> Value {
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-4.1-mini",

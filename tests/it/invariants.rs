@@ -1,4 +1,4 @@
-//! One test (at least) per invariant of design.md §2, through the public API and the real
+//! One test (at least) per invariant of `src/docs/invariants.md`, through the public API and the real
 //! run loop. Each would fail if its invariant broke.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -3,8 +3,10 @@
 //! concurrent calls, and a call after all of those; then a second connection on the modern
 //! (2026-07-28, `server/discover`) lifecycle.
 //!
-//! The SDK is found at `$SUBCONTRACT_MCP_PYTHON`, else `/tmp/subcontract-mcp-venv/bin/python`
-//! (`.ci/run` installs it there); without it the client test prints SKIP and passes.
+//! The SDK is found at `$SUBCONTRACT_MCP_PYTHON` when that is set; otherwise the test keeps its
+//! own virtual environment under `target/tmp/mcp-venv` and installs the SDK there on first use
+//! (with a message on stderr). It never passes without having run the client: when the SDK
+//! cannot be had, it fails with the command that installs it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,6 +17,9 @@ use subcontract::spec::load_spec;
 
 const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
 
+/// The SDK version the client script is written against.
+const MCP_SDK: &str = "mcp==2.3.0";
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -23,18 +28,73 @@ fn fixtures() -> PathBuf {
     root().join("tests/fixtures/mcp")
 }
 
-/// A Python with the `mcp` SDK importable, or `None`.
-fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("SUBCONTRACT_MCP_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp/subcontract-mcp-venv/bin/python"));
-    let ok = Command::new(&candidate)
+fn imports_mcp(python: &Path) -> bool {
+    Command::new(python)
         .args(["-c", "import mcp"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(candidate)
+        .is_ok_and(|s| s.success())
+}
+
+/// A line on the real stderr: libtest captures `eprintln!`, and a first install takes a while.
+fn say(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "mcp client test: {line}");
+}
+
+/// Runs one setup step, its output shown.
+fn step(program: &Path, args: &[&str]) -> Result<(), String> {
+    let shown = format!("{} {}", program.display(), args.join(" "));
+    say(&shown);
+    match Command::new(program).args(args).status() {
+        Ok(s) if s.success() => Ok(()),
+        Ok(s) => Err(format!("`{shown}` failed ({s})")),
+        Err(e) => Err(format!("`{shown}` could not start: {e}")),
+    }
+}
+
+/// A Python with the `mcp` SDK importable: `$SUBCONTRACT_MCP_PYTHON`, else the test's own
+/// virtual environment, made and filled on first use. Panics with the command to run when
+/// neither works: a missing client must fail the test, not pass it unseen.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("SUBCONTRACT_MCP_PYTHON").map(PathBuf::from) {
+        assert!(
+            imports_mcp(&p),
+            "SUBCONTRACT_MCP_PYTHON={} cannot import `mcp`; install it with:\n  {} -m pip install {MCP_SDK}",
+            p.display(),
+            p.display()
+        );
+        return p;
+    }
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-venv");
+    let python = venv.join("bin/python");
+    if imports_mcp(&python) {
+        return python;
+    }
+    say(&format!(
+        "installing the MCP Python SDK ({MCP_SDK}) into {} (once)",
+        venv.display()
+    ));
+    let venv_arg = venv.to_string_lossy();
+    let made = (if python.exists() {
+        Ok(())
+    } else {
+        step(Path::new("python3"), &["-m", "venv", &venv_arg])
+    })
+    .and_then(|()| step(&python, &["-m", "pip", "install", "-q", MCP_SDK]));
+    if let Err(e) = made {
+        panic!(
+            "the real-client MCP test needs the MCP Python SDK and could not install it: {e}\n\
+             Install it with:\n  python3 -m venv {venv_arg} && {venv_arg}/bin/pip install {MCP_SDK}\n\
+             or point SUBCONTRACT_MCP_PYTHON at a Python that has it."
+        );
+    }
+    assert!(
+        imports_mcp(&python),
+        "{MCP_SDK} installed but `import mcp` fails"
+    );
+    python
 }
 
 fn example_output(spec: &str) -> Value {
@@ -62,20 +122,7 @@ fn assert_ok(call: &Value, expected: &Value, what: &str) {
 
 #[test]
 fn a_real_mcp_client_lists_calls_and_survives_failures() {
-    let Some(python) = python() else {
-        // CI installs the SDK and sets this, so a broken install fails there instead of
-        // passing unseen.
-        assert!(
-            std::env::var_os("SUBCONTRACT_REQUIRE_MCP_CLIENT").is_none(),
-            "SUBCONTRACT_REQUIRE_MCP_CLIENT is set but no Python with the `mcp` SDK was found"
-        );
-        eprintln!(
-            "SKIP mcp client test: no Python with the `mcp` SDK (set SUBCONTRACT_MCP_PYTHON or \
-             run: python3 -m venv /tmp/subcontract-mcp-venv && \
-             /tmp/subcontract-mcp-venv/bin/pip install -q mcp)"
-        );
-        return;
-    };
+    let python = python();
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = dir.path().join("trace.jsonl");
     let out = Command::new(&python)

@@ -267,41 +267,12 @@ fn openai_tool_call_message(calls: &[(&str, &str)]) -> Value {
 }
 
 /// Validates an OpenAI request body against `CreateChatCompletionRequest` of OpenAI's
-/// published OpenAPI document, when the document is there.
+/// published OpenAPI document (the request schema and what it references, kept as a fixture).
 fn validate_against_openapi(bodies: &[Value]) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/openai-openapi.yaml");
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        eprintln!(
-            "note: {} is absent; skipping validation against OpenAI's OpenAPI document",
-            path.display()
-        );
-        return;
-    };
-    // The document has bounds beyond 64 bits (`seed.minimum: -9223372036854776000`) that no
-    // YAML parser here represents as an integer: write such numbers as floats first.
-    let text: String = text
-        .lines()
-        .map(|line| {
-            let value = line.rsplit_once(": ").map(|(_, v)| v.trim()).unwrap_or("");
-            let digits = value.trim_start_matches('-');
-            if digits.len() >= 19 && digits.bytes().all(|b| b.is_ascii_digit()) {
-                format!("{line}.0\n")
-            } else {
-                format!("{line}\n")
-            }
-        })
-        .collect();
-    let doc: serde_norway::Value = serde_norway::from_str(&text).expect("OpenAPI document is YAML");
-    let doc = yaml_to_json(doc);
-    let schemas = doc
-        .pointer("/components/schemas")
-        .cloned()
-        .expect("OpenAPI document has components.schemas");
-    // Refs point at `#/components/schemas/...`: keep them where they point.
-    let root = json!({
-        "$ref": "#/components/schemas/CreateChatCompletionRequest",
-        "components": {"schemas": schemas},
-    });
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/openai/chat-completion-request.schema.json");
+    let text = std::fs::read_to_string(&path).expect("the OpenAPI fixture is in the repository");
+    let root: Value = serde_json::from_str(&text).expect("the OpenAPI fixture is JSON");
     let validator = jsonschema::validator_for(&root).expect("the request schema compiles");
     // The schema is not vacuous: a tool message without `tool_call_id` is refused.
     let wrong =
@@ -313,38 +284,6 @@ fn validate_against_openapi(bodies: &[Value]) {
     for body in bodies {
         let errors: Vec<String> = validator.iter_errors(body).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:#?}\nbody: {body:#}");
-    }
-}
-
-/// YAML to JSON; integers beyond 64 bits (the document has `seed.minimum: -9223372036854776000`)
-/// become floats, which serde_json's direct deserializer refuses.
-fn yaml_to_json(v: serde_norway::Value) -> Value {
-    use serde_norway::Value as Y;
-    match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                json!(i)
-            } else if let Some(u) = n.as_u64() {
-                json!(u)
-            } else {
-                n.as_f64().map_or(Value::Null, |f| json!(f))
-            }
-        }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(yaml_to_json).collect()),
-        Y::Mapping(map) => Value::Object(
-            map.into_iter()
-                .filter_map(|(k, v)| match k {
-                    Y::String(k) => Some((k, yaml_to_json(v))),
-                    Y::Number(n) => Some((n.to_string(), yaml_to_json(v))),
-                    Y::Bool(b) => Some((b.to_string(), yaml_to_json(v))),
-                    _ => None,
-                })
-                .collect(),
-        ),
-        Y::Tagged(t) => yaml_to_json(t.value),
     }
 }
 

@@ -1,4 +1,5 @@
-//! TOML specs load exactly as design.md §3 describes, and the project's own specs hold.
+//! TOML specs load exactly as the spec reference (`src/docs/specs.md`) describes, and the
+//! project's own specs hold.
 
 use std::path::Path;
 
@@ -110,4 +111,73 @@ fn per_turn_tool_limits_load_with_defaults() {
         matches!(built, Err(subcontract::SpecError::BadLimits { .. })),
         "{built:?}"
     );
+}
+
+/// The ```toml blocks of a Markdown document, in order.
+fn toml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```toml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), text) => {
+                block.push_str(text);
+                block.push('\n');
+            }
+            (None, _) => {}
+        }
+    }
+    blocks
+}
+
+/// Every TOML snippet of the spec reference (`src/docs/specs.md`) loads as what it documents:
+/// the spec, the `--tools` catalogue and the `--prices` file, and so do the shipped files the
+/// README's commands use.
+#[test]
+fn the_spec_reference_snippets_parse() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("src/docs/specs.md")).unwrap();
+    let blocks = toml_blocks(&doc);
+    assert_eq!(blocks.len(), 3, "spec, catalogue, prices");
+
+    let spec = subcontract::spec::load_spec_str(Path::new("specs/doc.toml"), &blocks[0])
+        .unwrap_or_else(|e| panic!("the documented spec loads:\n{e}"));
+    assert_eq!(spec.name(), "research_topic");
+    assert_eq!(spec.model(), Some("openai:gpt-4.1-mini"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let catalogue = dir.path().join("catalogue.toml");
+    std::fs::write(&catalogue, &blocks[1]).unwrap();
+    let tools = subcontract::check::load_catalogue(&catalogue).expect("documented catalogue");
+    assert_eq!(tools[0].name, "web_search");
+    let shipped = subcontract::check::load_catalogue(&root.join("examples/catalogue.toml"))
+        .expect("shipped catalogue");
+    assert_eq!(shipped[0].name, "web_search");
+
+    let prices = subcontract::model::PriceTable::from_toml_str(&blocks[2]).expect("prices");
+    let local = prices.get("openai:llama3.1").expect("documented price");
+    assert_eq!(local.input_per_mtok.to_string(), "0.10");
+    // The format the reference warns about is refused, naming the key it expects.
+    let wrong = "[models.\"openai:x\"]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"1\"\n";
+    let err = subcontract::model::PriceTable::from_toml_str(wrong).unwrap_err();
+    assert!(err.to_string().contains("unknown field"), "{err}");
+
+    // The README's input files match their specs' input contracts.
+    for (spec, input) in [
+        ("specs/research_topic.toml", "examples/question.json"),
+        ("specs/review_diff.toml", "examples/diff.json"),
+    ] {
+        let spec = subcontract::spec::load_spec(root.join(spec)).unwrap();
+        let text = std::fs::read_to_string(root.join(input)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            spec.input_contract().validate(&value).is_ok(),
+            "{input} does not fit {}",
+            spec.name()
+        );
+    }
 }

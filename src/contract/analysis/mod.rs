@@ -93,7 +93,7 @@ pub enum UnboundedKind {
 }
 
 impl UnboundedKind {
-    /// The stable diagnostic code `subcontract check` reports for this kind (design.md §4).
+    /// The stable diagnostic code `subcontract check` reports for this kind (`src/docs/invariants.md`).
     pub fn code(self) -> &'static str {
         use crate::diag::codes;
         match self {
