@@ -1,8 +1,27 @@
-//! The command line's own pieces, over the library's public API: running one spec, serving
-//! specs over MCP, and the models that only the command line names (`example`, `replay:`).
+//! The command line's own pieces, over the library's public API: one module per command
+//! (its arguments and its work), the models only the command line names (`example`,
+//! `replay:`), and the stderr log.
 
+pub mod check;
 pub mod example_model;
+pub mod log;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 pub mod resolve;
 pub mod run;
+pub mod schema;
+pub mod trace;
+
+/// Exit code: success (every contract holds, a valid output).
+pub const OK: u8 = 0;
+/// Exit code: violations found, or a run that ended without an output.
+pub const VIOLATIONS: u8 = 1;
+/// Exit code: usage or I/O error.
+pub const USAGE: u8 = 2;
+
+/// Writes to stdout without panicking when the reader went away (`| head`).
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}

@@ -14,6 +14,7 @@ use subcontract::tool::ToolSet;
 use subcontract::{Ctx, RunResult, SubAgentSpec};
 
 use super::resolve::resolve_model;
+use super::{emit, OK, USAGE, VIOLATIONS};
 
 /// What to run and how.
 #[derive(Debug, Clone)]
@@ -138,4 +139,170 @@ pub async fn run_spec(
         .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
         .build();
     Ok(specs[0].run_child(&opts.input, &ctx).await)
+}
+
+/// Arguments of `run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The spec file (.toml); specs beside it can be called as sub-agents.
+    spec: PathBuf,
+    /// The input: JSON text, or @FILE to read it from a file.
+    #[arg(long, value_name = "JSON|@FILE")]
+    input: String,
+    /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
+    /// API root (OpenAI-compatible: with /v1; Anthropic: without).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Root of the read-only workspace tools.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    workspace: PathBuf,
+    /// Write the run's events as JSON Lines (render with `subcontract trace`).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Record the model exchanges, to replay offline with --model replay:FILE.
+    #[arg(long, value_name = "FILE")]
+    record: Option<PathBuf>,
+    /// Extra or overriding model prices (TOML, USD per million tokens).
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
+}
+
+/// Runs `run`; returns the exit code. `quiet`: no progress lines, only the outcome.
+pub fn main(args: RunArgs, quiet: bool) -> u8 {
+    let RunArgs {
+        spec,
+        input,
+        model,
+        base_url,
+        workspace,
+        trace,
+        record,
+        prices,
+    } = args;
+    let text = match input.strip_prefix('@') {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("error: --input @{path}: {e}");
+                return USAGE;
+            }
+        },
+        None => input,
+    };
+    let input: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: --input is not JSON: {e}");
+            return USAGE;
+        }
+    };
+    let Some(model) = model.or_else(|| std::env::var("SUBCONTRACT_MODEL").ok()) else {
+        eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
+        return USAGE;
+    };
+    let opts = RunOptions {
+        spec,
+        input,
+        model,
+        base_url,
+        workspace,
+        trace,
+        record,
+        prices,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return USAGE;
+        }
+    };
+    let progress: Option<std::sync::Arc<dyn subcontract::EventSink>> = if quiet {
+        None
+    } else {
+        Some(std::sync::Arc::new(Progress))
+    };
+    match runtime.block_on(run_spec(&opts, progress)) {
+        // Spec diagnostics carry their own `file:line:col: error[code]:` prefix.
+        Err(e @ RunnerError::Spec(_)) => {
+            eprintln!("{e}");
+            USAGE
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            USAGE
+        }
+        Ok(r) => {
+            eprintln!(
+                "{}: {} after {} turn(s), {} in / {} out tokens, {} USD in all, {:.0} ms",
+                r.run_id,
+                r.outcome,
+                r.turns,
+                r.usage.input_tokens,
+                r.usage.output_tokens,
+                r.total_cost_usd.round_dp(6).normalize(),
+                r.duration.as_secs_f64() * 1000.0
+            );
+            match (r.outcome, r.output) {
+                (subcontract::Outcome::Completed, Some(mut out)) => {
+                    // stdout leaves the process too: an output that quotes a key loses it.
+                    subcontract::redact::redact_value(&mut out);
+                    emit(&format!("{out}\n"));
+                    OK
+                }
+                (_, _) => {
+                    eprintln!(
+                        "error: {}",
+                        r.error.unwrap_or_else(|| r.outcome.to_string())
+                    );
+                    VIOLATIONS
+                }
+            }
+        }
+    }
+}
+
+/// Progress on stderr: one line per model call, tool call and finished run.
+struct Progress;
+
+impl subcontract::EventSink for Progress {
+    fn emit(&self, e: &subcontract::Event) {
+        use subcontract::EventKind;
+        match &e.kind {
+            EventKind::Started { model } => eprintln!("[{}] started ({model})", e.run_id),
+            EventKind::ModelCall {
+                turn, usage, error, ..
+            } => match error {
+                Some(err) => eprintln!("[{}] turn {turn}: model error: {err}", e.run_id),
+                None => eprintln!(
+                    "[{}] turn {turn}: {} in / {} out tokens",
+                    e.run_id, usage.input_tokens, usage.output_tokens
+                ),
+            },
+            EventKind::ToolCall {
+                turn,
+                tool,
+                is_error,
+                ..
+            } => eprintln!(
+                "[{}] turn {turn}: {tool}{}",
+                e.run_id,
+                if *is_error { " (error)" } else { "" }
+            ),
+            EventKind::OutputRejected { turn, violations } => {
+                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                eprintln!(
+                    "[{}] turn {turn}: output rejected: {}",
+                    e.run_id,
+                    all.join("; ")
+                )
+            }
+            EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
+        }
+    }
 }

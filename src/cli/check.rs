@@ -1,0 +1,77 @@
+//! `subcontract check`: every spec's contracts, rendered for a person, a program or GitHub.
+
+use std::path::PathBuf;
+
+use clap::ValueEnum;
+use subcontract::check::{self, render, CheckOptions};
+use subcontract::DEFAULT_MAX_DEPTH;
+
+use super::{emit, OK, USAGE, VIOLATIONS};
+
+/// Arguments of `check`.
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// Spec files or directories (searched recursively for *.toml).
+    #[arg(default_value = "specs/")]
+    paths: Vec<PathBuf>,
+    /// A TOML catalogue of further tools specs may name ([[tool]] name, description, input).
+    #[arg(long, value_name = "FILE")]
+    tools: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    format: CheckFormat,
+    /// Fail on warnings too.
+    #[arg(long)]
+    deny_warnings: bool,
+    /// Deepest sub-agent depth allowed (the host is depth 0).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DEPTH)]
+    max_depth: u32,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum CheckFormat {
+    Human,
+    Json,
+    Github,
+}
+
+/// Runs `check`; returns the exit code.
+pub fn main(args: CheckArgs) -> u8 {
+    let CheckArgs {
+        paths,
+        tools,
+        format,
+        deny_warnings,
+        max_depth,
+    } = args;
+    let catalogue = match tools.as_deref().map(check::load_catalogue).transpose() {
+        Ok(c) => c.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    let opts = CheckOptions {
+        catalogue,
+        max_depth,
+        deny_warnings,
+    };
+    let report = match check::check_paths(&paths, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    let format = match format {
+        CheckFormat::Human => render::Format::Human,
+        CheckFormat::Json => render::Format::Json,
+        CheckFormat::Github => render::Format::Github,
+    };
+    emit(&render::render(&report, format));
+    if report.failed() {
+        VIOLATIONS
+    } else {
+        OK
+    }
+}
