@@ -130,7 +130,7 @@ fn call(name: &str, args: String, id: String) -> ModelResponse {
         tool_calls: vec![ToolCall {
             id,
             name: name.into(),
-            arguments: Value::String(args),
+            arguments: subcontract::model::Arguments::Text(args),
         }],
         usage: usage(),
         stop_reason: StopReason::ToolUse,
@@ -388,7 +388,9 @@ impl Model for Parent {
                 .map(|k| ToolCall {
                     id: format!("p{k}"),
                     name: "research".into(),
-                    arguments: Value::String(format!("{{\"query\": \"q{k}\"}}")),
+                    arguments: subcontract::model::Arguments::Text(format!(
+                        "{{\"query\": \"q{k}\"}}"
+                    )),
                 })
                 .collect();
             return Ok(ModelResponse {

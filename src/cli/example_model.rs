@@ -54,7 +54,7 @@ impl Model for ExampleModel {
                 tool_calls: vec![ToolCall {
                     id: "example_1".into(),
                     name: SUBMIT_TOOL.into(),
-                    arguments: output.clone(),
+                    arguments: output.clone().into(),
                 }],
                 usage: Usage::default(),
                 stop_reason: StopReason::ToolUse,

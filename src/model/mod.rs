@@ -31,13 +31,77 @@ pub struct ToolCall {
     pub id: String,
     /// The tool's name.
     pub name: String,
-    /// The arguments, as the model sent them: a JSON value, or JSON text held as a JSON
-    /// string. Both HTTP providers hand over the text as it arrived (OpenAI's `arguments`,
-    /// Anthropic's `input`). The run loop parses text when it handles the call, so text that is not JSON goes back to the
-    /// model as an error instead of failing the run, and a submitted output is checked and
-    /// decoded on its text without building a `Value` first. Text is read once: text that
-    /// encodes a string (a double-encoded object) is that string, and fails an object schema.
-    pub arguments: Value,
+    /// The arguments, as the model sent them.
+    pub arguments: Arguments,
+}
+
+/// A tool call's arguments as the model sent them: the text a provider delivered, or a value.
+///
+/// Both HTTP providers hand over the text as it arrived (OpenAI's `arguments`, Anthropic's
+/// `input`). The run loop parses it when it handles the call, so text that is not JSON goes
+/// back to the model as an error instead of failing the run, and a submitted output is checked
+/// and decoded on its text without building a `Value` first. Text is read once: text that
+/// encodes a string (a double-encoded object) is that string, and fails an object schema.
+///
+/// Recorded (`--record`, replay files) as the JSON string of the text or as the value itself,
+/// so a string in a recording reads back as text.
+///
+/// ```
+/// use serde_json::json;
+/// use subcontract::model::Arguments;
+///
+/// let text = Arguments::Text(r#"{"path": "src/lib.rs"}"#.into());
+/// assert_eq!(text.parse().unwrap().as_ref(), &json!({"path": "src/lib.rs"}));
+/// assert!(Arguments::Text("{\"path\":".into()).parse().is_err());
+/// // A JSON string given as a value is text, as a provider would have delivered it.
+/// assert_eq!(Arguments::from(json!("{}")), Arguments::Text("{}".into()));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Arguments {
+    /// JSON text exactly as the provider delivered it; it may not even be JSON.
+    Text(String),
+    /// A JSON value (scripted and example models, a server that sent an object).
+    Value(Value),
+}
+
+impl Arguments {
+    /// The arguments as a JSON value, borrowed when they already are one; for text that is
+    /// not JSON, the message the model gets back.
+    pub fn parse(&self) -> Result<std::borrow::Cow<'_, Value>, String> {
+        match self {
+            Arguments::Text(s) => serde_json::from_str(s)
+                .map(std::borrow::Cow::Owned)
+                .map_err(|e| crate::contract::not_json(s, &e)),
+            Arguments::Value(v) => Ok(std::borrow::Cow::Borrowed(v)),
+        }
+    }
+
+    /// Bytes of the arguments as a provider is sent them: text as it is, a value compact.
+    pub(crate) fn sent_len(&self) -> usize {
+        match self {
+            Arguments::Text(s) => s.len(),
+            Arguments::Value(v) => crate::json::compact_bytes(v),
+        }
+    }
+
+    /// The value itself; text is parsed, and text that is not JSON is a JSON string.
+    pub fn into_value(self) -> Value {
+        match self {
+            Arguments::Text(s) => serde_json::from_str(&s).unwrap_or(Value::String(s)),
+            Arguments::Value(v) => v,
+        }
+    }
+}
+
+impl From<Value> for Arguments {
+    /// A JSON string is text, as a provider delivers it; any other value is itself.
+    fn from(v: Value) -> Self {
+        match v {
+            Value::String(s) => Arguments::Text(s),
+            v => Arguments::Value(v),
+        }
+    }
 }
 
 /// The result of one tool call, sent back to the model.

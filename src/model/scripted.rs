@@ -43,7 +43,7 @@ impl ScriptStep {
             .map(|(i, (name, arguments))| ToolCall {
                 id: format!("call_{i}"),
                 name,
-                arguments,
+                arguments: arguments.into(),
             })
             .collect();
         Self::ok(ModelResponse {

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::http::{ProviderConfig, Transport};
 use super::usage::token_count;
 use crate::model::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
+    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
 
 /// The default API root (without `/v1`, as Anthropic's SDKs take it).
@@ -66,12 +66,8 @@ impl AnthropicModel {
                         // `input` must be an object. Arguments held as text (as this provider
                         // and OpenAI's hand them over) are parsed; anything but an object (text
                         // that is not JSON) is wrapped.
-                        let parsed = match &c.arguments {
-                            Value::String(text) => serde_json::from_str(text).ok(),
-                            _ => None,
-                        };
-                        let input = match parsed.as_ref().unwrap_or(&c.arguments) {
-                            v @ Value::Object(_) => v.clone(),
+                        let input = match c.arguments.parse() {
+                            Ok(v) if v.is_object() => v.into_owned(),
                             _ => json!({ "raw_arguments": c.arguments }),
                         };
                         blocks.push(json!({
@@ -179,7 +175,7 @@ impl AnthropicModel {
                         name,
                         // The input's JSON text as sent: the run loop checks a submitted
                         // output on it without building a `Value`.
-                        arguments: Value::String(input.get().to_owned()),
+                        arguments: Arguments::Text(input.get().to_owned()),
                     });
                 }
                 // Thinking and other block types carry nothing the run loop uses.

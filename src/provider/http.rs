@@ -211,26 +211,13 @@ impl Transport {
         &self.config
     }
 
-    /// POSTs `body` to `path` with `headers` (marked sensitive), retrying as configured, and
-    /// returns the parsed JSON answer of a 2xx response.
-    pub(crate) async fn post_json(
-        &self,
-        path: &str,
-        headers: Vec<(HeaderName, String)>,
-        body: &Value,
-    ) -> Result<Value, ModelError> {
-        let answer = self.post(path, headers, body).await?;
-        // Not retried: a server that answers with something other than JSON will again.
-        serde_json::from_slice(&answer).map_err(|e| self.invalid_json(&e, answer.len()))
-    }
-
     /// The error for an answer that is not the JSON expected (`bytes` long).
     pub(crate) fn invalid_json(&self, e: &serde_json::Error, bytes: usize) -> ModelError {
         self.malformed(format!("invalid JSON ({e}) in {bytes} bytes"))
     }
 
-    /// [`post_json`](Self::post_json) without the parse: the body of a 2xx answer, for a
-    /// provider that reads it into its own types.
+    /// POSTs `body` to `path` with `headers` (marked sensitive), retrying as configured, and
+    /// returns the body of a 2xx answer, which each provider reads into its own types.
     pub(crate) async fn post(
         &self,
         path: &str,

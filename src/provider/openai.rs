@@ -3,12 +3,16 @@
 
 use async_trait::async_trait;
 use reqwest::header::AUTHORIZATION;
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
 use super::http::{ProviderConfig, Transport};
 use super::usage::token_count;
 use crate::model::{
-    Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
+    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
 };
 
 /// The default API root.
@@ -105,10 +109,9 @@ impl OpenAiModel {
                                         // literal, which servers that parse `arguments`
                                         // (chat templates) accept.
                                         "arguments": match &c.arguments {
-                                            Value::String(text) if is_json(text) => {
-                                                text.clone()
-                                            }
-                                            v => v.to_string(),
+                                            Arguments::Text(t) if is_json(t) => t.clone(),
+                                            Arguments::Text(t) => Value::from(t.as_str()).to_string(),
+                                            Arguments::Value(v) => v.to_string(),
                                         },
                                     },
                                 })
@@ -178,36 +181,34 @@ impl OpenAiModel {
         Value::Object(body)
     }
 
-    fn parse(&self, body: &Value) -> Result<ModelResponse, ModelError> {
+    fn parse(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
         let malformed = |m: &str| self.transport.malformed(m);
-        let choice = body
-            .get("choices")
-            .and_then(Value::as_array)
-            .and_then(|c| c.first())
-            .ok_or_else(|| malformed("no `choices[0]`"))?;
-        let message = choice
-            .get("message")
-            .and_then(Value::as_object)
-            .ok_or_else(|| malformed("no `choices[0].message`"))?;
-        let text = match message.get("content") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) if s.is_empty() => None,
-            Some(Value::String(s)) => Some(s.clone()),
-            Some(_) => return Err(malformed("`message.content` is not a string")),
-        };
-        let mut tool_calls = Vec::new();
-        match message.get("tool_calls") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(calls)) => {
-                for call in calls {
-                    tool_calls.push(parse_tool_call(call).ok_or_else(|| {
-                        malformed("a tool call lacks `id`, `function.name` or `function.arguments`")
-                    })?);
-                }
+        let reply: Completion<'_> = serde_json::from_slice(body).map_err(|e| {
+            if e.is_data() {
+                // JSON, but not a Chat Completions answer (no `choices`, a content that is
+                // not a string, a tool call without its function).
+                self.transport
+                    .malformed(format!("not a Chat Completions answer ({e})"))
+            } else {
+                self.transport.invalid_json(&e, body.len())
             }
-            Some(_) => return Err(malformed("`message.tool_calls` is not an array")),
-        }
-        let stop_reason = match choice.get("finish_reason").and_then(Value::as_str) {
+        })?;
+        let Some(choice) = reply.choices.into_iter().next() else {
+            return Err(malformed("no `choices[0]`"));
+        };
+        let text = choice.message.content.filter(|s| !s.is_empty());
+        let tool_calls: Vec<ToolCall> = choice
+            .message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| ToolCall {
+                id: c.id,
+                name: c.function.name,
+                arguments: arguments(c.function.arguments),
+            })
+            .collect();
+        let stop_reason = match choice.finish_reason.as_deref() {
             Some("length") => StopReason::MaxTokens,
             // Some compatible servers say "stop" even when they made tool calls.
             _ if !tool_calls.is_empty() => StopReason::ToolUse,
@@ -217,18 +218,19 @@ impl OpenAiModel {
         };
         // Local servers may omit usage; it then counts as zero. A count that is there is read
         // faithfully or the answer is malformed: never free because of its form.
-        let usage = match body.get("usage") {
-            None | Some(Value::Null) => Usage::default(),
-            Some(u @ Value::Object(_)) => {
+        let usage = match reply.usage {
+            None => Usage::default(),
+            Some(u) => {
                 let count = |path: &str, v: Option<&Value>| {
                     token_count(v).map_err(|e| malformed(&format!("`usage.{path}` {e}")))
                 };
-                let input = count("prompt_tokens", u.get("prompt_tokens"))?;
+                let input = count("prompt_tokens", u.prompt_tokens.as_ref())?;
                 // Cached tokens are part of `prompt_tokens`, priced lower.
                 let cached = count(
                     "prompt_tokens_details.cached_tokens",
-                    u.get("prompt_tokens_details")
-                        .and_then(|d| d.get("cached_tokens")),
+                    u.prompt_tokens_details
+                        .as_ref()
+                        .and_then(|d| d.cached_tokens.as_ref()),
                 )?;
                 if cached > input {
                     return Err(malformed(
@@ -237,12 +239,11 @@ impl OpenAiModel {
                 }
                 Usage {
                     input_tokens: input,
-                    output_tokens: count("completion_tokens", u.get("completion_tokens"))?,
+                    output_tokens: count("completion_tokens", u.completion_tokens.as_ref())?,
                     cache_read_tokens: cached,
                     cache_write_tokens: 0,
                 }
             }
-            Some(_) => return Err(malformed("`usage` is not an object")),
         };
         Ok(ModelResponse {
             text,
@@ -253,29 +254,77 @@ impl OpenAiModel {
     }
 }
 
+/// A Chat Completions answer: only what the run loop uses.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    #[serde(borrow)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<ReplyUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    message: ReplyMessage<'a>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct ReplyMessage<'a> {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ReplyCall<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ReplyCall<'a> {
+    id: String,
+    #[serde(borrow)]
+    function: ReplyFunction<'a>,
+}
+
+#[derive(Deserialize)]
+struct ReplyFunction<'a> {
+    name: String,
+    /// A JSON string holding JSON text, as OpenAI sends it; some compatible servers send the
+    /// object itself. Kept raw, so the text is read once, by [`arguments`].
+    #[serde(borrow)]
+    arguments: &'a RawValue,
+}
+
+/// Token counts, read by [`token_count`] (a missing or null count is 0).
+#[derive(Deserialize)]
+struct ReplyUsage {
+    #[serde(default)]
+    prompt_tokens: Option<Value>,
+    #[serde(default)]
+    completion_tokens: Option<Value>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<Value>,
+}
+
+/// A call's arguments as the text the model sent: the string's contents (empty text is no
+/// arguments, `{}`), or the JSON text of anything else a server put there. The run loop parses
+/// the text when it handles the call, and checks a submitted output on the text itself.
+fn arguments(raw: &RawValue) -> Arguments {
+    match serde_json::from_str::<Cow<'_, str>>(raw.get()) {
+        Ok(s) if s.trim().is_empty() => Arguments::Value(Value::Object(Map::new())),
+        Ok(s) => Arguments::Text(s.into_owned()),
+        Err(_) => Arguments::Text(raw.get().to_owned()),
+    }
+}
+
 /// Whether `text` is one JSON document (checked without building it).
 fn is_json(text: &str) -> bool {
     serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
-}
-
-/// One `tool_calls[]` entry. `arguments` is a JSON text, kept as the text (a JSON string):
-/// the run loop parses it when it handles the call, and checks a submitted output on the
-/// text itself.
-fn parse_tool_call(call: &Value) -> Option<ToolCall> {
-    let id = call.get("id")?.as_str()?.to_string();
-    let function = call.get("function")?;
-    let name = function.get("name")?.as_str()?.to_string();
-    let arguments = match function.get("arguments")? {
-        Value::String(raw) if raw.trim().is_empty() => Value::Object(Map::new()),
-        Value::String(raw) => Value::String(raw.clone()),
-        // Some compatible servers send the object itself.
-        other => other.clone(),
-    };
-    Some(ToolCall {
-        id,
-        name,
-        arguments,
-    })
 }
 
 #[async_trait]
@@ -292,25 +341,78 @@ impl Model for OpenAiModel {
         }
         let answer = self
             .transport
-            .post_json("/chat/completions", headers, &body)
+            .post("/chat/completions", headers, &body)
             .await?;
         let mut response = self.parse(&answer)?;
         if self.strict {
             for call in &mut response.tool_calls {
                 if let Some(t) = request.tools.iter().find(|t| *t.name == *call.name) {
                     // The nulls are stripped from the value; text that is not JSON stays text.
-                    if let Value::String(text) = &call.arguments {
-                        if let Ok(v) = serde_json::from_str(text) {
-                            call.arguments = v;
-                        }
+                    if let Ok(mut v) = call.arguments.parse().map(Cow::into_owned) {
+                        crate::provider::dialect::strip_optional_nulls(&t.input_schema, &mut v);
+                        call.arguments = Arguments::Value(v);
                     }
-                    crate::provider::dialect::strip_optional_nulls(
-                        &t.input_schema,
-                        &mut call.arguments,
-                    );
                 }
             }
         }
         Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> OpenAiModel {
+        OpenAiModel::new("m", ProviderConfig::new("http://127.0.0.1:9/v1")).expect("a client")
+    }
+
+    fn call_with(arguments: &str) -> String {
+        format!(
+            r#"{{"choices": [{{"message": {{"content": null, "tool_calls": [{{"id": "c1",
+               "type": "function", "function": {{"name": "t", "arguments": {arguments}}}}}]}},
+               "finish_reason": "tool_calls"}}]}}"#
+        )
+    }
+
+    /// Arguments are the text the model sent, read once: a JSON string's contents, empty
+    /// text as no arguments, and an object a server sent as is as its own JSON text.
+    #[test]
+    fn arguments_are_kept_as_the_text_sent() {
+        let m = model();
+        for (wire, expected) in [
+            (
+                r#""{\"path\": \"a\"}""#,
+                Arguments::Text(r#"{"path": "a"}"#.into()),
+            ),
+            (r#""{\"path\":""#, Arguments::Text(r#"{"path":"#.into())),
+            (r#""  ""#, Arguments::Value(json!({}))),
+            (
+                r#"{"path": "a"}"#,
+                Arguments::Text(r#"{"path": "a"}"#.into()),
+            ),
+        ] {
+            let r = m.parse(call_with(wire).as_bytes()).expect("an answer");
+            assert_eq!(r.tool_calls[0].arguments, expected, "{wire}");
+            assert_eq!(r.stop_reason, StopReason::ToolUse);
+        }
+    }
+
+    /// JSON that is not a Chat Completions answer is malformed, saying what is wrong.
+    #[test]
+    fn wrong_shapes_are_malformed() {
+        let m = model();
+        for body in [
+            r#"{"choices": []}"#,
+            r#"{"choices": [{"message": {"content": 5}}]}"#,
+            r#"{"choices": [{"message": {"tool_calls": [{"id": "c"}]}}]}"#,
+            r#"{"error": "x"}"#,
+        ] {
+            let e = m.parse(body.as_bytes()).expect_err(body);
+            assert!(
+                matches!(e, ModelError::MalformedResponse { .. }),
+                "{body}: {e:?}"
+            );
+        }
     }
 }

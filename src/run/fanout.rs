@@ -2,7 +2,6 @@
 //! limit, ordinary tools in call order, every call settled, and what one turn may add to the
 //! conversation bounded.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,18 +17,6 @@ use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
 use crate::spec::core::{OutputMode, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
-
-/// Arguments as a JSON value, borrowed when they already are one. Providers pass arguments
-/// that were not valid JSON as a string, so that the model hears about it instead of the run
-/// failing.
-fn normalize_args(args: &Value) -> Result<Cow<'_, Value>, String> {
-    match args {
-        Value::String(s) => serde_json::from_str(s)
-            .map(Cow::Owned)
-            .map_err(|e| crate::contract::not_json(s, &e)),
-        v => Ok(Cow::Borrowed(v)),
-    }
-}
 
 /// Where one tool call of a response stands. One slot per call, in call order, so a turn
 /// of ordinary tool calls needs no list beyond this one and the results.
@@ -98,7 +85,7 @@ pub(super) async fn run_tool_calls(
             ))));
             continue;
         };
-        let args = match normalize_args(&c.arguments) {
+        let args = match c.arguments.parse() {
             // The call stays in the history, so the tool gets its own copy.
             Ok(a) => a.into_owned(),
             Err(msg) => {

@@ -12,7 +12,9 @@ use super::{cancelled, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::EventKind;
-use crate::model::{Message, ModelRequest, ModelResponse, ToolDefinition, Usage, SUBMIT_TOOL};
+use crate::model::{
+    Arguments, Message, ModelRequest, ModelResponse, ToolDefinition, Usage, SUBMIT_TOOL,
+};
 use crate::outcome::Outcome;
 use crate::spec::core::{with_value, OutputMode, OutputText, SpecCore};
 use crate::tool::ToolOutput;
@@ -46,14 +48,7 @@ fn message_bytes(m: &Message) -> usize {
                 text.as_ref().map_or(0, String::len)
                     + tool_calls
                         .iter()
-                        .map(|c| {
-                            // Arguments held as text are sent as that text.
-                            let args = match &c.arguments {
-                                Value::String(text) => text.len(),
-                                v => crate::json::compact_bytes(v),
-                            };
-                            c.id.len() + c.name.len() + args
-                        })
+                        .map(|c| c.id.len() + c.name.len() + c.arguments.sent_len())
                         .sum::<usize>()
             }
             Message::ToolResults { results, note } => {
@@ -242,8 +237,8 @@ pub(super) async fn turns(
             let checked = match &tool_calls[i].arguments {
                 // Arguments as text, as providers receive them: checked on the text itself,
                 // so a typed output is decoded from it without ever becoming a `Value`.
-                Value::String(s) => spec.accept_output_json(s, text_out).map(|a| (a, false)),
-                v => spec.accept_output(v, text_out).map(|a| (a, true)),
+                Arguments::Text(s) => spec.accept_output_json(s, text_out).map(|a| (a, false)),
+                Arguments::Value(v) => spec.accept_output(v, text_out).map(|a| (a, true)),
             };
             match checked {
                 Ok(((t, d), from_value)) => {
@@ -256,7 +251,7 @@ pub(super) async fn turns(
                     // The run ends here, so the calls are not kept: an output the provider
                     // sent as an object is moved out, not copied.
                     let d = if from_value {
-                        with_value(d, || tool_calls.swap_remove(i).arguments)
+                        with_value(d, || tool_calls.swap_remove(i).arguments.into_value())
                     } else {
                         d
                     };

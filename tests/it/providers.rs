@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use subcontract::model::{
-    Message, Model, ModelError, ModelRequest, StopReason, ToolCall, ToolDefinition, ToolResult,
+    Arguments, Message, Model, ModelError, ModelRequest, StopReason, ToolCall, ToolDefinition,
+    ToolResult,
 };
 use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -213,14 +214,14 @@ fn conversation(turn: usize) -> Vec<Message> {
                 ToolCall {
                     id: "call_1".into(),
                     name: "read_file".into(),
-                    arguments: json!({"path": "src/lib.rs"}),
+                    arguments: Arguments::Value(json!({"path": "src/lib.rs"})),
                 },
                 // Held as text, as the OpenAI provider hands arguments over: OpenAI gets the
                 // text back verbatim, Anthropic an `input` object.
                 ToolCall {
                     id: "call_2".into(),
                     name: "read_file".into(),
-                    arguments: Value::String(r#"{"path": "missing.rs"}"#.into()),
+                    arguments: Arguments::Text(r#"{"path": "missing.rs"}"#.into()),
                 },
             ],
         });
@@ -330,7 +331,7 @@ async fn openai_three_turn_tool_exchange() {
     assert_eq!(r1.tool_calls[0].id, "call_1");
     assert_eq!(r1.tool_calls[0].name, "read_file");
     // Kept as the text the model sent; the run loop parses it when it handles the call.
-    let Value::String(args) = &r1.tool_calls[0].arguments else {
+    let Arguments::Text(args) = &r1.tool_calls[0].arguments else {
         panic!("arguments kept as text: {:?}", r1.tool_calls[0].arguments);
     };
     assert_eq!(
@@ -455,7 +456,7 @@ async fn openai_invalid_arguments_pass_through_as_a_string() {
         .complete(request(&messages, &tools))
         .await
         .expect("turn");
-    assert_eq!(r.tool_calls[0].arguments, Value::String(raw.to_string()));
+    assert_eq!(r.tool_calls[0].arguments, Arguments::Text(raw.to_string()));
     // The repair turn: the bad call goes back with an error result.
     messages.push(Message::Assistant {
         text: None,
@@ -534,7 +535,7 @@ async fn anthropic_three_turn_tool_exchange() {
     assert_eq!(r1.tool_calls.len(), 2);
     assert_eq!(r1.tool_calls[1].id, "toolu_2");
     // `input` is kept as the JSON text it arrived as.
-    let Value::String(input) = &r1.tool_calls[0].arguments else {
+    let Arguments::Text(input) = &r1.tool_calls[0].arguments else {
         panic!("input kept as text: {:?}", r1.tool_calls[0].arguments);
     };
     assert_eq!(
@@ -648,7 +649,7 @@ async fn anthropic_repair_turn_round_trips_the_bad_call() {
             tool_calls: vec![ToolCall {
                 id: "toolu_9".into(),
                 name: "read_file".into(),
-                arguments: Value::String("{\"path\":".into()),
+                arguments: Arguments::Text("{\"path\":".into()),
             }],
         },
         Message::ToolResults {
@@ -1012,7 +1013,10 @@ async fn openai_strict_mode_sends_the_strict_dialect_and_strips_its_nulls() {
         .complete(request(&convo, &tools))
         .await
         .expect("a response");
-    assert_eq!(r.tool_calls[0].arguments, json!({"path": "src/lib.rs"}));
+    assert_eq!(
+        r.tool_calls[0].arguments,
+        Arguments::Value(json!({"path": "src/lib.rs"}))
+    );
     let body = &server.received()[0].body;
     let f = &body["tools"][0]["function"];
     assert_eq!(f["strict"], true);
