@@ -8,12 +8,12 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::fanout::run_tool_calls;
-use super::{cancelled, LoopState, TurnsResult};
+use super::{cancelled, Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::{
-    Arguments, Message, ModelRequest, ModelResponse, ToolDefinition, Usage, SUBMIT_TOOL,
+    Arguments, Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Outcome;
 use crate::spec::core::{with_value, OutputMode, OutputText, SpecCore};
@@ -61,30 +61,52 @@ fn message_bytes(m: &Message) -> usize {
         }
 }
 
-pub(super) async fn turns(
-    spec: &SpecCore,
-    input: Value,
-    ctx: &Ctx,
-    text_out: OutputText,
-    st: &mut LoopState,
-) -> TurnsResult {
-    // Offered tools: the spec's, each held by the context (a child holds exactly these).
-    // Definitions are shared, so offering them costs reference counts, not copies.
+/// The conversation of one run: the messages so far, and their size as a provider sees them
+/// (with the system prompt and the offered tools), which is what a model call reserves for.
+struct Conversation {
+    messages: Vec<Message>,
+    bytes: usize,
+}
+
+impl Conversation {
+    fn new(spec: &SpecCore, tools_bytes: usize, input: &Value) -> Self {
+        // Two messages per turn after the first. Room for four turns: most sub-agent runs are
+        // short, and a history allocated for the turn limit would be a large block per run
+        // (which makes malloc consolidate its free lists on every child).
+        let mut messages = Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
+        // Written into a presized buffer (Display grows its String as it goes); same text.
+        messages.push(Message::user(crate::json::to_compact_string(input)));
+        let bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
+        Conversation { messages, bytes }
+    }
+
+    /// Adds the model's turn and the answer to it.
+    fn push(&mut self, assistant: Message, answer: Message) {
+        self.bytes += message_bytes(&assistant) + message_bytes(&answer);
+        self.messages.push(assistant);
+        self.messages.push(answer);
+    }
+}
+
+/// The tools offered to the model: the spec's, each held by the context (a child holds
+/// exactly these), plus the submission tool; and their size. Definitions are shared, so
+/// offering them costs reference counts, not copies. A tool the context lacks ends the run.
+fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), TurnsResult> {
     let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
     let mut missing: Vec<&str> = Vec::new();
-    let mut tools_bytes = 0;
+    let mut bytes = 0;
     for t in &spec.tools {
         match ctx.tools().get(t) {
             Some(e) => {
                 let d = &e.definition;
-                tools_bytes += d.name.len() + d.description.len() + e.schema_bytes;
+                bytes += d.name.len() + d.description.len() + e.schema_bytes;
                 offered.push(d.clone());
             }
             None => missing.push(t),
         }
     }
     if !missing.is_empty() {
-        return (
+        return Err((
             Outcome::Denied,
             None,
             Some(format!(
@@ -92,186 +114,258 @@ pub(super) async fn turns(
                 spec.name,
                 missing.join(", ")
             )),
-        );
+        ));
     }
     if let Some(d) = &spec.submit_tool {
-        tools_bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
+        bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
         offered.push(d.clone());
     }
-    let model = ctx.model().clone();
-    let price = ctx.prices().get(model.id());
-    // Two messages per turn after the first. Room for four turns: most sub-agent runs are
-    // short, and a history allocated for the turn limit would be a large block per run
-    // (which makes malloc consolidate its free lists on every child).
-    let mut messages: Vec<Message> =
-        Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
-    // Written into a presized buffer (Display grows its String as it goes); same text.
-    messages.push(Message::user(crate::json::to_compact_string(&input)));
-    let mut bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
-    let mut last_invalid: Option<String> = None;
-    let max_tokens = spec.limits.max_tokens_per_turn;
+    Ok((offered, bytes))
+}
 
+/// One model call: its worst case reserved first, the call (dropped if the run stops), the
+/// actual cost settled and recorded. A provider that billed past the reservation ends the run.
+async fn call_model(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    offered: &[ToolDefinition],
+    convo: &Conversation,
+    turn: u32,
+    st: &mut LoopState,
+) -> Result<ModelResponse, TurnsResult> {
+    let model = ctx.model();
+    let price = ctx.prices().get(model.id());
+    let max_tokens = spec.limits.max_tokens_per_turn;
+    let worst = price.map_or(Decimal::ZERO, |p| {
+        p.worst_case_cost(convo.bytes as u64, u64::from(max_tokens))
+    });
+    let reservation = match ctx.budget().reserve(worst).await {
+        Ok(r) => r,
+        Err(e) => return Err((Outcome::BudgetExhausted, None, Some(e.to_string()))),
+    };
+    st.turns = turn;
+    let t0 = Instant::now();
+    let call = model.complete(ModelRequest {
+        system: &spec.system,
+        messages: &convo.messages,
+        tools: offered,
+        max_tokens,
+    });
+    // A call in flight when the run stops is dropped, and its reservation released. Biased,
+    // so a call is never first polled (started) after the cancellation.
+    let response = tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+        r = call => r,
+    };
+    let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let response = match response {
+        Ok(r) => r,
+        Err(e) => {
+            drop(reservation);
+            let msg = e.to_string();
+            ctx.emit(EventKind::ModelCall {
+                turn,
+                usage: Usage::default(),
+                cost_usd: Decimal::ZERO,
+                duration_ms,
+                stop_reason: None,
+                error: Some(msg.clone()),
+                over_reserved_usd: None,
+            });
+            return Err((Outcome::ModelError, None, Some(msg)));
+        }
+    };
+    let cost = crate::model::cost_at(price, model.id(), response.usage);
+    let reserved = reservation.amount();
+    // A cost above the worst case exhausts every limited budget above this run.
+    reservation.settle(cost);
+    let over = (cost > reserved).then(|| cost - reserved);
+    st.usage += response.usage;
+    st.cost = st.cost.saturating_add(cost);
+    ctx.emit(EventKind::ModelCall {
+        turn,
+        usage: response.usage,
+        cost_usd: cost,
+        duration_ms,
+        stop_reason: Some(response.stop_reason),
+        error: None,
+        over_reserved_usd: over,
+    });
+    if over.is_some() && ctx.budget().remaining_usd().is_some() {
+        return Err((
+            Outcome::BudgetExhausted,
+            None,
+            Some(format!(
+                "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made",
+                cost.normalize(),
+                reserved.round_dp(6).normalize()
+            )),
+        ));
+    }
+    Ok(response)
+}
+
+/// An output that failed its contract: where and why, reported, and what the model is told.
+struct Rejected {
+    /// The violations as one line, for the run's error should no turn repair them.
+    summary: String,
+    /// The repair request.
+    repair: String,
+}
+
+fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
+    Rejected {
+        summary: rejected(ctx, turn, v),
+        repair: repair_message(v, hint),
+    }
+}
+
+/// An answer with no tool call: the output itself (text mode), or text that is the output as
+/// JSON (a model that ignored the submission tool). `Err` holds what to tell the model, and
+/// the rejection when there was an output to reject.
+fn answer_in_text(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    turn: u32,
+    text: Option<&str>,
+    out: OutputText,
+) -> Result<Decoded, (String, Option<String>)> {
+    let v = match spec.output_mode {
+        OutputMode::Text => Value::String(text.unwrap_or_default().to_owned()),
+        OutputMode::Tool => match text.and_then(parse_json_lenient) {
+            Some(v) => v,
+            None => {
+                return Err((
+                    format!(
+                        "You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
+                    ),
+                    None,
+                ))
+            }
+        },
+    };
+    match spec.accept_output(&v, out) {
+        Ok((t, d)) => Ok((t, with_value(d, || v))),
+        Err(viol) => {
+            let hint = match spec.output_mode {
+                OutputMode::Text => "Answer again with corrected text.".to_string(),
+                OutputMode::Tool => format!("Call `{SUBMIT_TOOL}` with the corrected answer."),
+            };
+            let r = reject(ctx, turn, &viol, &hint);
+            Err((r.repair, Some(r.summary)))
+        }
+    }
+}
+
+/// What a turn's submission (a call of the submission tool) came to.
+enum Submission {
+    /// There was none.
+    None,
+    /// It is valid: the run ends with it.
+    Accepted(Decoded),
+    /// It is invalid: the call at this index is answered with the repair request.
+    Rejected(usize, Rejected),
+}
+
+/// Checks the submission among `calls`, if any. Arguments sent as text, as providers send
+/// them, are checked on the text itself, so a typed output is decoded from it without ever
+/// becoming a `Value`.
+fn submission(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    turn: u32,
+    calls: &mut Vec<ToolCall>,
+    out: OutputText,
+) -> Submission {
+    let Some(i) = calls.iter().position(|c| c.name == SUBMIT_TOOL) else {
+        return Submission::None;
+    };
+    let checked = match &calls[i].arguments {
+        Arguments::Text(s) => spec.accept_output_json(s, out).map(|a| (a, false)),
+        Arguments::Value(v) => spec.accept_output(v, out).map(|a| (a, true)),
+    };
+    match checked {
+        Ok(((t, d), from_value)) => {
+            if calls.len() > 1 {
+                tracing::debug!(
+                    run_id = ctx.run_id(),
+                    "tool calls made beside a valid submission were not run"
+                );
+            }
+            // The run ends here, so the calls are not kept: an output the provider sent as an
+            // object is moved out, not copied.
+            let d = if from_value {
+                with_value(d, || calls.swap_remove(i).arguments.into_value())
+            } else {
+                d
+            };
+            Submission::Accepted((t, d))
+        }
+        Err(viol) => {
+            let left = spec.limits.max_turns - turn;
+            let hint = format!(
+                "Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left)."
+            );
+            Submission::Rejected(i, reject(ctx, turn, &viol, &hint))
+        }
+    }
+}
+
+/// The run's turns: each a model call, then the output checked (and a repair asked for) or the
+/// tool calls run, until an output is accepted, the turns run out or the run stops.
+pub(super) async fn turns(
+    spec: &SpecCore,
+    input: Value,
+    ctx: &Ctx,
+    out: OutputText,
+    st: &mut LoopState,
+) -> TurnsResult {
+    let (offered, tools_bytes) = match offer(spec, ctx) {
+        Ok(o) => o,
+        Err(end) => return end,
+    };
+    let mut convo = Conversation::new(spec, tools_bytes, &input);
+    let mut last_invalid: Option<String> = None;
     for turn in 1..=spec.limits.max_turns {
         // No model call starts once the run is stopping.
         if ctx.cancellation().is_cancelled() {
             return cancelled();
         }
-        let worst = price.map_or(Decimal::ZERO, |p| {
-            p.worst_case_cost(bytes as u64, u64::from(max_tokens))
-        });
-        let reservation = match ctx.budget().reserve(worst).await {
-            Ok(r) => r,
-            Err(e) => return (Outcome::BudgetExhausted, None, Some(e.to_string())),
-        };
-        st.turns = turn;
-        let t0 = Instant::now();
-        let call = model.complete(ModelRequest {
-            system: &spec.system,
-            messages: &messages,
-            tools: &offered,
-            max_tokens,
-        });
-        // A call in flight when the run stops is dropped, and its reservation released. Biased,
-        // so a call is never first polled (started) after the cancellation.
-        let response = tokio::select! {
-            biased;
-            _ = ctx.cancellation().cancelled() => return cancelled(),
-            r = call => r,
-        };
-        let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
         let ModelResponse {
             text,
             mut tool_calls,
-            usage,
-            stop_reason,
-        } = match response {
+            ..
+        } = match call_model(spec, ctx, &offered, &convo, turn, st).await {
             Ok(r) => r,
-            Err(e) => {
-                drop(reservation);
-                let msg = e.to_string();
-                ctx.emit(EventKind::ModelCall {
-                    turn,
-                    usage: Usage::default(),
-                    cost_usd: Decimal::ZERO,
-                    duration_ms,
-                    stop_reason: None,
-                    error: Some(msg.clone()),
-                    over_reserved_usd: None,
-                });
-                return (Outcome::ModelError, None, Some(msg));
-            }
+            Err(end) => return end,
         };
-        let cost = crate::model::cost_at(price, model.id(), usage);
-        let reserved = reservation.amount();
-        // A cost above the worst case exhausts every limited budget above this run.
-        reservation.settle(cost);
-        let over = (cost > reserved).then(|| cost - reserved);
-        st.usage += usage;
-        st.cost = st.cost.saturating_add(cost);
-        ctx.emit(EventKind::ModelCall {
-            turn,
-            usage,
-            cost_usd: cost,
-            duration_ms,
-            stop_reason: Some(stop_reason),
-            error: None,
-            over_reserved_usd: over,
-        });
-        if over.is_some() && ctx.budget().remaining_usd().is_some() {
-            return (
-                Outcome::BudgetExhausted,
-                None,
-                Some(format!(
-                    "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made",
-                    cost.normalize(),
-                    reserved.round_dp(6).normalize()
-                )),
-            );
-        }
-
         if tool_calls.is_empty() {
-            // No tool call: the answer is the text (text mode), or text that is the output
-            // as JSON (a model that ignored the submission tool), or a reason to ask again.
-            let repair = match spec.output_mode {
-                OutputMode::Text => {
-                    let v = Value::String(text.clone().unwrap_or_default());
-                    match spec.accept_output(&v, text_out) {
-                        Ok((t, d)) => {
-                            return (Outcome::Completed, Some((t, with_value(d, || v))), None)
-                        }
-                        Err(viol) => {
-                            last_invalid = Some(rejected(ctx, turn, &viol));
-                            repair_message(&viol, "Answer again with corrected text.")
-                        }
-                    }
+            let repair = match answer_in_text(spec, ctx, turn, text.as_deref(), out) {
+                Ok(done) => return (Outcome::Completed, Some(done), None),
+                Err((repair, rejected)) => {
+                    last_invalid = rejected.or(last_invalid);
+                    repair
                 }
-                OutputMode::Tool => match text.as_deref().and_then(parse_json_lenient) {
-                    Some(v) => match spec.accept_output(&v, text_out) {
-                        Ok((t, d)) => {
-                            return (Outcome::Completed, Some((t, with_value(d, || v))), None)
-                        }
-                        Err(viol) => {
-                            last_invalid = Some(rejected(ctx, turn, &viol));
-                            repair_message(&viol, &format!("Call `{SUBMIT_TOOL}` with the corrected answer."))
-                        }
-                    },
-                    None => format!(
-                        "You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
-                    ),
-                },
             };
-            let a = Message::Assistant {
+            let assistant = Message::Assistant {
                 text,
                 tool_calls: Vec::new(),
             };
-            let u = Message::user(repair);
-            bytes += message_bytes(&a) + message_bytes(&u);
-            messages.push(a);
-            messages.push(u);
+            convo.push(assistant, Message::user(repair));
             continue;
         }
-
-        // A valid submission ends the run; an invalid one is answered with what to repair.
-        let mut submit_result: Option<(usize, ToolOutput)> = None;
-        if let Some(i) = tool_calls.iter().position(|c| c.name == SUBMIT_TOOL) {
-            let checked = match &tool_calls[i].arguments {
-                // Arguments as text, as providers receive them: checked on the text itself,
-                // so a typed output is decoded from it without ever becoming a `Value`.
-                Arguments::Text(s) => spec.accept_output_json(s, text_out).map(|a| (a, false)),
-                Arguments::Value(v) => spec.accept_output(v, text_out).map(|a| (a, true)),
-            };
-            match checked {
-                Ok(((t, d), from_value)) => {
-                    if tool_calls.len() > 1 {
-                        tracing::debug!(
-                            run_id = ctx.run_id(),
-                            "tool calls made beside a valid submission were not run"
-                        );
-                    }
-                    // The run ends here, so the calls are not kept: an output the provider
-                    // sent as an object is moved out, not copied.
-                    let d = if from_value {
-                        with_value(d, || tool_calls.swap_remove(i).arguments.into_value())
-                    } else {
-                        d
-                    };
-                    return (Outcome::Completed, Some((t, d)), None);
-                }
-                Err(viol) => {
-                    last_invalid = Some(rejected(ctx, turn, &viol));
-                    let left = spec.limits.max_turns - turn;
-                    let hint = format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).");
-                    submit_result = Some((i, ToolOutput::error(repair_message(&viol, &hint))));
-                }
+        let repair = match submission(spec, ctx, turn, &mut tool_calls, out) {
+            Submission::Accepted(done) => return (Outcome::Completed, Some(done), None),
+            Submission::Rejected(i, r) => {
+                last_invalid = Some(r.summary);
+                Some((i, ToolOutput::error(r.repair)))
             }
-        }
-
-        let (results, note) = run_tool_calls(spec, &tool_calls, submit_result, ctx, turn).await;
-        let a = Message::Assistant { text, tool_calls };
-        let r = Message::ToolResults { results, note };
-        bytes += message_bytes(&a) + message_bytes(&r);
-        messages.push(a);
-        messages.push(r);
+            Submission::None => None,
+        };
+        let (results, note) = run_tool_calls(spec, &tool_calls, repair, ctx, turn).await;
+        let assistant = Message::Assistant { text, tool_calls };
+        convo.push(assistant, Message::ToolResults { results, note });
     }
     match last_invalid {
         Some(v) => (
