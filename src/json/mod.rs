@@ -3,6 +3,7 @@
 //! sub-agent call on kilobytes of JSON. All agree exactly with `serde_json::to_string`.
 
 pub(crate) mod pointer;
+mod scan;
 pub(crate) mod tape;
 
 use serde_json::Value;
@@ -22,24 +23,33 @@ pub(crate) fn compact_bytes(v: &Value) -> usize {
 }
 
 /// The one walk behind every size here: `string` measures a string literal, quotes included;
-/// everything else is ASCII, so characters and bytes agree.
+/// everything else is ASCII, so characters and bytes agree. Iterative and saturating, so a
+/// value nested past any stack (a schema's `const`, built in code) is measured too.
 fn compact_len(v: &Value, string: fn(&str) -> usize) -> usize {
-    match v {
-        Value::Null => 4,
-        Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(n) => number_len(n),
-        Value::String(s) => string(s),
-        Value::Array(a) => {
-            2 + a.len().saturating_sub(1) + a.iter().map(|x| compact_len(x, string)).sum::<usize>()
-        }
-        Value::Object(o) => {
-            2 + o.len().saturating_sub(1)
-                + o.iter()
-                    .map(|(k, x)| string(k) + 1 + compact_len(x, string))
-                    .sum::<usize>()
-        }
+    let mut total: usize = 0;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        let own = match v {
+            Value::Null | Value::Bool(true) => 4,
+            Value::Bool(false) => 5,
+            Value::Number(n) => number_len(n),
+            Value::String(s) => string(s),
+            Value::Array(a) => {
+                stack.extend(a.iter());
+                2 + a.len().saturating_sub(1)
+            }
+            Value::Object(o) => {
+                let mut own = 2 + o.len().saturating_sub(1);
+                for (k, x) in o {
+                    own = own.saturating_add(string(k) + 1);
+                    stack.push(x);
+                }
+                own
+            }
+        };
+        total = total.saturating_add(own);
     }
+    total
 }
 
 fn number_len(n: &serde_json::Number) -> usize {
@@ -184,23 +194,9 @@ pub(crate) fn write_compact_tape(t: &Tape<'_>, idx: usize, out: &mut String) {
     }
 }
 
-/// Whether any byte of `b` is one JSON escapes (a control character, `"` or `\\`), tested
-/// eight bytes at a time with the classic "has a byte below n / has a zero byte" bit tricks.
+/// Whether any byte of `b` is one JSON escapes (a control character, `"` or `\\`).
 fn needs_escape(b: &[u8]) -> bool {
-    const LO: u64 = u64::from_le_bytes([0x01; 8]);
-    const HI: u64 = u64::from_le_bytes([0x80; 8]);
-    let zero_byte = |v: u64| v.wrapping_sub(LO) & !v & HI;
-    let (chunks, rest) = b.as_chunks::<8>();
-    for c in chunks {
-        let x = u64::from_le_bytes(*c);
-        let below_space = x.wrapping_sub(LO * 0x20) & !x & HI;
-        let quote = zero_byte(x ^ (LO * u64::from(b'"')));
-        let backslash = zero_byte(x ^ (LO * u64::from(b'\\')));
-        if below_space | quote | backslash != 0 {
-            return true;
-        }
-    }
-    rest.iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\')
+    scan::find_escape(b, 0) < b.len()
 }
 
 /// Characters of a JSON string literal: quotes, escapes as serde_json writes them. A string

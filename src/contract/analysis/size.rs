@@ -128,34 +128,3 @@ pub(super) fn as_count(v: &Value) -> Option<u64> {
 pub(super) fn char_count(s: &str) -> u64 {
     u64::try_from(s.chars().count()).unwrap_or(u64::MAX)
 }
-
-/// Compact JSON length of a value, strings counted as characters + 2. Iterative, so deeply
-/// nested `const`/`enum` values cannot overflow the stack.
-pub(super) fn compact_len(value: &Value) -> u64 {
-    let mut total: u64 = 0;
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        let own = match v {
-            Value::Null | Value::Bool(true) => 4,
-            Value::Bool(false) => 5,
-            Value::Number(n) => u64::try_from(n.to_string().len()).unwrap_or(u64::MAX),
-            Value::String(s) => char_count(s).saturating_add(2),
-            Value::Array(items) => {
-                stack.extend(items.iter());
-                let count = u64::try_from(items.len()).unwrap_or(u64::MAX);
-                2u64.saturating_add(count.saturating_sub(1))
-            }
-            Value::Object(members) => {
-                let count = u64::try_from(members.len()).unwrap_or(u64::MAX);
-                let mut own = 2u64.saturating_add(count.saturating_sub(1));
-                for (key, member) in members {
-                    own = own.saturating_add(char_count(key)).saturating_add(3);
-                    stack.push(member);
-                }
-                own
-            }
-        };
-        total = total.saturating_add(own);
-    }
-    total
-}

@@ -5,6 +5,11 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::{Map, Value};
 
 use super::size::*;
+
+/// The exact compact size of a literal value (`const`, `enum`), escapes included.
+fn compact_chars(v: &Value) -> u64 {
+    u64::try_from(crate::json::compact_chars(v)).unwrap_or(u64::MAX)
+}
 use super::{Unbounded, UnboundedKind, MAX_DEPTH, MAX_VISITS};
 use crate::json::pointer::{child, escape, parse_local_ref, resolve};
 
@@ -151,10 +156,10 @@ impl<'a> Analyzer<'a> {
     /// Size from the schema's own (non-composition) keywords; `None` when they constrain nothing.
     fn own_size(&mut self, map: &Map<String, Value>, path: &str, depth: usize) -> Option<Size> {
         if let Some(value) = map.get("const") {
-            return Some(Size::Bounded(compact_len(value)));
+            return Some(Size::Bounded(compact_chars(value)));
         }
         if let Some(Value::Array(values)) = map.get("enum") {
-            return Some(match values.iter().map(compact_len).max() {
+            return Some(match values.iter().map(compact_chars).max() {
                 Some(n) => Size::Bounded(n),
                 None => Size::Never,
             });

@@ -15,7 +15,8 @@ use serde::de::{DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
-use super::{ParseError, Tape, TapeJson};
+use super::parse::ParseError;
+use super::{Tape, TapeJson};
 use crate::json::{
     compact_chars, tape_compact_chars, tape_is_compact, tape_to_compact_string, write_compact_tape,
 };
