@@ -238,14 +238,44 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
             }
         }
     } else {
-        // Reads whole files every turn: 40k input tokens a call. Two turns spend 0.1648 USD of
-        // the 0.20, and the third turn's worst case (0.14 USD) no longer fits, so its call is
-        // refused before it starts: budget_exhausted after 2 turns.
+        // Reads whole files and bills every byte of its growing conversation as a token (the
+        // most a provider can bill: a token is never less than a byte). Turn 1 is small; turn
+        // 2 carries src/budget.rs (30 KB) and spends about 0.07 USD; turn 3 would carry
+        // src/ctx.rs too, and its worst case (about 0.15 USD at 4,096 output tokens) no longer
+        // fits in what is left of the 0.20, so its call is refused before it starts:
+        // budget_exhausted after 2 turns.
         let step = match turn {
-            1 => ScriptStep::tool_call("read_file", json!({"path": "src/runloop.rs"})),
+            1 => ScriptStep::tool_call("read_file", json!({"path": "src/budget.rs"})),
             2 => ScriptStep::tool_call("read_file", json!({"path": "src/ctx.rs"})),
             _ => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
         };
-        step.with_usage(40_000, 300)
+        step.with_usage(request_bytes(&req), 300)
     }
+}
+
+/// Bytes of the request's text: the system prompt and every message, as the provider reads
+/// them. A real provider bills at most this many input tokens.
+fn request_bytes(req: &ModelRequest<'_>) -> u64 {
+    let messages: usize = req
+        .messages
+        .iter()
+        .map(|m| match m {
+            Message::User { text } => text.len(),
+            Message::Assistant { text, tool_calls } => {
+                text.as_ref().map_or(0, String::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| {
+                            c.name.len()
+                                + serde_json::to_string(&c.arguments).map_or(0, |a| a.len())
+                        })
+                        .sum::<usize>()
+            }
+            Message::ToolResults { results, note } => {
+                note.as_ref().map_or(0, String::len)
+                    + results.iter().map(|r| r.content.len()).sum::<usize>()
+            }
+        })
+        .sum();
+    (req.system.len() + messages) as u64
 }

@@ -3,6 +3,7 @@
 mod catalog;
 pub mod render;
 
+pub use crate::diag::{codes, Diagnostic, Severity};
 pub use catalog::{load_catalogue, CatalogueTool};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 use crate::contract::{Contract, SchemaError, Violation};
 use crate::ctx::DEFAULT_MAX_DEPTH;
-use crate::diag::{codes, Diagnostic, LineIndex, Pos, Severity};
+use crate::diag::{LineIndex, Pos};
 use crate::json::compact_chars;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
