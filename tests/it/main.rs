@@ -5,6 +5,7 @@ mod check;
 mod cli;
 mod common;
 mod invariants;
+mod layers;
 #[cfg(feature = "mcp")]
 mod mcp;
 mod output_text;

@@ -4,8 +4,6 @@ use std::fmt;
 
 use serde_json::Value;
 
-use super::schema::TapeNode;
-
 const MAX_DEPTH: usize = 128;
 /// Most members of one object the tape takes (see `Parser::object`).
 const MAX_KEYS: usize = 64;
@@ -448,11 +446,6 @@ impl<'s> Tape<'s> {
             entries: p.entries,
             side: p.side,
         })
-    }
-
-    /// The root node.
-    pub fn root(&self) -> TapeNode<'_> {
-        TapeNode { tape: self, idx: 0 }
     }
 
     /// The text it was parsed from.

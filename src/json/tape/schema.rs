@@ -19,6 +19,13 @@ pub struct TapeNode<'a> {
     pub(super) idx: u32,
 }
 
+impl<'s> Tape<'s> {
+    /// The root node, as `jsonschema` and the decoder see it.
+    pub fn root(&self) -> TapeNode<'_> {
+        TapeNode { tape: self, idx: 0 }
+    }
+}
+
 impl<'a> TapeNode<'a> {
     #[inline]
     pub(super) fn entry(&self) -> Entry {

@@ -1,0 +1,153 @@
+//! The library's modules form layers: no file imports, through `crate::` or `super::`, a file
+//! that imports it back, except `ctx` and `tool` (a tool is called with the context that holds
+//! it). A cycle is how a house stops being one floor per concept, so it fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The one cycle the layering allows.
+const ALLOWED: [&str; 2] = ["src/ctx.rs", "src/tool/mod.rs"];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a readable source tree") {
+        let p = entry.expect("an entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The module path of a file (`src/run/turn.rs` → `["run", "turn"]`).
+fn module_of(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_start_matches("src/")
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file before its unit tests, without line comments.
+fn code(src: &str) -> String {
+    let src = src.split("#[cfg(test)]\nmod tests {").next().unwrap_or(src);
+    src.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path `crate::a::b…` or `super::a…` in `code`, grouped imports expanded one level.
+fn paths(code: &str) -> Vec<(bool, Vec<String>)> {
+    let mut out = Vec::new();
+    for root in ["crate::", "super::"] {
+        let mut rest = code;
+        while let Some(i) = rest.find(root) {
+            let before = rest[..i].chars().last();
+            rest = &rest[i + root.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let is_crate = root == "crate::";
+            if let Some(group) = rest.strip_prefix('{') {
+                let end = group.find('}').unwrap_or(group.len());
+                for item in group[..end].split(',') {
+                    let segs = item
+                        .trim()
+                        .split("::")
+                        .map(|s| s.trim().to_owned())
+                        .filter(|s| !s.is_empty() && s != "self" && s != "{")
+                        .collect();
+                    out.push((is_crate, segs));
+                }
+            } else {
+                let segs = rest
+                    .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                out.push((is_crate, segs));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_library_has_no_import_cycle_but_ctx_and_tool() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut modules: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    let mut sources = BTreeMap::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(root)
+            .expect("under the root")
+            .to_string_lossy()
+            .replace('\\', "/");
+        // The binary and unit-test files are not the library's layers.
+        if rel == "src/main.rs" || rel.starts_with("src/cli/") || rel.ends_with("tests.rs") {
+            continue;
+        }
+        modules.insert(module_of(&rel), rel.clone());
+        sources.insert(rel, code(&std::fs::read_to_string(f).expect("readable")));
+    }
+    let resolve = |segs: &[String]| -> Option<&String> {
+        (0..=segs.len()).rev().find_map(|n| modules.get(&segs[..n]))
+    };
+    let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (file, src) in &sources {
+        let me = module_of(file);
+        let parent = &me[..me.len().saturating_sub(1)];
+        for (is_crate, segs) in paths(src) {
+            let mut full: Vec<String> = if is_crate {
+                Vec::new()
+            } else {
+                parent.to_vec()
+            };
+            full.extend(segs);
+            if let Some(target) = resolve(&full) {
+                if target != file && !full.is_empty() {
+                    edges.entry(file).or_default().insert(target.clone());
+                }
+            }
+        }
+    }
+    // A file on a cycle reaches itself; report every such pair but the allowed one.
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.to_owned()];
+        while let Some(f) = stack.pop() {
+            for t in edges.get(f.as_str()).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    stack.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let mut cycles = Vec::new();
+    for (from, targets) in &edges {
+        for to in targets {
+            if reach(to).contains(*from) {
+                let pair = [*from, to.as_str()];
+                if !(ALLOWED.contains(&pair[0]) && ALLOWED.contains(&pair[1])) {
+                    cycles.push(format!("{from} -> {to} -> … -> {from}"));
+                }
+            }
+        }
+    }
+    assert!(cycles.is_empty(), "import cycles:\n{}", cycles.join("\n"));
+    // The check sees the imports it guards: ctx and tool do use each other.
+    assert!(edges["src/ctx.rs"].contains("src/tool/mod.rs"));
+    assert!(edges["src/tool/mod.rs"].contains("src/ctx.rs"));
+}
