@@ -1,0 +1,140 @@
+//! Contract evolution: what a change to a set of specs breaks for the agents that call them.
+//!
+//! Two [`SpecSet`]s (the old and the new: spec directories, texts read from a git revision, or
+//! a [`LockFile`]) are compared spec by spec, matched by name, into a [`CheckReport`] of
+//! diagnostics with stable codes ([`codes`]), rendered like `check`'s:
+//!
+//! * **input** (callers keep working): every input valid before must still be valid
+//!   (`old ⊆ new`);
+//! * **output** (parents keep parsing): every output valid now must have been valid before
+//!   (`new ⊆ old`), and its worst-case size must not grow past what the old contract promised;
+//! * **spec**: a removed or renamed spec, a tool added (a capability widening), raised limits,
+//!   a changed description, prompt or model.
+//!
+//! The comparison is sound, never optimistic: where it cannot prove a change compatible (an
+//! unfamiliar keyword, two different patterns, a `$ref` it cannot resolve) it reports
+//! [`codes::CANNOT_PROVE`] as a warning with the reason. Known breaks are accepted with
+//! [`CompatOptions::allow`] (a code everywhere) or an [`Acknowledged`] entry (one spec, one
+//! code, a reason): they stay in the report as notes. See `src/docs/compat.md`.
+
+mod ack;
+mod lock;
+pub mod schema;
+mod set;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+pub use ack::{load_acknowledged, parse_acknowledged, AckError, Acknowledged};
+pub use lock::{LockError, LockFile, LockedLimits, Snapshot, LOCK_VERSION};
+pub use set::{SpecEntry, SpecSet};
+
+use crate::diag::{Diagnostic, Severity};
+
+use super::CheckReport;
+
+/// The stable codes of contract-evolution diagnostics (`src/docs/compat.md`). They are
+/// distinct from `check`'s codes, whose meanings do not change.
+pub mod codes {
+    /// Input: a property became required; callers that omit it break.
+    pub const INPUT_REQUIRED_ADDED: &str = "input-required-added";
+    /// Input: a property is no longer accepted (closed object, or newly closed).
+    pub const INPUT_PROPERTY_REMOVED: &str = "input-property-removed";
+    /// Input: fewer types accepted.
+    pub const INPUT_TYPE_NARROWED: &str = "input-type-narrowed";
+    /// Input: a lower `maxLength`/`maxItems`/`maximum`/`maxProperties`, a higher `min*`, a new
+    /// `multipleOf`.
+    pub const INPUT_BOUND_TIGHTENED: &str = "input-bound-tightened";
+    /// Input: an accepted value (`enum`, `const`) is no longer accepted.
+    pub const INPUT_ENUM_NARROWED: &str = "input-enum-narrowed";
+    /// Input: a `pattern` was added.
+    pub const INPUT_PATTERN_TIGHTENED: &str = "input-pattern-tightened";
+    /// Input: `uniqueItems` or `dependentRequired` was added.
+    pub const INPUT_CONSTRAINT_ADDED: &str = "input-constraint-added";
+    /// Output: a property is no longer required; parents that read it break.
+    pub const OUTPUT_REQUIRED_REMOVED: &str = "output-required-removed";
+    /// Output: a property (or unlisted properties) where the old object was closed.
+    pub const OUTPUT_PROPERTY_ADDED: &str = "output-property-added";
+    /// Output: more types may be returned.
+    pub const OUTPUT_TYPE_WIDENED: &str = "output-type-widened";
+    /// Output: a bound was raised (or a lower bound lowered, or removed).
+    pub const OUTPUT_BOUND_LOOSENED: &str = "output-bound-loosened";
+    /// Output: a new `enum`/`const` value may be returned.
+    pub const OUTPUT_ENUM_WIDENED: &str = "output-enum-widened";
+    /// Output: a `pattern` was removed.
+    pub const OUTPUT_PATTERN_LOOSENED: &str = "output-pattern-loosened";
+    /// Output: `uniqueItems` or `dependentRequired` was removed.
+    pub const OUTPUT_CONSTRAINT_REMOVED: &str = "output-constraint-removed";
+    /// Output: the worst-case output size grew past what the old contract promised.
+    pub const OUTPUT_SIZE_GREW: &str = "output-size-grew";
+    /// Warning: compatibility could not be proved (the message says why).
+    pub const CANNOT_PROVE: &str = "cannot-prove";
+    /// A spec that existed is gone; every caller breaks.
+    pub const SPEC_REMOVED: &str = "spec-removed";
+    /// A spec's name changed (its file kept); callers use the old name.
+    pub const SPEC_RENAMED: &str = "spec-renamed";
+    /// A tool was added to a spec: a capability widening, an error unless acknowledged.
+    pub const TOOL_ADDED: &str = "tool-added";
+    /// Note: a spec that did not exist before.
+    pub const SPEC_ADDED: &str = "spec-added";
+    /// Note: a tool was removed from a spec (capabilities narrowed).
+    pub const TOOL_REMOVED: &str = "tool-removed";
+    /// Note: `max_turns`, `max_cost_usd` or `timeout_secs` was raised.
+    pub const LIMIT_RAISED: &str = "limit-raised";
+    /// Note: the description changed (what calling models read to decide).
+    pub const DESCRIPTION_CHANGED: &str = "description-changed";
+    /// Note: the system prompt changed.
+    pub const PROMPT_CHANGED: &str = "prompt-changed";
+    /// Note: the model changed.
+    pub const MODEL_CHANGED: &str = "model-changed";
+}
+
+/// What a comparison accepts.
+#[derive(Debug, Clone, Default)]
+pub struct CompatOptions {
+    /// Codes accepted everywhere (`--allow CODE`): their findings become notes.
+    pub allow: Vec<String>,
+    /// Known breaks of one spec, each with a reason.
+    pub acknowledged: Vec<Acknowledged>,
+    /// Whether warnings (`cannot-prove`) fail the run too.
+    pub deny_warnings: bool,
+}
+
+/// Compares `old` with `new`: one diagnostic per change, pointing into the new files (a
+/// removed spec points at its old file). Notes (severity `info`) never fail the run.
+pub fn compare(old: &SpecSet, new: &SpecSet, opts: &CompatOptions) -> CheckReport {
+    let mut diagnostics: Vec<Diagnostic> = old.problems.clone();
+    diagnostics.extend(new.problems.iter().cloned());
+    diagnostics.extend(spec::compare_sets(old, new));
+    for d in &mut diagnostics {
+        accept(d, opts);
+    }
+    diagnostics.sort_by(|a, b| {
+        (&a.file, a.line, a.column, &a.code).cmp(&(&b.file, b.line, b.column, &b.code))
+    });
+    CheckReport {
+        diagnostics,
+        specs_checked: new.entries.len(),
+        deny_warnings: opts.deny_warnings,
+        sources: new.sources.clone(),
+    }
+}
+
+/// Turns an allowed or acknowledged finding into a note that says why it is accepted.
+fn accept(d: &mut Diagnostic, opts: &CompatOptions) {
+    if d.severity == Severity::Info {
+        return;
+    }
+    let reason = if opts.allow.iter().any(|c| c == &d.code) {
+        Some(format!("allowed by --allow {}", d.code))
+    } else {
+        opts.acknowledged
+            .iter()
+            .find(|a| a.code == d.code && d.spec.as_deref() == Some(a.spec.as_str()))
+            .map(|a| format!("acknowledged: {}", a.reason))
+    };
+    if let Some(reason) = reason {
+        d.severity = Severity::Info;
+        d.message = format!("{} ({reason})", d.message);
+    }
+}
