@@ -120,6 +120,20 @@ pub fn compare(old: &SpecSet, new: &SpecSet, opts: &CompatOptions) -> CheckRepor
     }
 }
 
+impl CheckReport {
+    /// This report and `other`'s (a `check` run and a comparison) as one, sorted by place.
+    pub fn merge(mut self, other: CheckReport) -> CheckReport {
+        self.diagnostics.extend(other.diagnostics);
+        self.diagnostics.sort_by(|a, b| {
+            (&a.file, a.line, a.column, &a.code).cmp(&(&b.file, b.line, b.column, &b.code))
+        });
+        self.sources.extend(other.sources);
+        self.deny_warnings |= other.deny_warnings;
+        self.specs_checked = self.specs_checked.max(other.specs_checked);
+        self
+    }
+}
+
 /// Turns an allowed or acknowledged finding into a note that says why it is accepted.
 fn accept(d: &mut Diagnostic, opts: &CompatOptions) {
     if d.severity == Severity::Info {

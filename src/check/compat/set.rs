@@ -62,6 +62,11 @@ impl SpecSet {
         &self.entries
     }
 
+    /// Files that did not load, as `cannot-prove` warnings.
+    pub fn problems(&self) -> &[Diagnostic] {
+        &self.problems
+    }
+
     /// Every `*.toml` spec under `paths` (files or directories).
     pub fn from_paths(paths: &[PathBuf]) -> Result<Self, CheckError> {
         let mut sources = Vec::new();

@@ -46,6 +46,8 @@ pub(super) fn compare_sets(old: &SpecSet, new: &SpecSet) -> Vec<Diagnostic> {
                 ),
             ));
             out.extend(compare_pair(o, n));
+        } else if new.problems.iter().any(|d| d.file == o.key) {
+            // Its new version does not load: that is reported already, and is not a removal.
         } else {
             out.push(diag(
                 o,
