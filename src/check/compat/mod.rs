@@ -1,21 +1,4 @@
-//! Contract evolution: what a change to a set of specs breaks for the agents that call them.
-//!
-//! Two [`SpecSet`]s (the old and the new: spec directories, texts read from a git revision, or
-//! a [`LockFile`]) are compared spec by spec, matched by name, into a [`CheckReport`] of
-//! diagnostics with stable codes ([`codes`]), rendered like `check`'s:
-//!
-//! * **input** (callers keep working): every input valid before must still be valid
-//!   (`old ⊆ new`);
-//! * **output** (parents keep parsing): every output valid now must have been valid before
-//!   (`new ⊆ old`), and its worst-case size must not grow past what the old contract promised;
-//! * **spec**: a removed or renamed spec, a tool added (a capability widening), raised limits,
-//!   a changed description, prompt or model.
-//!
-//! The comparison is sound, never optimistic: where it cannot prove a change compatible (an
-//! unfamiliar keyword, two different patterns, a `$ref` it cannot resolve) it reports
-//! [`codes::CANNOT_PROVE`] as a warning with the reason. Known breaks are accepted with
-//! [`CompatOptions::allow`] (a code everywhere) or an [`Acknowledged`] entry (one spec, one
-//! code, a reason): they stay in the report as notes. See `src/docs/compat.md`.
+#![doc = include_str!("../../docs/compat.md")]
 
 mod ack;
 mod lock;
