@@ -77,7 +77,11 @@ pub fn options(args: &CompatArgs, deny_warnings: bool) -> Result<CompatOptions, 
 }
 
 /// The comparison report of `check PATHS --against X` (to merge with the check's own).
-pub fn against(paths: &[PathBuf], args: &CompatArgs, deny_warnings: bool) -> Result<CheckReport, String> {
+pub fn against(
+    paths: &[PathBuf],
+    args: &CompatArgs,
+    deny_warnings: bool,
+) -> Result<CheckReport, String> {
     let against = args.against.as_deref().unwrap_or("HEAD");
     let opts = options(args, deny_warnings)?;
     let old = old_side(against, paths)?;

@@ -18,7 +18,9 @@ pub enum GitError {
     #[error("not a git repository (or any parent): `--against {0}` needs one; compare with a lock file instead")]
     NotARepo(String),
     /// The revision does not name a commit.
-    #[error("unknown revision `{0}` (in CI, fetch it first: actions/checkout with `fetch-depth: 0`)")]
+    #[error(
+        "unknown revision `{0}` (in CI, fetch it first: actions/checkout with `fetch-depth: 0`)"
+    )]
     UnknownRevision(String),
     /// A spec file at the revision is larger than [`MAX_BLOB`].
     #[error("{path} at {rev} is {size} bytes, over the {MAX_BLOB}-byte limit for a spec")]
@@ -80,9 +82,21 @@ pub fn read_tree(rev: &str, paths: &[PathBuf]) -> Result<OldTree, GitError> {
     if !inside.status.success() || inside.stdout.trim_ascii() != b"true" {
         return Err(GitError::NotARepo(rev.to_owned()));
     }
+    // Resolved once to a commit id, used from then on: a revision spelled like an option
+    // (`--output=…`) must never reach a git command line as one.
     let commit = format!("{rev}^{{commit}}");
-    let verify = git(rev, &["rev-parse", "--verify", "--quiet", "--end-of-options", &commit])?;
-    if !verify.status.success() {
+    let verify = git(
+        rev,
+        &[
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            "--end-of-options",
+            &commit,
+        ],
+    )?;
+    let id = String::from_utf8_lossy(&verify.stdout).trim().to_owned();
+    if !verify.status.success() || id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(GitError::UnknownRevision(rev.to_owned()));
     }
     let mut files = Vec::new();
@@ -90,7 +104,19 @@ pub fn read_tree(rev: &str, paths: &[PathBuf]) -> Result<OldTree, GitError> {
     for p in paths {
         let shown = p.display().to_string();
         // Paths relative to the current directory in and out, like the new side's.
-        let listing = ok(rev, &["ls-tree", "-r", "-l", "-z", "--end-of-options", rev, "--", &shown])?;
+        let listing = ok(
+            rev,
+            &[
+                "ls-tree",
+                "-r",
+                "-l",
+                "-z",
+                "--end-of-options",
+                rev,
+                "--",
+                &shown,
+            ],
+        )?;
         for entry in listing.split(|&b| b == 0).filter(|e| !e.is_empty()) {
             let entry = String::from_utf8_lossy(entry);
             let Some((meta, path)) = entry.split_once('\t') else {
@@ -109,7 +135,7 @@ pub fn read_tree(rev: &str, paths: &[PathBuf]) -> Result<OldTree, GitError> {
                     size,
                 });
             }
-            let blob = ok(rev, &["show", &format!("{rev}:./{path}")])?;
+            let blob = ok(rev, &["show", &format!("{id}:./{path}")])?;
             files.push((
                 PathBuf::from(path),
                 String::from_utf8_lossy(&blob).into_owned(),
@@ -118,7 +144,14 @@ pub fn read_tree(rev: &str, paths: &[PathBuf]) -> Result<OldTree, GitError> {
         let status = ok(
             rev,
             &[
-                "diff", "--find-renames", "--name-status", "--relative", "-z", rev, "--", &shown,
+                "diff",
+                "--find-renames",
+                "--name-status",
+                "--relative",
+                "-z",
+                &id,
+                "--",
+                &shown,
             ],
         )?;
         let mut fields = status.split(|&b| b == 0).filter(|e| !e.is_empty());

@@ -17,16 +17,31 @@ fn sub(dir: &Path, args: &[&str]) -> Output {
 
 fn git(dir: &Path, args: &[&str]) {
     let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
         .expect("git runs");
-    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 fn spec_text() -> String {
@@ -54,43 +69,105 @@ fn check_against_a_git_revision_fails_a_breaking_change_and_passes_its_twin() {
     let narrower = spec_text().replace("maxLength = 500", "maxLength = 300");
     std::fs::write(d.join("specs/research_topic.toml"), &narrower).unwrap();
     git(d, &["commit", "-qam", "narrower input"]);
-    let o = sub(d, &["check", "specs/", "--against", "HEAD~1", "--format", "github"]);
+    let o = sub(
+        d,
+        &[
+            "check",
+            "specs/",
+            "--against",
+            "HEAD~1",
+            "--format",
+            "github",
+        ],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
-        out.contains("::error file=specs/research_topic.toml,line=22,col=58,title=input-bound-tightened::"),
+        out.contains(
+            "::error file=specs/research_topic.toml,line=22,col=58,title=input-bound-tightened::"
+        ),
         "{out}"
     );
     assert!(out.contains("callers break"), "{out}");
 
     // Accepted with --allow: a notice, exit 0.
-    let o = sub(d, &["check", "specs/", "--against", "HEAD~1", "--allow", "input-bound-tightened"]);
+    let o = sub(
+        d,
+        &[
+            "check",
+            "specs/",
+            "--against",
+            "HEAD~1",
+            "--allow",
+            "input-bound-tightened",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 
     // A renamed file is followed: only the rename of the *spec* (its name) breaks callers.
-    git(d, &["mv", "specs/research_topic.toml", "specs/research.toml"]);
-    std::fs::write(d.join("specs/research.toml"), narrower.replace("\"research_topic\"", "\"research\"")).unwrap();
+    git(
+        d,
+        &["mv", "specs/research_topic.toml", "specs/research.toml"],
+    );
+    std::fs::write(
+        d.join("specs/research.toml"),
+        narrower.replace("\"research_topic\"", "\"research\""),
+    )
+    .unwrap();
     git(d, &["commit", "-qam", "rename"]);
-    let o = sub(d, &["check", "specs/", "--against", "HEAD~1", "--format", "json"]);
+    let o = sub(
+        d,
+        &["check", "specs/", "--against", "HEAD~1", "--format", "json"],
+    );
     let diags: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let codes: Vec<&str> = diags.as_array().unwrap().iter().map(|d| d["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = diags
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
     assert_eq!(codes, ["spec-renamed"], "{}", text(&o));
 
     // A spec that did not exist at the revision is new: a note only.
-    std::fs::write(d.join("specs/other.toml"), spec_text().replace("\"research_topic\"", "\"other\"")).unwrap();
+    std::fs::write(
+        d.join("specs/other.toml"),
+        spec_text().replace("\"research_topic\"", "\"other\""),
+    )
+    .unwrap();
     let o = sub(d, &["check", "specs/", "--against", "HEAD"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("note[spec-added]: new spec `other`"), "{}", text(&o));
+    assert!(
+        text(&o).contains("note[spec-added]: new spec `other`"),
+        "{}",
+        text(&o)
+    );
 
     // Clear errors: unknown revision; not a repository.
     let o = sub(d, &["check", "specs/", "--against", "no-such-rev"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(text(&o).contains("unknown revision `no-such-rev`"), "{}", text(&o));
+    assert!(
+        text(&o).contains("unknown revision `no-such-rev`"),
+        "{}",
+        text(&o)
+    );
     let bare = tempfile::tempdir().unwrap();
     std::fs::create_dir(bare.path().join("specs")).unwrap();
     let o = sub(bare.path(), &["check", "specs/", "--against", "main"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).contains("not a git repository"), "{}", text(&o));
+    // A revision spelled like an option is refused, never passed to git as one.
+    let o = sub(d, &["check", "specs/", "--against=--output=x"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(!d.join("x").exists());
+    // git not installed.
+    let o = Command::new(BIN)
+        .args(["check", "specs/", "--against", "HEAD"])
+        .current_dir(d)
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("`git` was not found"), "{}", text(&o));
 }
 
 #[test]
@@ -113,15 +190,26 @@ fn diff_two_directories_and_check_against_a_lock_file() {
     std::fs::write(d.join("new/r.toml"), &widened).unwrap();
     let o = sub(d, &["diff", "old", "new"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
-    assert!(text(&o).contains("error[output-property-added]"), "{}", text(&o));
-    assert!(text(&o).contains("parents parsing them break"), "{}", text(&o));
+    assert!(
+        text(&o).contains("error[output-property-added]"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("parents parsing them break"),
+        "{}",
+        text(&o)
+    );
 
     // Lock the old specs, then compare the new ones against the lock file.
     let o = sub(d, &["lock", "old"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     std::fs::write(d.join("contracts.lock.json"), &o.stdout).unwrap();
     let again = sub(d, &["lock", "old"]);
-    assert_eq!(again.stdout, o.stdout, "the same specs lock to the same bytes");
+    assert_eq!(
+        again.stdout, o.stdout,
+        "the same specs lock to the same bytes"
+    );
     let o = sub(d, &["check", "new", "--against", "contracts.lock.json"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("output-property-added"), "{}", text(&o));
@@ -136,5 +224,9 @@ fn diff_two_directories_and_check_against_a_lock_file() {
     .unwrap();
     let o = sub(d, &["diff", "old", "new", "--acknowledged", "ack.toml"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert!(text(&o).contains("acknowledged: every parent ignores unknown keys"), "{}", text(&o));
+    assert!(
+        text(&o).contains("acknowledged: every parent ignores unknown keys"),
+        "{}",
+        text(&o)
+    );
 }

@@ -98,7 +98,7 @@ impl Finding {
 /// Deepest nesting (counting `$ref` expansions) compared before giving up.
 const MAX_DEPTH: usize = 64;
 /// Most subschema pairs compared for one contract before giving up (adversarial `$ref` graphs).
-const MAX_VISITS: u64 = 100_000;
+const MAX_VISITS: u64 = 20_000;
 
 /// Keywords that never change which instances are valid (2020-12 annotations and containers).
 const ANNOTATIONS: &[&str] = &[
@@ -382,7 +382,14 @@ impl<'a> Cmp<'a> {
     }
 
     /// Every reason an instance of `a` (at `a_ptr`) may not be an instance of `b`.
-    fn sub(&mut self, a: &Value, a_ptr: &str, b: &Value, b_ptr: &str, depth: usize) -> Vec<Finding> {
+    fn sub(
+        &mut self,
+        a: &Value,
+        a_ptr: &str,
+        b: &Value,
+        b_ptr: &str,
+        depth: usize,
+    ) -> Vec<Finding> {
         self.visits += 1;
         if self.visits > MAX_VISITS || depth > MAX_DEPTH {
             return self.cannot(
@@ -399,8 +406,15 @@ impl<'a> Cmp<'a> {
         }
         // The keys tell a schema from the remainder of itself this engine builds (the same
         // pointer without its `$ref`/`allOf`), which must not count as a revisit.
-        let keys = |v: &Value| v.as_object().map_or(String::new(), |m| m.keys().cloned().collect::<Vec<_>>().join(","));
-        let key = (format!("{a_ptr}\u{0}{}", keys(a)), format!("{b_ptr}\u{0}{}", keys(b)));
+        let keys = |v: &Value| {
+            v.as_object().map_or(String::new(), |m| {
+                m.keys().cloned().collect::<Vec<_>>().join(",")
+            })
+        };
+        let key = (
+            format!("{a_ptr}\u{0}{}", keys(a)),
+            format!("{b_ptr}\u{0}{}", keys(b)),
+        );
         if !self.visiting.insert(key.clone()) {
             return Vec::new();
         }
@@ -421,24 +435,32 @@ impl<'a> Cmp<'a> {
             // `b` is `false` (or not a schema): nothing is accepted any more.
             return vec![self.finding(Kind::Type, a_ptr, b_ptr, "no value is accepted".into())];
         };
+        // `true` (every value) compares as the empty schema.
+        let empty = Map::new();
         let am = match a {
-            Value::Object(m) => m.clone(),
-            // `true`: every value; compare as the empty schema.
-            _ => Map::new(),
+            Value::Object(m) => m,
+            _ => &empty,
         };
 
         // A finite set of values on the `a` side: check each value against `b` directly.
-        if let Some(values) = finite(&am) {
+        if let Some(values) = finite(am) {
             if !has_ref(b) {
                 if let Ok(contract) = crate::contract::Contract::compile(Arc::new(b.clone())) {
-                    let bad: Vec<&Value> = values.iter().filter(|v| !contract.is_valid(v)).collect();
+                    let bad: Vec<&Value> =
+                        values.iter().filter(|v| !contract.is_valid(v)).collect();
                     if bad.is_empty() {
                         return Vec::new();
                     }
                     let shown: Vec<String> = bad.iter().map(|v| show(v)).collect();
                     let what = match self.side {
-                        Side::Input => format!("value(s) {} accepted before are rejected now", shown.join(", ")),
-                        Side::Output => format!("value(s) {} may now be returned, which the old contract rejected", shown.join(", ")),
+                        Side::Input => format!(
+                            "value(s) {} accepted before are rejected now",
+                            shown.join(", ")
+                        ),
+                        Side::Output => format!(
+                            "value(s) {} may now be returned, which the old contract rejected",
+                            shown.join(", ")
+                        ),
                     };
                     return vec![self.finding(Kind::Enum, a_ptr, b_ptr, what)];
                 }
@@ -448,7 +470,14 @@ impl<'a> Cmp<'a> {
         // `$ref` on the `b` side: `b` is the target ∩ the rest.
         if let Some(r) = bm.get("$ref") {
             let Some((target, t_ptr)) = self.resolve(r, false) else {
-                return self.cannot(a_ptr, b_ptr, format!("`$ref` {} cannot be resolved (only local JSON Pointer refs are)", show(r)));
+                return self.cannot(
+                    a_ptr,
+                    b_ptr,
+                    format!(
+                        "`$ref` {} cannot be resolved (only local JSON Pointer refs are)",
+                        show(r)
+                    ),
+                );
             };
             let mut out = self.sub(a, a_ptr, target, &t_ptr, depth);
             let rest = without(bm, &["$ref"]);
@@ -473,12 +502,13 @@ impl<'a> Cmp<'a> {
         // `$ref` / `allOf` on the `a` side: `a` is an intersection, so fitting any one part
         // (or the rest) is enough. Try each; keep the fewest findings.
         if am.contains_key("$ref") || am.contains_key("allOf") {
-            let mut parts: Vec<(Value, String)> = vec![(without(&am, &["$ref", "allOf"]), a_ptr.to_owned())];
+            let mut parts: Vec<(Value, String)> =
+                vec![(without(am, &["$ref", "allOf"]), a_ptr.to_owned())];
             if let Some(r) = am.get("$ref") {
-                match self.resolve(r, true) {
-                    Some((t, p)) => parts.push((t.clone(), p)),
-                    // Ignoring a constraint of `a` is sound; it only makes `a` look wider.
-                    None => {}
+                // An unresolvable ref of `a` is ignored: that is sound, it only makes `a`
+                // look wider.
+                if let Some((t, p)) = self.resolve(r, true) {
+                    parts.push((t.clone(), p));
                 }
             }
             if let Some(Value::Array(members)) = am.get("allOf") {
@@ -486,7 +516,12 @@ impl<'a> Cmp<'a> {
                     parts.push((m.clone(), child(&child(a_ptr, "allOf"), &i.to_string())));
                 }
             }
-            return self.best(parts.iter().map(|(p, ptr)| (p, ptr.as_str())), b, b_ptr, depth);
+            return self.best(
+                parts.iter().map(|(p, ptr)| (p, ptr.as_str())),
+                b,
+                b_ptr,
+                depth,
+            );
         }
 
         // `anyOf` on the `b` side.
@@ -542,7 +577,7 @@ impl<'a> Cmp<'a> {
         // `anyOf` on the `a` side only: every branch fitting `b` is enough; so is the rest.
         if am.contains_key("anyOf") && !b.as_object().is_some_and(|m| m.contains_key("anyOf")) {
             let b_val = Value::Object(bm.clone());
-            let rest = without(&am, &["anyOf"]);
+            let rest = without(am, &["anyOf"]);
             let via_rest = self.sub(&rest, a_ptr, &b_val, b_ptr, depth);
             if via_rest.is_empty() {
                 return out;
@@ -553,14 +588,18 @@ impl<'a> Cmp<'a> {
                     let p = child(&child(a_ptr, "anyOf"), &i.to_string());
                     all.extend(self.sub(br, &p, &b_val, b_ptr, depth));
                 }
-                out.extend(if rank(&all) < rank(&via_rest) { all } else { via_rest });
+                out.extend(if rank(&all) < rank(&via_rest) {
+                    all
+                } else {
+                    via_rest
+                });
                 return out;
             }
             out.extend(via_rest);
             return out;
         }
 
-        out.extend(self.base(&am, a_ptr, bm, b_ptr, depth));
+        out.extend(self.base(am, a_ptr, bm, b_ptr, depth));
         out
     }
 
@@ -603,7 +642,11 @@ impl<'a> Cmp<'a> {
             if MUST_BE_EQUAL.contains(&k) {
                 let same = am.get(k) == bm.get(k) && !has_ref(&bm[k]);
                 if !same {
-                    let how = if am.contains_key(k) { "changed" } else { "added" };
+                    let how = if am.contains_key(k) {
+                        "changed"
+                    } else {
+                        "added"
+                    };
                     let who = match (self.side, how) {
                         (Side::Input, _) | (Side::Output, "changed") => how,
                         _ => "removed",
@@ -616,11 +659,7 @@ impl<'a> Cmp<'a> {
                 }
                 continue;
             }
-            out.extend(self.cannot(
-                a_ptr,
-                b_ptr,
-                format!("unfamiliar keyword `{k}`"),
-            ));
+            out.extend(self.cannot(a_ptr, b_ptr, format!("unfamiliar keyword `{k}`")));
         }
 
         let ta = types(am);
@@ -628,11 +667,20 @@ impl<'a> Cmp<'a> {
         if let Some(tb_list) = &tb {
             match &ta {
                 None => {
-                    let (o, n) = self.old_new("any type".to_string(), format!("only {}", tb_list.join(", ")));
-                    out.push(self.finding(Kind::Type, a_ptr, &child(b_ptr, "type"), format!("type was {o}, now {n}")));
+                    let (o, n) = self.old_new(
+                        "any type".to_string(),
+                        format!("only {}", tb_list.join(", ")),
+                    );
+                    out.push(self.finding(
+                        Kind::Type,
+                        a_ptr,
+                        &child(b_ptr, "type"),
+                        format!("type was {o}, now {n}"),
+                    ));
                 }
                 Some(ta_list) => {
-                    let missing: Vec<&String> = ta_list.iter().filter(|t| !admits(&tb, t)).collect();
+                    let missing: Vec<&String> =
+                        ta_list.iter().filter(|t| !admits(&tb, t)).collect();
                     if !missing.is_empty() {
                         let (o, n) = self.old_new(ta_list.join(", "), tb_list.join(", "));
                         out.push(self.finding(
@@ -651,23 +699,50 @@ impl<'a> Cmp<'a> {
             let ok = finite(am).is_some_and(|av| av.iter().all(|v| bv.contains(v)));
             if !ok {
                 let what = match (self.side, finite(am)) {
-                    (Side::Input, None) => format!("values now limited to {}", show(&Value::Array(bv.clone()))),
-                    (Side::Output, None) => format!("values were limited to {}, now any", show(&Value::Array(bv.clone()))),
+                    (Side::Input, None) => {
+                        format!("values now limited to {}", show(&Value::Array(bv.clone())))
+                    }
+                    (Side::Output, None) => format!(
+                        "values were limited to {}, now any",
+                        show(&Value::Array(bv.clone()))
+                    ),
                     (Side::Input, Some(_)) => "an accepted value was removed".to_string(),
                     (Side::Output, Some(_)) => "a new value may be returned".to_string(),
                 };
-                let kw = if bm.contains_key("enum") { "enum" } else { "const" };
+                let kw = if bm.contains_key("enum") {
+                    "enum"
+                } else {
+                    "const"
+                };
                 out.push(self.finding(Kind::Enum, a_ptr, &child(b_ptr, kw), what));
             }
         }
 
         if admits(&ta, "number") || admits(&ta, "integer") {
-            self.bound_pair(&mut out, lower(am), lower(bm), true, a_ptr, b_ptr, "minimum");
-            self.bound_pair(&mut out, upper(am), upper(bm), false, a_ptr, b_ptr, "maximum");
+            self.bound_pair(
+                &mut out,
+                lower(am),
+                lower(bm),
+                true,
+                a_ptr,
+                b_ptr,
+                "minimum",
+            );
+            self.bound_pair(
+                &mut out,
+                upper(am),
+                upper(bm),
+                false,
+                a_ptr,
+                b_ptr,
+                "maximum",
+            );
             if let Some(mb) = num(bm, "multipleOf") {
                 let integral = |x: f64| x.is_finite() && x.fract() == 0.0;
                 let ok = num(am, "multipleOf").is_some_and(|ma| integral(ma / mb))
-                    || (ta.as_ref().is_some_and(|t| t.iter().all(|x| x == "integer"))
+                    || (ta
+                        .as_ref()
+                        .is_some_and(|t| t.iter().all(|x| x == "integer"))
                         && integral(1.0 / mb));
                 if !ok {
                     let (o, n) = self.old_new(
@@ -691,14 +766,23 @@ impl<'a> Cmp<'a> {
                     Some(pa) => out.extend(self.cannot(
                         &child(a_ptr, "pattern"),
                         &child(b_ptr, "pattern"),
-                        format!("two different patterns, {} and {}, cannot be compared", show(pa), show(pb)),
+                        format!(
+                            "two different patterns, {} and {}, cannot be compared",
+                            show(pa),
+                            show(pb)
+                        ),
                     )),
                     None => {
                         let what = match self.side {
                             Side::Input => format!("`pattern` {} added", show(pb)),
                             Side::Output => format!("`pattern` {} removed", show(pb)),
                         };
-                        out.push(self.finding(Kind::Pattern, a_ptr, &child(b_ptr, "pattern"), what));
+                        out.push(self.finding(
+                            Kind::Pattern,
+                            a_ptr,
+                            &child(b_ptr, "pattern"),
+                            what,
+                        ));
                     }
                 }
             }
@@ -712,7 +796,12 @@ impl<'a> Cmp<'a> {
                     Side::Input => "`uniqueItems` added",
                     Side::Output => "`uniqueItems` removed",
                 };
-                out.push(self.finding(Kind::Constraint, a_ptr, &child(b_ptr, "uniqueItems"), what.into()));
+                out.push(self.finding(
+                    Kind::Constraint,
+                    a_ptr,
+                    &child(b_ptr, "uniqueItems"),
+                    what.into(),
+                ));
             }
             out.extend(self.items(am, a_ptr, bm, b_ptr, depth));
         }
@@ -773,11 +862,12 @@ impl<'a> Cmp<'a> {
                 None => is_lower && bv <= 0.0,
             };
             if !ok {
-                let verb = if is_lower == (self.side == Side::Input) { "raised" } else { "lowered" };
-                let (o, n) = self.old_new(
-                    am.get(kw).map_or("none".into(), show),
-                    show(&bm[kw]),
-                );
+                let verb = if is_lower == (self.side == Side::Input) {
+                    "raised"
+                } else {
+                    "lowered"
+                };
+                let (o, n) = self.old_new(am.get(kw).map_or("none".into(), show), show(&bm[kw]));
                 out.push(self.finding(
                     Kind::Bound,
                     &child(a_ptr, kw),
@@ -796,12 +886,24 @@ impl<'a> Cmp<'a> {
         b_ptr: &str,
         depth: usize,
     ) -> Vec<Finding> {
-        if am.get("items").is_some_and(Value::is_array) || bm.get("items").is_some_and(Value::is_array) {
-            return self.cannot(a_ptr, b_ptr, "`items` as an array (draft 7 tuples) is not compared; use `prefixItems`".into());
+        if am.get("items").is_some_and(Value::is_array)
+            || bm.get("items").is_some_and(Value::is_array)
+        {
+            return self.cannot(
+                a_ptr,
+                b_ptr,
+                "`items` as an array (draft 7 tuples) is not compared; use `prefixItems`".into(),
+            );
         }
         let t = Value::Bool(true);
-        let pa = am.get("prefixItems").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-        let pb = bm.get("prefixItems").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+        let pa = am
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let pb = bm
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
         let a_max = num(am, "maxItems").map_or(usize::MAX, |m| m.max(0.0) as usize);
         let a_items = am.get("items").unwrap_or(&t);
         let b_items = bm.get("items").unwrap_or(&t);
@@ -820,7 +922,13 @@ impl<'a> Cmp<'a> {
             out.extend(self.sub(ai, &ap, bi, &bp, depth));
         }
         if a_max > n {
-            out.extend(self.sub(a_items, &child(a_ptr, "items"), b_items, &child(b_ptr, "items"), depth));
+            out.extend(self.sub(
+                a_items,
+                &child(a_ptr, "items"),
+                b_items,
+                &child(b_ptr, "items"),
+                depth,
+            ));
         }
         out
     }
@@ -837,7 +945,11 @@ impl<'a> Cmp<'a> {
         let req = |m: &Map<String, Value>| -> Vec<String> {
             m.get("required")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let (ra, rb) = (req(am), req(bm));
@@ -852,7 +964,15 @@ impl<'a> Cmp<'a> {
                 out.push(self.finding(Kind::Required, &a_at, &b_at, what));
             }
         }
-        self.count_pair(&mut out, am, bm, a_ptr, b_ptr, "minProperties", "maxProperties");
+        self.count_pair(
+            &mut out,
+            am,
+            bm,
+            a_ptr,
+            b_ptr,
+            "minProperties",
+            "maxProperties",
+        );
         if let Some(Value::Object(deps)) = bm.get("dependentRequired") {
             let a_deps = am.get("dependentRequired").and_then(Value::as_object);
             for (k, list) in deps {
@@ -862,14 +982,21 @@ impl<'a> Cmp<'a> {
                     .map(|a| a.iter().collect())
                     .unwrap_or_default();
                 let ok = list.as_array().is_some_and(|l| {
-                    l.iter().all(|x| have.contains(&x) || x.as_str().is_some_and(|s| ra.iter().any(|r| r == s)))
+                    l.iter().all(|x| {
+                        have.contains(&x) || x.as_str().is_some_and(|s| ra.iter().any(|r| r == s))
+                    })
                 });
                 if !ok {
                     let what = match self.side {
                         Side::Input => format!("`dependentRequired` for `{k}` added or extended"),
                         Side::Output => format!("`dependentRequired` for `{k}` removed or reduced"),
                     };
-                    out.push(self.finding(Kind::Constraint, a_ptr, &child(&child(b_ptr, "dependentRequired"), k), what));
+                    out.push(self.finding(
+                        Kind::Constraint,
+                        a_ptr,
+                        &child(&child(b_ptr, "dependentRequired"), k),
+                        what,
+                    ));
                 }
             }
         }
@@ -877,16 +1004,29 @@ impl<'a> Cmp<'a> {
         let t = Value::Bool(true);
         let a_add = am.get("additionalProperties").unwrap_or(&t);
         let b_add = bm.get("additionalProperties").unwrap_or(&t);
-        let pattern_props = |m: &Map<String, Value>| m.get("patternProperties").is_some_and(|p| !is_trivial_map(p));
+        let pattern_props = |m: &Map<String, Value>| {
+            m.get("patternProperties")
+                .is_some_and(|p| !is_trivial_map(p))
+        };
         if (pattern_props(am) || pattern_props(bm)) && !(is_trivial(a_add) && is_trivial(b_add)) {
             return {
-                out.extend(self.cannot(a_ptr, b_ptr, "`patternProperties` beside `additionalProperties` is not compared".into()));
+                out.extend(self.cannot(
+                    a_ptr,
+                    b_ptr,
+                    "`patternProperties` beside `additionalProperties` is not compared".into(),
+                ));
                 out
             };
         }
         let empty = Map::new();
-        let pa = am.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-        let pb = bm.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+        let pa = am
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        let pb = bm
+            .get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
         let mut names: Vec<&String> = pa.keys().collect();
         names.extend(pb.keys().filter(|k| !pa.contains_key(*k)));
         for name in names {
@@ -903,8 +1043,12 @@ impl<'a> Cmp<'a> {
             };
             if bv == &Value::Bool(false) {
                 let what = match self.side {
-                    Side::Input => format!("property `{name}` is no longer accepted (the object is closed)"),
-                    Side::Output => format!("property `{name}` is new but the old object was closed"),
+                    Side::Input => {
+                        format!("property `{name}` is no longer accepted (the object is closed)")
+                    }
+                    Side::Output => {
+                        format!("property `{name}` is new but the old object was closed")
+                    }
                 };
                 out.push(self.finding(Kind::Property, &ap, &bp, what));
                 continue;
@@ -912,13 +1056,20 @@ impl<'a> Cmp<'a> {
             out.extend(self.sub(av, &ap, bv, &bp, depth));
         }
         if a_add != &Value::Bool(false) {
-            let (ap, bp) = (child(a_ptr, "additionalProperties"), child(b_ptr, "additionalProperties"));
+            let (ap, bp) = (
+                child(a_ptr, "additionalProperties"),
+                child(b_ptr, "additionalProperties"),
+            );
             if b_add == &Value::Bool(false) {
                 let what = match self.side {
                     Side::Input => "unlisted properties are no longer accepted (`additionalProperties = false`)",
                     Side::Output => "unlisted properties may now be returned (the old object was closed)",
                 };
-                let ap_at = if am.contains_key("additionalProperties") { ap } else { a_ptr.to_owned() };
+                let ap_at = if am.contains_key("additionalProperties") {
+                    ap
+                } else {
+                    a_ptr.to_owned()
+                };
                 out.push(self.finding(Kind::Property, &ap_at, &bp, what.into()));
             } else {
                 out.extend(self.sub(a_add, &ap, b_add, &bp, depth));

@@ -110,7 +110,12 @@ impl SpecSet {
                     Diagnostic::warning(file.clone(), Pos::START, "", "it does not parse")
                 }))
             }
-            (Ok(_), None) => Err(Diagnostic::warning(file.clone(), Pos::START, "", "it does not parse")),
+            (Ok(_), None) => Err(Diagnostic::warning(
+                file.clone(),
+                Pos::START,
+                "",
+                "it does not parse",
+            )),
         };
         match built {
             Ok((raw, spec)) => self.entries.push(SpecEntry {

@@ -17,7 +17,11 @@ pub(super) fn compare_sets(old: &SpecSet, new: &SpecSet) -> Vec<Diagnostic> {
     for e in &new.entries {
         new_by_name.entry(e.snapshot.name.as_str()).or_insert(e);
     }
-    let old_names: HashSet<&str> = old.entries.iter().map(|e| e.snapshot.name.as_str()).collect();
+    let old_names: HashSet<&str> = old
+        .entries
+        .iter()
+        .map(|e| e.snapshot.name.as_str())
+        .collect();
     let mut matched: HashSet<&str> = HashSet::new();
     let mut seen_old: HashSet<&str> = HashSet::new();
     for o in &old.entries {
@@ -30,9 +34,10 @@ pub(super) fn compare_sets(old: &SpecSet, new: &SpecSet) -> Vec<Diagnostic> {
             out.extend(compare_pair(o, n));
             continue;
         }
-        let renamed = new.entries.iter().find(|n| {
-            n.key == o.key && !old_names.contains(n.snapshot.name.as_str())
-        });
+        let renamed = new
+            .entries
+            .iter()
+            .find(|n| n.key == o.key && !old_names.contains(n.snapshot.name.as_str()));
         if let Some(n) = renamed {
             matched.insert(n.snapshot.name.as_str());
             out.push(diag(
@@ -94,7 +99,13 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
     ] {
         for f in schema::compare(a, b, side) {
             let pos = n.locate_pointer(table, &f.pointer);
-            out.push(diag(n, pos, f.severity(), f.kind.code(side), format!("{table}: {}", f.message)));
+            out.push(diag(
+                n,
+                pos,
+                f.severity(),
+                f.kind.code(side),
+                format!("{table}: {}", f.message),
+            ));
         }
     }
 
@@ -102,7 +113,9 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
     // run enforces.
     let bound = |s: &super::Snapshot| {
         let cap = s.limits.max_output_chars;
-        analyze(&s.output).worst_case_chars.map_or(cap, |w| w.min(cap))
+        analyze(&s.output)
+            .worst_case_chars
+            .map_or(cap, |w| w.min(cap))
     };
     let (ob, nb) = (bound(os), bound(ns));
     if nb > ob {
@@ -141,7 +154,13 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
     }
     for t in os.tools.iter().filter(|t| !ns.tools.contains(t)) {
         let pos = n.locate(&["tools"]).unwrap_or_else(|| n.name_pos());
-        out.push(diag(n, pos, Severity::Info, TOOL_REMOVED, format!("tool `{t}` removed")));
+        out.push(diag(
+            n,
+            pos,
+            Severity::Info,
+            TOOL_REMOVED,
+            format!("tool `{t}` removed"),
+        ));
     }
 
     let (ol, nl) = (&os.limits, &ns.limits);
@@ -156,10 +175,18 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
         ));
     };
     if nl.max_turns > ol.max_turns {
-        raised("max_turns", ol.max_turns.to_string(), nl.max_turns.to_string());
+        raised(
+            "max_turns",
+            ol.max_turns.to_string(),
+            nl.max_turns.to_string(),
+        );
     }
     if nl.timeout_secs > ol.timeout_secs {
-        raised("timeout_secs", ol.timeout_secs.to_string(), nl.timeout_secs.to_string());
+        raised(
+            "timeout_secs",
+            ol.timeout_secs.to_string(),
+            nl.timeout_secs.to_string(),
+        );
     }
     let cost = |c: Option<rust_decimal::Decimal>| c.map_or("unlimited".into(), |d| d.to_string());
     let cost_raised = match (ol.max_cost_usd, nl.max_cost_usd) {
@@ -182,8 +209,18 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
         ));
     }
     if os.system != ns.system {
-        let key = if n.locate(&["system"]).is_some() { "system" } else { "system_file" };
-        out.push(diag(n, text_pos(key), Severity::Info, PROMPT_CHANGED, "system prompt changed".into()));
+        let key = if n.locate(&["system"]).is_some() {
+            "system"
+        } else {
+            "system_file"
+        };
+        out.push(diag(
+            n,
+            text_pos(key),
+            Severity::Info,
+            PROMPT_CHANGED,
+            "system prompt changed".into(),
+        ));
     }
     if os.model != ns.model {
         let show = |m: &Option<String>| m.clone().unwrap_or_else(|| "the host's default".into());
@@ -192,7 +229,11 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
             text_pos("model"),
             Severity::Info,
             MODEL_CHANGED,
-            format!("model changed from {} to {}", show(&os.model), show(&ns.model)),
+            format!(
+                "model changed from {} to {}",
+                show(&os.model),
+                show(&ns.model)
+            ),
         ));
     }
     out
