@@ -179,6 +179,16 @@ pub fn compare(a: &Value, b: &Value, side: Side) -> Vec<Finding> {
         visits: 0,
     };
     let mut out = cmp.sub(a, "", b, "", 0);
+    // A nested `$id` starts a new base for the `$ref`s under it, which this engine resolves
+    // against the document root: it could follow the wrong target, so it never vouches.
+    if (nested_id(a) || nested_id(b)) && !(a == b && !has_ref(a)) {
+        out.extend(cmp.cannot(
+            "",
+            "",
+            "a nested `$id` changes how `$ref`s resolve; only document-root `$id`s are compared"
+                .into(),
+        ));
+    }
     dedup(&mut out);
     out
 }
@@ -206,6 +216,28 @@ fn has_ref(v: &Value) -> bool {
         match v {
             Value::Object(m) => {
                 if m.contains_key("$ref") || m.contains_key("$dynamicRef") {
+                    return true;
+                }
+                stack.extend(m.values());
+            }
+            Value::Array(a) => stack.extend(a),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether `$id` (or draft-4 `id` beside a `$ref`) appears below the document root.
+fn nested_id(root: &Value) -> bool {
+    let mut stack: Vec<&Value> = match root {
+        Value::Object(m) => m.values().collect(),
+        Value::Array(a) => a.iter().collect(),
+        _ => return false,
+    };
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(m) => {
+                if m.get("$id").is_some_and(Value::is_string) {
                     return true;
                 }
                 stack.extend(m.values());

@@ -358,6 +358,13 @@ fn table() -> Vec<(&'static str, Side, Value, Value, Option<&'static str>)> {
             json!({"$defs": {"N": {"type": "object", "properties": {"next": {"$ref": "#/$defs/N"}}}}, "$ref": "#/$defs/N"}),
             None,
         ),
+        (
+            "in: nested $id",
+            I,
+            json!({"type": "object", "properties": {"t": {"$id": "http://x/t", "type": "string"}}}),
+            json!({"type": "object", "properties": {"t": {"$id": "http://x/t", "type": "string"}, "u": {"type": "string"}}}),
+            Some(CANNOT_PROVE),
+        ),
         // Output: the mirror rules.
         (
             "out: required removed",
