@@ -181,7 +181,8 @@ pub fn compare(a: &Value, b: &Value, side: Side) -> Vec<Finding> {
     let mut out = cmp.sub(a, "", b, "", 0);
     // A nested `$id` starts a new base for the `$ref`s under it, which this engine resolves
     // against the document root: it could follow the wrong target, so it never vouches.
-    if (nested_id(a) || nested_id(b)) && !(a == b && !has_ref(a)) {
+    let identical = a == b && !has_ref(a);
+    if (nested_id(a) || nested_id(b)) && !identical {
         out.extend(cmp.cannot(
             "",
             "",
