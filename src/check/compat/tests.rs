@@ -938,3 +938,41 @@ fn registry_macro_locks_rust_specs() {
         json!({"maxLength": 5, "type": "string"})
     );
 }
+
+#[test]
+fn notes_never_fail_even_under_deny_warnings_but_cannot_prove_does() {
+    let base = SPEC.replace("NAME", "find");
+    let old = set(&[("f.toml", base.clone())]);
+    let deny = CompatOptions {
+        deny_warnings: true,
+        ..Default::default()
+    };
+    let added = set(&[
+        ("f.toml", base.clone()),
+        ("g.toml", SPEC.replace("NAME", "g")),
+    ]);
+    let r = compare(&old, &added, &deny);
+    assert_eq!(codes_of(&r), vec![(SPEC_ADDED.into(), Severity::Info)]);
+    assert_eq!(r.warning_count(), 0);
+    assert!(!r.failed(), "a note fails nothing");
+    let json = crate::check::render::json(&r);
+    assert!(json.contains("\"severity\": \"info\""), "{json}");
+    assert!(crate::check::render::github(&r).starts_with("::notice file=g.toml,"));
+
+    let pattern = base.replace(
+        "properties.q = { type = \"string\", maxLength = 100 }",
+        "properties.q = { type = \"string\", maxLength = 100, pattern = \"^b\" }",
+    );
+    let old_pattern = base.replace(
+        "properties.q = { type = \"string\", maxLength = 100 }",
+        "properties.q = { type = \"string\", maxLength = 100, pattern = \"^a\" }",
+    );
+    let r = compare(
+        &set(&[("f.toml", old_pattern)]),
+        &set(&[("f.toml", pattern)]),
+        &deny,
+    );
+    assert_eq!(codes_of(&r), vec![(CANNOT_PROVE.into(), Severity::Warning)]);
+    assert!(r.failed());
+    assert!(r.diagnostics[0].message.contains("two different patterns"));
+}
