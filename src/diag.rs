@@ -15,6 +15,8 @@ pub enum Severity {
     Error,
     /// Worth fixing, but the spec still works.
     Warning,
+    /// A note (a contract change that breaks no one, or an accepted break): never fails.
+    Info,
 }
 
 /// One finding about one spec file, at one place in it.
@@ -57,6 +59,11 @@ impl Diagnostic {
         message: impl Into<String>,
     ) -> Self {
         Self::new(file, pos, Severity::Warning, code, message)
+    }
+
+    /// A note at `pos` in `file`, with no spec name yet.
+    pub fn info(file: impl Into<String>, pos: Pos, code: &str, message: impl Into<String>) -> Self {
+        Self::new(file, pos, Severity::Info, code, message)
     }
 
     fn new(

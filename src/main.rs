@@ -49,6 +49,10 @@ enum Command {
     Trace(cli::trace::TraceArgs),
     /// Check every spec's contracts; exit 0 all hold, 1 violations, 2 usage or I/O error.
     Check(cli::check::CheckArgs),
+    /// Compare two spec sets (files, directories or lock files): breaking changes exit 1.
+    Diff(cli::compat::DiffArgs),
+    /// Print the contracts of specs (and merged lock files) as a lock file on stdout.
+    Lock(cli::compat::LockArgs),
     /// Print a spec as the tool definition a host registers.
     Schema(cli::schema::SchemaArgs),
     /// Serve the specs as MCP tools over stdio (input/output schemas, structured content).
@@ -69,6 +73,8 @@ fn main() -> ExitCode {
     ExitCode::from(match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Schema(args) => cli::schema::main(&args),
+        Command::Diff(args) => cli::compat::diff(args),
+        Command::Lock(args) => cli::compat::lock(&args),
         Command::Run(args) => cli::run::main(args, cli.quiet),
         Command::Trace(args) => cli::trace::main(&args),
         #[cfg(feature = "mcp")]

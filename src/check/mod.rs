@@ -1,6 +1,7 @@
 #![doc = include_str!("../docs/check.md")]
 
 mod catalog;
+pub mod compat;
 pub mod render;
 
 pub use crate::diag::{codes, Diagnostic, Severity};
@@ -89,12 +90,13 @@ impl CheckReport {
 
     /// Warnings found.
     pub fn warning_count(&self) -> usize {
-        self.diagnostics.len() - self.error_count()
+        let warning = |d: &&Diagnostic| d.severity == Severity::Warning;
+        self.diagnostics.iter().filter(warning).count()
     }
 
-    /// Whether the run fails: any error, or any warning under `deny_warnings`.
+    /// Whether the run fails: any error, or any warning under `deny_warnings` (notes never).
     pub fn failed(&self) -> bool {
-        self.has_errors() || (self.deny_warnings && !self.diagnostics.is_empty())
+        self.has_errors() || (self.deny_warnings && self.warning_count() > 0)
     }
 
     /// The text of `line` in `file`, when the file was read by this run.
@@ -255,6 +257,7 @@ impl Locator<'_> {
         let mut d = match severity {
             Severity::Error => Diagnostic::error(self.file.clone(), pos, code, message),
             Severity::Warning => Diagnostic::warning(self.file.clone(), pos, code, message),
+            Severity::Info => Diagnostic::info(self.file.clone(), pos, code, message),
         };
         d.spec = self.spec.clone();
         d

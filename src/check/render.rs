@@ -31,6 +31,7 @@ fn severity(s: Severity) -> &'static str {
     match s {
         Severity::Error => "error",
         Severity::Warning => "warning",
+        Severity::Info => "note",
     }
 }
 
@@ -110,6 +111,7 @@ pub fn annotation(d: &Diagnostic) -> String {
     let level = match d.severity {
         Severity::Error => "error",
         Severity::Warning => "warning",
+        Severity::Info => "notice",
     };
     format!(
         "::{level} file={},line={},col={},title={}::{}",

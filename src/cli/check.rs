@@ -26,10 +26,13 @@ pub struct CheckArgs {
     /// Deepest sub-agent depth allowed (the host is depth 0).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DEPTH)]
     max_depth: u32,
+    #[command(flatten)]
+    compat: super::compat::CompatArgs,
 }
 
+/// An output format of `check` and `diff`.
 #[derive(Clone, Copy, ValueEnum)]
-enum CheckFormat {
+pub enum CheckFormat {
     Human,
     Json,
     Github,
@@ -43,6 +46,7 @@ pub fn main(args: CheckArgs) -> u8 {
         format,
         deny_warnings,
         max_depth,
+        compat,
     } = args;
     let catalogue = match tools.as_deref().map(check::load_catalogue).transpose() {
         Ok(c) => c.unwrap_or_default(),
@@ -57,6 +61,15 @@ pub fn main(args: CheckArgs) -> u8 {
         deny_warnings,
     };
     let report = match check::check_paths(&paths, &opts) {
+        Ok(r) if compat.against.is_some() => {
+            match super::compat::against(&paths, &compat, deny_warnings) {
+                Ok(c) => return super::compat::finish(&r.merge(c), format),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return USAGE;
+                }
+            }
+        }
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -3,7 +3,9 @@
 //! `replay:`), and the stderr log.
 
 pub mod check;
+pub mod compat;
 pub mod example_model;
+pub mod git;
 pub mod log;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -4,6 +4,7 @@ mod budget_stress;
 mod check;
 mod cli;
 mod common;
+mod compat;
 mod invariants;
 mod layers;
 #[cfg(feature = "mcp")]
