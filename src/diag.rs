@@ -239,6 +239,16 @@ impl LineIndex {
     }
 }
 
+/// A user-written string as quoted in a message: long ones are cut, so one absurd value can't
+/// make every diagnostic about it megabytes long.
+pub(crate) fn shown(s: &str) -> String {
+    const MAX: usize = 60;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
+    }
+}
+
 /// Characters in a byte slice of UTF-8: every byte that is not a continuation byte starts one.
 /// Works on slices cut anywhere, which is what lets the checkpoints use fixed-size chunks.
 fn count_chars(bytes: &[u8]) -> u32 {
