@@ -95,6 +95,9 @@ impl Diagnostic {
 pub mod codes {
     /// The file is not valid TOML (or not valid UTF-8).
     pub const TOML_SYNTAX: &str = "toml-syntax";
+    /// The spec file could not be read at all (missing, a directory, no permission):
+    /// `load_spec` only; `check` treats an unreadable path as a usage error (exit 2).
+    pub const IO_ERROR: &str = "io-error";
     /// A key the spec format does not know (typos must not pass CI).
     pub const UNKNOWN_KEY: &str = "unknown-key";
     /// A spec or tool name missing or not matching `[A-Za-z0-9_-]{1,64}`.

@@ -615,3 +615,90 @@ impl<I, O> SubAgentSpec<I, O> {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::diag::codes;
+
+    #[test]
+    fn build_reports_every_problem_not_just_the_first() {
+        let err = SubAgentSpec::dynamic(
+            "bad name",
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+        )
+        .tools(["grep", SUBMIT_TOOL, "grep"])
+        .max_turns(0)
+        .timeout(Duration::ZERO)
+        .example(json!(1), json!({"a": 2}))
+        .build()
+        .unwrap_err();
+        let got: Vec<(&str, &SpecLocation)> =
+            err.problems.iter().map(|p| (p.code, &p.at)).collect();
+        let ex = |side: &'static str, path: &str| SpecLocation::Example {
+            index: 0,
+            side,
+            instance_path: path.into(),
+        };
+        assert_eq!(
+            got,
+            [
+                (codes::INVALID_NAME, &SpecLocation::Name),
+                (codes::INVALID_VALUE, &SpecLocation::Description),
+                (codes::INVALID_NAME, &SpecLocation::Tool(1)),
+                (codes::INVALID_NAME, &SpecLocation::Tool(2)),
+                (codes::BAD_LIMITS, &SpecLocation::Limit("max_turns")),
+                (codes::BAD_LIMITS, &SpecLocation::Limit("timeout")),
+                (
+                    codes::UNBOUNDED_STRING,
+                    &SpecLocation::Schema {
+                        which: "output",
+                        pointer: "/properties/a".into()
+                    }
+                ),
+                (
+                    codes::OPEN_OBJECT,
+                    &SpecLocation::Schema {
+                        which: "output",
+                        pointer: String::new()
+                    }
+                ),
+                (codes::EXAMPLE_INVALID, &ex("input", "")),
+                (codes::EXAMPLE_INVALID, &ex("output", "/a")),
+            ],
+            "{err}"
+        );
+        // Display lists them all, after the spec's name.
+        let text = err.to_string();
+        assert!(
+            text.starts_with("spec `bad name`: [invalid-name]"),
+            "{text}"
+        );
+        assert!(text.contains("tool `grep` is listed twice"), "{text}");
+        assert_eq!(text.matches("; [").count(), err.problems.len() - 1);
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_points_into_itself() {
+        let err = SubAgentSpec::dynamic(
+            "s",
+            json!({"type": "object", "properties": {"q": {"type": 5}}}),
+            json!({"type": "string", "maxLength": 5}),
+        )
+        .description("d")
+        .build()
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert_eq!(err.problems[0].code, codes::INVALID_SCHEMA);
+        assert_eq!(
+            err.problems[0].at,
+            SpecLocation::Schema {
+                which: "input",
+                pointer: "/properties/q/type".into()
+            }
+        );
+    }
+}

@@ -31,6 +31,7 @@ fn render(d: &[Diagnostic]) -> String {
 }
 
 /// Reads and builds the spec in the TOML file at `path`, as `src/docs/specs.md` describes it.
+/// A file that cannot be read is one `io-error` diagnostic.
 /// Unknown keys, invalid names, bad limits, schemas that do not compile, an unbounded or
 /// too-large output and invalid examples are all errors, each pointing at file:line:col.
 pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, LoadError> {
@@ -44,7 +45,7 @@ pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, L
                     line: 1,
                     column: 1,
                     severity: Severity::Error,
-                    code: codes::TOML_SYNTAX.to_string(),
+                    code: codes::IO_ERROR.to_string(),
                     spec: None,
                     message: format!("cannot read the file: {e}"),
                 }],
@@ -126,4 +127,21 @@ pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_file_is_an_io_error_not_a_syntax_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [dir.path().join("absent.toml"), dir.path().to_path_buf()] {
+            let err = load_spec(&path).unwrap_err();
+            assert_eq!(err.diagnostics.len(), 1, "{err}");
+            let d = &err.diagnostics[0];
+            assert_eq!((d.code.as_str(), d.line, d.column), ("io-error", 1, 1));
+            assert!(d.message.starts_with("cannot read the file: "), "{d:?}");
+        }
+    }
 }
