@@ -105,24 +105,19 @@ pub(crate) fn to_diagnostics(raw: &RawSpec, e: &SpecError) -> Vec<Diagnostic> {
         .collect()
 }
 
-/// Every `*.toml` file under `dir`, recursively, sorted.
+/// Every `*.toml` file under `dir`, recursively, sorted; `dir` itself when it is a file.
+/// Links inside the tree are not followed (neither to files nor to directories), so a link
+/// cannot pull in specs from elsewhere or loop; a link given as `dir` itself is followed.
 pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
     if dir.is_file() {
-        out.push(dir.to_path_buf());
-        return Ok(out);
+        return Ok(vec![dir.to_path_buf()]);
     }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let ft = entry.file_type()?;
-            let p = entry.path();
-            if ft.is_dir() {
-                stack.push(p);
-            } else if ft.is_file() && p.extension().is_some_and(|e| e == "toml") {
-                out.push(p);
-            }
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
+        let entry = entry?;
+        let p = entry.path();
+        if entry.file_type().is_file() && p.extension().is_some_and(|e| e == "toml") {
+            out.push(entry.into_path());
         }
     }
     out.sort();
@@ -143,5 +138,31 @@ mod tests {
             assert_eq!((d.code.as_str(), d.line, d.column), ("io-error", 1, 1));
             assert!(d.message.starts_with("cannot read the file: "), "{d:?}");
         }
+    }
+
+    #[test]
+    fn spec_files_are_sorted_recursive_and_do_not_follow_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("specs");
+        std::fs::create_dir_all(root.join("b/.hidden")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        for f in ["z.toml", "a.toml", "b/c.toml", "b/.hidden/d.toml", "notes.md", "b/x.TOML"] {
+            std::fs::write(root.join(f), "").unwrap();
+        }
+        std::fs::write(dir.path().join("elsewhere/e.toml"), "").unwrap();
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("link")).unwrap();
+            std::os::unix::fs::symlink(root.join("a.toml"), root.join("l.toml")).unwrap();
+        }
+        let got: Vec<String> = spec_files(&root)
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        assert_eq!(got, ["a.toml", "b/.hidden/d.toml", "b/c.toml", "z.toml"]);
+        // A file given directly is itself, whatever its extension.
+        assert_eq!(spec_files(&root.join("notes.md")).unwrap(), [root.join("notes.md")]);
+        assert!(spec_files(&root.join("absent")).is_err());
     }
 }
