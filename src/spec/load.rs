@@ -146,7 +146,14 @@ mod tests {
         let root = dir.path().join("specs");
         std::fs::create_dir_all(root.join("b/.hidden")).unwrap();
         std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
-        for f in ["z.toml", "a.toml", "b/c.toml", "b/.hidden/d.toml", "notes.md", "b/x.TOML"] {
+        for f in [
+            "z.toml",
+            "a.toml",
+            "b/c.toml",
+            "b/.hidden/d.toml",
+            "notes.md",
+            "b/x.TOML",
+        ] {
             std::fs::write(root.join(f), "").unwrap();
         }
         std::fs::write(dir.path().join("elsewhere/e.toml"), "").unwrap();
@@ -162,7 +169,10 @@ mod tests {
             .collect();
         assert_eq!(got, ["a.toml", "b/.hidden/d.toml", "b/c.toml", "z.toml"]);
         // A file given directly is itself, whatever its extension.
-        assert_eq!(spec_files(&root.join("notes.md")).unwrap(), [root.join("notes.md")]);
+        assert_eq!(
+            spec_files(&root.join("notes.md")).unwrap(),
+            [root.join("notes.md")]
+        );
         assert!(spec_files(&root.join("absent")).is_err());
     }
 }
