@@ -102,6 +102,9 @@ impl Diagnostic {
 pub mod codes {
     /// The file is not valid TOML (or not valid UTF-8).
     pub const TOML_SYNTAX: &str = "toml-syntax";
+    /// The spec file could not be read at all (missing, a directory, no permission):
+    /// `load_spec` only; `check` treats an unreadable path as a usage error (exit 2).
+    pub const IO_ERROR: &str = "io-error";
     /// A key the spec format does not know (typos must not pass CI).
     pub const UNKNOWN_KEY: &str = "unknown-key";
     /// A spec or tool name missing or not matching `[A-Za-z0-9_-]{1,64}`.
@@ -243,6 +246,16 @@ impl LineIndex {
         let chunk = offset / CHUNK;
         let base = self.char_checkpoints[chunk];
         base.saturating_add(count_chars(&self.src.as_bytes()[chunk * CHUNK..offset]))
+    }
+}
+
+/// A user-written string as quoted in a message: long ones are cut, so one absurd value can't
+/// make every diagnostic about it megabytes long.
+pub(crate) fn shown(s: &str) -> String {
+    const MAX: usize = 60;
+    match s.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &s[..cut]),
+        None => s.to_owned(),
     }
 }
 

@@ -44,7 +44,7 @@ pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink
 pub use gate::{ApprovalGate, ApprovalRequest, Decision, DenyTools, FnGate, Gate};
 pub use model::{Model, SUBMIT_TOOL};
 pub use outcome::{Outcome, RunError, RunResult};
-pub use spec::{Limits, SpecBuilder, SpecError, SubAgentSpec};
+pub use spec::{Limits, SpecBuilder, SpecError, SpecProblem, SubAgentSpec};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
 

@@ -11,14 +11,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use crate::contract::{Contract, SchemaError, Violation};
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{LineIndex, Pos};
-use crate::json::compact_chars;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
-use crate::spec::{spec_files, SubAgentSpec, DEFAULT_MAX_OUTPUT_CHARS};
+use crate::spec::{spec_files, SpecProblem, SubAgentSpec};
 use crate::tool::workspace::BUILTIN_TOOLS;
 
 /// What a check run may assume beyond the spec files themselves.
@@ -173,7 +169,8 @@ impl SetBuilder {
     ) {
         self.files += 1;
         if let Some(raw) = &raw {
-            diags.extend(check_raw(raw));
+            let found = check_raw(raw, &diags);
+            diags.extend(found);
         }
         // Kept for every file: set-wide findings (a duplicate name) may point into a file
         // that had no findings of its own, and human output shows the offending line.
@@ -196,8 +193,8 @@ impl SetBuilder {
     }
 }
 
-/// Where the contract checks point their diagnostics: into a spec file, or (for a spec
-/// declared in Rust) at nothing more precise than the spec itself.
+/// Where the builder's problems point: into a spec file, or (for a spec declared in Rust) at
+/// nothing more precise than the spec itself.
 struct Locator<'a> {
     file: String,
     spec: Option<String>,
@@ -205,52 +202,9 @@ struct Locator<'a> {
 }
 
 impl Locator<'_> {
-    fn schema(&self, table: &str, pointer: &str) -> Pos {
-        self.raw
-            .map_or(Pos::START, |r| r.positions.locate_pointer(table, pointer))
-    }
-
-    fn max_output_chars(&self) -> Pos {
-        self.raw.map_or(Pos::START, |r| {
-            r.positions
-                .locate(&["limits", "max_output_chars"])
-                .unwrap_or(r.output.pos)
-        })
-    }
-
-    /// The example's `input`/`output`, or the value inside it that a violation names.
-    fn example(&self, index: usize, side: &str, instance_path: &str) -> Pos {
-        let Some(r) = self.raw else {
-            return Pos::START;
-        };
-        let idx = index.to_string();
-        let mut path: Vec<String> = vec!["examples".into(), idx, side.into()];
-        let base = r
-            .positions
-            .locate(&path.iter().map(String::as_str).collect::<Vec<_>>());
-        let mut best = base;
-        for seg in crate::json::pointer::tokens(instance_path) {
-            path.push(seg.into_owned());
-            match r
-                .positions
-                .locate(&path.iter().map(String::as_str).collect::<Vec<_>>())
-            {
-                Some(p) => best = Some(p),
-                None => break,
-            }
-        }
-        best.unwrap_or_else(|| {
-            r.examples
-                .iter()
-                .find(|x| x.index == index)
-                .map_or(r.name.pos, |x| {
-                    if side == "input" {
-                        x.input.pos
-                    } else {
-                        x.output.pos
-                    }
-                })
-        })
+    fn problem(&self, p: &SpecProblem) -> Diagnostic {
+        let pos = self.raw.map_or(Pos::START, |r| r.locate(&p.at));
+        self.diag(pos, Severity::Error, p.code, p.message.clone())
     }
 
     fn diag(&self, pos: Pos, severity: Severity, code: &str, message: String) -> Diagnostic {
@@ -264,159 +218,27 @@ impl Locator<'_> {
     }
 }
 
-/// One contract example, as the checks see it.
-struct Example<'a> {
-    /// Index in the file's `examples` array (or in the spec's list).
-    index: usize,
-    input: &'a Value,
-    output: &'a Value,
-}
-
-fn compile(schema: &Value) -> Result<Contract, SchemaError> {
-    Contract::compile(Arc::new(schema.clone()))
-}
-
-fn schema_error(loc: &Locator<'_>, which: &str, schema: &Value, e: &SchemaError) -> Diagnostic {
-    // The compiler's path is into the meta-schema; the meta-schema check says where in *this*
-    // schema the problem is, which is the line a person must edit.
-    let at = match jsonschema::draft202012::meta::validate(schema) {
-        Err(m) => m.instance_path().to_string(),
-        Ok(()) => String::new(),
+/// Builds one parsed spec file, the same way `load_spec` does, and reports every problem the
+/// builder finds that the file layer has not already reported at the same place (an invalid
+/// name or an empty description is found by both).
+fn check_raw(raw: &RawSpec, parsed: &[Diagnostic]) -> Vec<Diagnostic> {
+    let Err(e) = crate::spec::load::builder(raw).build() else {
+        return Vec::new();
     };
-    loc.diag(
-        loc.schema(which, &at),
-        Severity::Error,
-        codes::INVALID_SCHEMA,
-        format!("the {which} schema does not compile: {}", e.message),
-    )
-}
-
-/// The contract checks shared by spec files and Rust-declared specs.
-fn check_contracts(
-    loc: &Locator<'_>,
-    input: Option<&Contract>,
-    output: Option<&Contract>,
-    max_output_chars: usize,
-    examples: &[Example<'_>],
-) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    if let Some(output) = output {
-        let a = output.analysis();
-        for p in &a.problems {
-            let code = p.kind.code();
-            let at = if p.schema_path.is_empty() {
-                "the output schema's root".to_string()
-            } else {
-                format!("output{}", p.schema_path)
-            };
-            out.push(loc.diag(
-                loc.schema("output", &p.schema_path),
-                Severity::Error,
-                code,
-                format!("{at}: {}", p.message),
-            ));
-        }
-        if let Some(w) = a.worst_case_chars {
-            if w > max_output_chars as u64 {
-                out.push(loc.diag(
-                    loc.max_output_chars(),
-                    Severity::Error,
-                    codes::OUTPUT_TOO_LARGE,
-                    format!(
-                        "the largest valid output is {w} characters of compact JSON, over \
-                         max_output_chars = {max_output_chars}: tighten maxLength/maxItems \
-                         or raise the limit"
-                    ),
-                ));
-            }
-        }
-    }
-    for ex in examples {
-        let n = ex.index + 1;
-        if let Some(input) = input {
-            if let Err(vs) = input.validate(ex.input) {
-                out.push(example_diag(loc, ex.index, n, "input", &vs));
-            }
-        }
-        if let Some(output) = output {
-            let mut vs = output.validate(ex.output).err().unwrap_or_default();
-            let chars = compact_chars(ex.output);
-            if chars > max_output_chars {
-                vs.push(Violation {
-                    path: String::new(),
-                    message: format!(
-                        "is {chars} characters of compact JSON, over max_output_chars = \
-                         {max_output_chars}"
-                    ),
-                });
-            }
-            if !vs.is_empty() {
-                out.push(example_diag(loc, ex.index, n, "output", &vs));
-            }
-        }
-    }
-    out
-}
-
-fn example_diag(
-    loc: &Locator<'_>,
-    index: usize,
-    n: usize,
-    side: &str,
-    vs: &[Violation],
-) -> Diagnostic {
-    let first = vs.first().map_or("", |v| v.path.as_str());
-    let list: Vec<String> = vs.iter().map(ToString::to_string).collect();
-    loc.diag(
-        loc.example(index, side, first),
-        Severity::Error,
-        codes::EXAMPLE_INVALID,
-        format!(
-            "example {n} {side} does not validate against the {side} contract: {}",
-            list.join("; ")
-        ),
-    )
-}
-
-/// Contract checks of one parsed spec file: schemas compile, the output is bounded and fits,
-/// and every example validates.
-fn check_raw(raw: &RawSpec) -> Vec<Diagnostic> {
     let loc = Locator {
         file: raw.path.display().to_string(),
         spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
         raw: Some(raw),
     };
-    let mut out = Vec::new();
-    let input = compile(&raw.input.value)
-        .map_err(|e| out.push(schema_error(&loc, "input", &raw.input.value, &e)))
-        .ok();
-    let output = compile(&raw.output.value)
-        .map_err(|e| out.push(schema_error(&loc, "output", &raw.output.value, &e)))
-        .ok();
-    let max = raw
-        .limits
-        .max_output_chars
-        .as_ref()
-        .map_or(DEFAULT_MAX_OUTPUT_CHARS, |m| {
-            usize::try_from(m.value).unwrap_or(usize::MAX)
-        });
-    let examples: Vec<Example<'_>> = raw
-        .examples
+    e.problems
         .iter()
-        .map(|x| Example {
-            index: x.index,
-            input: &x.input.value,
-            output: &x.output.value,
+        .map(|p| loc.problem(p))
+        .filter(|d| {
+            !parsed
+                .iter()
+                .any(|q| q.code == d.code && q.pos() == d.pos())
         })
-        .collect();
-    out.extend(check_contracts(
-        &loc,
-        input.as_ref(),
-        output.as_ref(),
-        max,
-        &examples,
-    ));
-    out
+        .collect()
 }
 
 impl<I, O> SubAgentSpec<I, O> {
@@ -447,24 +269,12 @@ impl<I, O> SubAgentSpec<I, O> {
             spec: Some(self.name().to_string()),
             raw: None,
         };
-        let examples: Vec<Example<'_>> = self
-            .examples()
+        let mut out: Vec<Diagnostic> = self
+            .contract_problems()
             .iter()
-            .enumerate()
-            .map(|(index, (i, o))| Example {
-                index,
-                input: i,
-                output: o,
-            })
+            .map(|p| loc.problem(p))
             .collect();
-        let mut out = check_contracts(
-            &loc,
-            Some(self.input_contract()),
-            Some(self.output_contract()),
-            self.limits().max_output_chars,
-            &examples,
-        );
-        if examples.is_empty() {
+        if self.examples().is_empty() {
             out.push(loc.diag(
                 Pos::START,
                 Severity::Warning,

@@ -220,3 +220,43 @@ fn unknown_tool_suggests_a_close_name() {
         r.diagnostics[0].message
     );
 }
+
+#[test]
+fn the_builder_s_problems_are_all_reported_once_each_at_their_place() {
+    // An invalid name (found by the file layer and the builder: reported once), a tool listed
+    // twice and a zero limit (found only by the builder), and an unbounded output.
+    let src = r#"name = "bad name"
+description = "d"
+system = "p"
+tools = ["grep", "grep"]
+[limits]
+max_turns = 0
+[input]
+type = "object"
+[output]
+type = "object"
+additionalProperties = false
+properties.a = { type = "string" }
+[[examples]]
+input = {}
+output = { a = "x" }
+"#;
+    let r = check_sources(
+        &[(PathBuf::from("s.toml"), src.to_string())],
+        &CheckOptions::default(),
+    );
+    let c = codes_of(&r);
+    let at = |code: &str, line, col| (code.to_string(), "s.toml".to_string(), line, col);
+    assert_eq!(
+        c,
+        [
+            at("invalid-name", 1, 8),
+            at("invalid-name", 4, 18),
+            at("bad-limits", 6, 13),
+            at("unbounded-string", 12, 12),
+        ],
+        "{:#?}",
+        r.diagnostics
+    );
+    assert_eq!(r.diagnostics[1].message, "tool `grep` is listed twice");
+}

@@ -2,7 +2,6 @@
 //! POST-JSON call with retries, backoff and the mapping of every failure to a [`ModelError`].
 
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -394,7 +393,7 @@ impl Transport {
             .saturating_mul(2u32.saturating_pow(attempt))
             .min(self.config.max_backoff);
         let half = base / 2;
-        half + half.mul_f64(jitter())
+        half + half.mul_f64(fastrand::f64())
     }
 
     /// Removes every key from an error's text ([`crate::redact`]), in case a server echoes one
@@ -433,19 +432,6 @@ fn origin(url: &str, location: &str) -> String {
         Ok(target) if target.origin().is_tuple() => target.origin().ascii_serialization(),
         _ => "an address that is not a valid URL".to_string(),
     }
-}
-
-/// A number in `[0, 1)` from the standard library's randomly seeded hasher: enough to spread
-/// retries of concurrent clients apart, without a dependency on `rand`.
-fn jitter() -> f64 {
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default(),
-    );
-    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// `Retry-After` in seconds (integer or decimal). HTTP dates are ignored: backoff applies.

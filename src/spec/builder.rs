@@ -13,81 +13,82 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::core::{Decoder, Limits, OutputMode, OutputText, Source, SpecCore};
+use super::core::{Decoder, Limits, OutputMode, Source, SpecCore};
 use super::SubAgentSpec;
-use crate::contract::{violations_from_rules, Contract, Unbounded, Violation};
+use crate::contract::{violations_from_rules, Contract, Violation};
+use crate::diag::{codes, shown};
 use crate::json::compact_chars;
 use crate::model::ToolDefinition;
 use crate::model::{SUBMIT_DESCRIPTION, SUBMIT_TOOL};
 use crate::tool::is_valid_name;
 
-/// Why a spec could not be built.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SpecError {
-    /// The name is not `[A-Za-z0-9_-]{1,64}`.
-    #[error("invalid spec name `{0}`: use 1 to 64 of A-Z a-z 0-9 _ -")]
-    InvalidName(String),
-    /// The description is empty.
-    #[error("spec `{0}`: the description is empty; hosts choose tools by it")]
-    MissingDescription(String),
-    /// A tool name is invalid, reserved or repeated.
-    #[error("spec `{spec}`: tool `{tool}`: {reason}")]
-    BadTool {
-        /// The spec.
-        spec: String,
-        /// The tool.
-        tool: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A limit makes no sense.
-    #[error("spec `{spec}`: bad limits: {reason}")]
-    BadLimits {
-        /// The spec.
-        spec: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// A schema does not compile (or could not be generated).
-    #[error("spec `{spec}`: invalid {which} schema: {message}")]
-    InvalidSchema {
-        /// The spec.
-        spec: String,
+/// Where in a spec a [`SpecProblem`] is. A spec file turns it into a line and column
+/// (`subcontract check`, [`load_spec`](crate::spec::load_spec)); a spec built in Rust has
+/// nothing more precise than the spec itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpecLocation {
+    /// The spec's name.
+    Name,
+    /// The description.
+    Description,
+    /// The tool at this index of the spec's tool list.
+    Tool(usize),
+    /// One limit, by its [`Limits`] field name (`max_turns`, `timeout`, `max_cost_usd`, …).
+    Limit(&'static str),
+    /// A place in the input or output schema.
+    Schema {
         /// `input` or `output`.
         which: &'static str,
-        /// Why.
-        message: String,
+        /// A JSON Pointer into that schema; empty for its root.
+        pointer: String,
     },
-    /// The output schema admits outputs of any size.
-    #[error("spec `{spec}`: the output schema is unbounded: {}", problems.iter().map(|p| format!("{} ({})", if p.schema_path.is_empty() { "/" } else { &p.schema_path }, p.message)).collect::<Vec<_>>().join("; "))]
-    UnboundedOutput {
-        /// The spec.
-        spec: String,
-        /// Every unbounded place.
-        problems: Vec<Unbounded>,
-    },
-    /// The largest valid output is larger than `max_output_chars`.
-    #[error("spec `{spec}`: the largest valid output is {worst_case} characters, over max_output_chars = {max}: tighten maxLength/maxItems or raise the limit")]
-    OutputTooLarge {
-        /// The spec.
-        spec: String,
-        /// Worst-case size.
-        worst_case: u64,
-        /// The limit.
-        max: usize,
-    },
-    /// A contract example does not validate.
-    #[error("spec `{spec}`: example {index} {side} is invalid: {}", violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "))]
-    ExampleInvalid {
-        /// The spec.
-        spec: String,
-        /// 0-based example index.
+    /// The `max_output_chars` limit, which the output schema's worst case exceeds.
+    MaxOutputChars,
+    /// One side of a contract example.
+    Example {
+        /// 0-based index in the spec's examples.
         index: usize,
         /// `input` or `output`.
         side: &'static str,
-        /// What is wrong.
-        violations: Vec<Violation>,
+        /// A JSON Pointer to the first offending value in it; empty for the whole side.
+        instance_path: String,
     },
+}
+
+/// One thing wrong with a spec: a stable code (the `subcontract check` codes of
+/// `src/docs/invariants.md`, e.g. `bad-limits`, `output-too-large`), what is wrong, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecProblem {
+    /// The stable code.
+    pub code: &'static str,
+    /// What is wrong, and where possible how to fix it.
+    pub message: String,
+    /// Where.
+    pub at: SpecLocation,
+}
+
+impl std::fmt::Display for SpecProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[{}] {}", self.code, self.message)
+    }
+}
+
+/// Why a spec could not be built: every problem found, not only the first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("spec `{}`: {}", shown(spec), problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+pub struct SpecError {
+    /// The spec's name, as given.
+    pub spec: String,
+    /// Every problem, in the order of the spec's parts; never empty.
+    pub problems: Vec<SpecProblem>,
+}
+
+impl SpecError {
+    /// Whether some problem has this code.
+    pub fn has(&self, code: &str) -> bool {
+        self.problems.iter().any(|p| p.code == code)
+    }
 }
 
 /// Builds a [`SubAgentSpec`]. Obtain one from [`SubAgentSpec::builder`] or
@@ -305,90 +306,37 @@ impl<I, O> SpecBuilder<I, O> {
         self
     }
 
-    /// Checks everything and compiles the contracts.
+    /// Checks everything and compiles the contracts. Fails with every problem found (each with
+    /// a stable code and a [`SpecLocation`]), not just the first.
     pub fn build(self) -> Result<SubAgentSpec<I, O>, SpecError> {
-        let spec = self.name.clone();
-        if !is_valid_name(&self.name) {
-            return Err(SpecError::InvalidName(self.name));
-        }
-        if self.description.trim().is_empty() {
-            return Err(SpecError::MissingDescription(spec));
-        }
-        for (i, t) in self.tools.iter().enumerate() {
-            let reason = if !is_valid_name(t) {
-                Some("invalid name")
-            } else if t == SUBMIT_TOOL {
-                Some("reserved name")
-            } else if self.tools[..i].contains(t) {
-                Some("listed twice")
-            } else {
-                None
-            };
-            if let Some(reason) = reason {
-                return Err(SpecError::BadTool {
-                    spec,
-                    tool: t.clone(),
-                    reason: reason.into(),
-                });
+        let mut problems = Vec::new();
+        field_problems(
+            &self.name,
+            &self.description,
+            &self.tools,
+            &self.limits,
+            &mut problems,
+        );
+        let input = compile("input", self.input_schema, &mut problems);
+        let output = compile("output", self.output_schema, &mut problems);
+        let max = self.limits.max_output_chars;
+        if let Some(output) = &output {
+            if !self.allow_unbounded {
+                problems.extend(output_size_problems(output, max));
             }
         }
-        let l = &self.limits;
-        let bad = if l.max_turns == 0 {
-            Some("max_turns must be at least 1".to_string())
-        } else if l.timeout.is_zero() {
-            Some("timeout must be positive".to_string())
-        } else if l.max_output_chars == 0 {
-            Some("max_output_chars must be positive".to_string())
-        } else if l.max_tokens_per_turn == 0 {
-            Some("max_tokens_per_turn must be positive".to_string())
-        } else if l.max_tool_calls_per_turn == 0 {
-            Some("max_tool_calls_per_turn must be at least 1".to_string())
-        } else if l.max_tool_result_chars_per_turn == 0 {
-            Some("max_tool_result_chars_per_turn must be positive".to_string())
-        } else if let Some(Err(e)) = l.max_cost_usd.map(crate::budget::check_limit_usd) {
-            Some(format!("max_cost_usd {e}"))
-        } else if l.max_model_calls == Some(0) {
-            Some("max_model_calls must be at least 1".to_string())
-        } else {
-            None
+        problems.extend(example_problems(
+            input.as_ref().map(|c| (c, &*self.decode_input)),
+            output.as_ref().map(|c| (c, &*self.decode_output)),
+            max,
+            &self.examples,
+        ));
+        let (Some(input), Some(output), true) = (input, output, problems.is_empty()) else {
+            return Err(SpecError {
+                spec: self.name,
+                problems,
+            });
         };
-        if let Some(reason) = bad {
-            return Err(SpecError::BadLimits { spec, reason });
-        }
-        let compile =
-            |which: &'static str, s: Result<Value, String>| -> Result<Contract, SpecError> {
-                let s = s.map_err(|message| SpecError::InvalidSchema {
-                    spec: spec.clone(),
-                    which,
-                    message,
-                })?;
-                Contract::compile(Arc::new(s)).map_err(|e| SpecError::InvalidSchema {
-                    spec: spec.clone(),
-                    which,
-                    message: e.to_string(),
-                })
-            };
-        let input = compile("input", self.input_schema)?;
-        let output = compile("output", self.output_schema)?;
-        if !self.allow_unbounded {
-            let a = output.analysis();
-            match a.worst_case_chars {
-                None => {
-                    return Err(SpecError::UnboundedOutput {
-                        spec,
-                        problems: a.problems.clone(),
-                    })
-                }
-                Some(w) if w > self.limits.max_output_chars as u64 => {
-                    return Err(SpecError::OutputTooLarge {
-                        spec,
-                        worst_case: w,
-                        max: self.limits.max_output_chars,
-                    })
-                }
-                Some(_) => {}
-            }
-        }
         let output_mode = if output.schema().get("type").and_then(Value::as_str) == Some("string") {
             OutputMode::Text
         } else {
@@ -417,29 +365,340 @@ impl<I, O> SpecBuilder<I, O> {
             decode_output: self.decode_output,
             examples: Vec::new(),
         };
-        for (index, (i, o)) in self.examples.iter().enumerate() {
-            if let Err(violations) = core.accept_input(i) {
-                return Err(SpecError::ExampleInvalid {
-                    spec,
-                    index,
-                    side: "input",
-                    violations,
-                });
-            }
-            if let Err(violations) = core.accept_output(o, OutputText::Skip) {
-                return Err(SpecError::ExampleInvalid {
-                    spec,
-                    index,
-                    side: "output",
-                    violations,
-                });
-            }
-            debug_assert!(compact_chars(o) <= core.limits.max_output_chars);
-        }
+        debug_assert!(self
+            .examples
+            .iter()
+            .all(|(_, o)| compact_chars(o) <= core.limits.max_output_chars));
         let core = SpecCore {
             examples: self.examples,
             ..core
         };
         Ok(SubAgentSpec::from_core(Arc::new(core)))
+    }
+}
+
+/// Name, description, tools and limits: everything that needs no contract.
+fn field_problems(
+    name: &str,
+    description: &str,
+    tools: &[String],
+    l: &Limits,
+    out: &mut Vec<SpecProblem>,
+) {
+    if !is_valid_name(name) {
+        out.push(SpecProblem {
+            code: codes::INVALID_NAME,
+            message: format!(
+                "name \"{}\" must be 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`",
+                shown(name)
+            ),
+            at: SpecLocation::Name,
+        });
+    }
+    if description.trim().is_empty() {
+        out.push(SpecProblem {
+            code: codes::INVALID_VALUE,
+            message: "`description` must not be empty: the host model chooses tools by it".into(),
+            at: SpecLocation::Description,
+        });
+    }
+    for (i, t) in tools.iter().enumerate() {
+        let message = if !is_valid_name(t) {
+            format!(
+                "tool name \"{}\" must be 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`",
+                shown(t)
+            )
+        } else if t == SUBMIT_TOOL {
+            format!("tool name `{t}` is reserved for the sub-agent's answer")
+        } else if tools[..i].contains(t) {
+            format!("tool `{t}` is listed twice")
+        } else {
+            continue;
+        };
+        out.push(SpecProblem {
+            code: codes::INVALID_NAME,
+            message,
+            at: SpecLocation::Tool(i),
+        });
+    }
+    limit_problems(l, out);
+}
+
+/// The one place limits are checked: spec files only convert types and pass values on (and
+/// call this themselves only for a file too broken to build).
+pub(crate) fn limit_problems(l: &Limits, out: &mut Vec<SpecProblem>) {
+    let zero = |key: &'static str| SpecProblem {
+        code: codes::BAD_LIMITS,
+        message: format!("`{key}` must be at least 1, found 0"),
+        at: SpecLocation::Limit(key),
+    };
+    if l.max_turns == 0 {
+        out.push(zero("max_turns"));
+    }
+    if let Some(Err(e)) = l.max_cost_usd.map(crate::budget::check_limit_usd) {
+        out.push(SpecProblem {
+            code: codes::BAD_LIMITS,
+            message: format!("`max_cost_usd` {e}"),
+            at: SpecLocation::Limit("max_cost_usd"),
+        });
+    }
+    if l.timeout.is_zero() {
+        out.push(SpecProblem {
+            code: codes::BAD_LIMITS,
+            message: "the timeout must be positive (`timeout_secs` at least 1), found 0".into(),
+            at: SpecLocation::Limit("timeout"),
+        });
+    }
+    for (value, key) in [
+        (l.max_output_chars, "max_output_chars"),
+        (l.max_tokens_per_turn as usize, "max_tokens_per_turn"),
+        (l.max_tool_calls_per_turn, "max_tool_calls_per_turn"),
+        (
+            l.max_tool_result_chars_per_turn,
+            "max_tool_result_chars_per_turn",
+        ),
+    ] {
+        if value == 0 {
+            out.push(zero(key));
+        }
+    }
+    if l.max_model_calls == Some(0) {
+        out.push(zero("max_model_calls"));
+    }
+}
+
+/// Compiles one contract; a schema that could not be generated or does not compile is a
+/// problem at the place in the schema a person must edit.
+fn compile(
+    which: &'static str,
+    schema: Result<Value, String>,
+    out: &mut Vec<SpecProblem>,
+) -> Option<Contract> {
+    let problem = |pointer: String, message: String| SpecProblem {
+        code: codes::INVALID_SCHEMA,
+        message,
+        at: SpecLocation::Schema { which, pointer },
+    };
+    let schema = match schema {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            out.push(problem(
+                String::new(),
+                format!("the {which} schema could not be generated: {e}"),
+            ));
+            return None;
+        }
+    };
+    match Contract::compile(Arc::clone(&schema)) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            // The compiler's path is into the meta-schema; the meta-schema check says where in
+            // *this* schema the problem is.
+            let pointer = match jsonschema::draft202012::meta::validate(&schema) {
+                Err(m) => m.instance_path().to_string(),
+                Ok(()) => String::new(),
+            };
+            out.push(problem(
+                pointer,
+                format!("the {which} schema does not compile: {}", e.message),
+            ));
+            None
+        }
+    }
+}
+
+/// An output contract that admits unbounded outputs, or outputs larger than `max`.
+pub(crate) fn output_size_problems(output: &Contract, max: usize) -> Vec<SpecProblem> {
+    let a = output.analysis();
+    let mut out: Vec<SpecProblem> = a
+        .problems
+        .iter()
+        .map(|p| SpecProblem {
+            code: p.kind.code(),
+            message: if p.schema_path.is_empty() {
+                format!("the output schema's root: {}", p.message)
+            } else {
+                format!("output{}: {}", p.schema_path, p.message)
+            },
+            at: SpecLocation::Schema {
+                which: "output",
+                pointer: p.schema_path.clone(),
+            },
+        })
+        .collect();
+    match a.worst_case_chars {
+        // A zero limit is a bad-limits problem already.
+        Some(w) if w > max as u64 && max > 0 => out.push(SpecProblem {
+            code: codes::OUTPUT_TOO_LARGE,
+            message: format!(
+                "the largest valid output is {w} characters of compact JSON, over \
+                 max_output_chars = {max}: tighten maxLength/maxItems or raise the limit"
+            ),
+            at: SpecLocation::MaxOutputChars,
+        }),
+        _ => {}
+    }
+    out
+}
+
+/// Examples that do not validate against a contract that compiled (or, for a typed spec, do
+/// not decode), or whose output is larger than `max`.
+pub(crate) fn example_problems(
+    input: Option<(&Contract, &Decoder)>,
+    output: Option<(&Contract, &Decoder)>,
+    max: usize,
+    examples: &[(Value, Value)],
+) -> Vec<SpecProblem> {
+    let mut out = Vec::new();
+    for (index, (i, o)) in examples.iter().enumerate() {
+        if let Some((contract, decode)) = input {
+            let vs = match contract.validate(i) {
+                Ok(()) => decode(Source::Value(i)).err().unwrap_or_default(),
+                Err(vs) => vs,
+            };
+            if !vs.is_empty() {
+                out.push(example_problem(index, "input", &vs));
+            }
+        }
+        if let Some((contract, decode)) = output {
+            let mut vs = contract.validate(o).err().unwrap_or_default();
+            let chars = compact_chars(o);
+            if chars > max && max > 0 {
+                vs.push(Violation {
+                    path: String::new(),
+                    message: format!(
+                        "is {chars} characters of compact JSON, over max_output_chars = {max}"
+                    ),
+                });
+            }
+            if vs.is_empty() {
+                vs = decode(Source::Value(o)).err().unwrap_or_default();
+            }
+            if !vs.is_empty() {
+                out.push(example_problem(index, "output", &vs));
+            }
+        }
+    }
+    out
+}
+
+fn example_problem(index: usize, side: &'static str, vs: &[Violation]) -> SpecProblem {
+    let list: Vec<String> = vs.iter().map(ToString::to_string).collect();
+    SpecProblem {
+        code: codes::EXAMPLE_INVALID,
+        message: format!(
+            "example {} {side} does not validate against the {side} contract: {}",
+            index + 1,
+            list.join("; ")
+        ),
+        at: SpecLocation::Example {
+            index,
+            side,
+            instance_path: vs.first().map_or_else(String::new, |v| v.path.clone()),
+        },
+    }
+}
+
+impl<I, O> SubAgentSpec<I, O> {
+    /// The contract problems of a built spec: an unbounded or too-large output (possible with
+    /// `allow_unbounded_output`) and examples that do not validate.
+    pub(crate) fn contract_problems(&self) -> Vec<SpecProblem> {
+        let core = self.core();
+        let max = core.limits.max_output_chars;
+        let mut out = output_size_problems(&core.output, max);
+        out.extend(example_problems(
+            Some((&core.input, &*core.decode_input)),
+            Some((&core.output, &*core.decode_output)),
+            max,
+            &core.examples,
+        ));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::diag::codes;
+
+    #[test]
+    fn build_reports_every_problem_not_just_the_first() {
+        let err = SubAgentSpec::dynamic(
+            "bad name",
+            json!({"type": "object"}),
+            json!({"type": "object", "properties": {"a": {"type": "string"}}}),
+        )
+        .tools(["grep", SUBMIT_TOOL, "grep"])
+        .max_turns(0)
+        .timeout(Duration::ZERO)
+        .example(json!(1), json!({"a": 2}))
+        .build()
+        .unwrap_err();
+        let got: Vec<(&str, &SpecLocation)> =
+            err.problems.iter().map(|p| (p.code, &p.at)).collect();
+        let ex = |side: &'static str, path: &str| SpecLocation::Example {
+            index: 0,
+            side,
+            instance_path: path.into(),
+        };
+        assert_eq!(
+            got,
+            [
+                (codes::INVALID_NAME, &SpecLocation::Name),
+                (codes::INVALID_VALUE, &SpecLocation::Description),
+                (codes::INVALID_NAME, &SpecLocation::Tool(1)),
+                (codes::INVALID_NAME, &SpecLocation::Tool(2)),
+                (codes::BAD_LIMITS, &SpecLocation::Limit("max_turns")),
+                (codes::BAD_LIMITS, &SpecLocation::Limit("timeout")),
+                (
+                    codes::UNBOUNDED_STRING,
+                    &SpecLocation::Schema {
+                        which: "output",
+                        pointer: "/properties/a".into()
+                    }
+                ),
+                (
+                    codes::OPEN_OBJECT,
+                    &SpecLocation::Schema {
+                        which: "output",
+                        pointer: String::new()
+                    }
+                ),
+                (codes::EXAMPLE_INVALID, &ex("input", "")),
+                (codes::EXAMPLE_INVALID, &ex("output", "/a")),
+            ],
+            "{err}"
+        );
+        // Display lists them all, after the spec's name.
+        let text = err.to_string();
+        assert!(
+            text.starts_with("spec `bad name`: [invalid-name]"),
+            "{text}"
+        );
+        assert!(text.contains("tool `grep` is listed twice"), "{text}");
+        assert_eq!(text.matches("; [").count(), err.problems.len() - 1);
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_points_into_itself() {
+        let err = SubAgentSpec::dynamic(
+            "s",
+            json!({"type": "object", "properties": {"q": {"type": 5}}}),
+            json!({"type": "string", "maxLength": 5}),
+        )
+        .description("d")
+        .build()
+        .unwrap_err();
+        assert_eq!(err.problems.len(), 1, "{err}");
+        assert_eq!(err.problems[0].code, codes::INVALID_SCHEMA);
+        assert_eq!(
+            err.problems[0].at,
+            SpecLocation::Schema {
+                which: "input",
+                pointer: "/properties/q/type".into()
+            }
+        );
     }
 }

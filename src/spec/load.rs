@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::file::{parse_spec, RawSpec};
-use super::{Limits, SpecError, SubAgentSpec};
+use super::{SpecBuilder, SpecError, SubAgentSpec};
 use crate::diag::{codes, Diagnostic, Severity};
+use crate::tool::is_valid_name;
 
 /// A spec file that could not be loaded: every problem found, each with its position.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -30,6 +31,7 @@ fn render(d: &[Diagnostic]) -> String {
 }
 
 /// Reads and builds the spec in the TOML file at `path`, as `src/docs/specs.md` describes it.
+/// A file that cannot be read is one `io-error` diagnostic.
 /// Unknown keys, invalid names, bad limits, schemas that do not compile, an unbounded or
 /// too-large output and invalid examples are all errors, each pointing at file:line:col.
 pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, LoadError> {
@@ -43,7 +45,7 @@ pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, L
                     line: 1,
                     column: 1,
                     severity: Severity::Error,
-                    code: codes::TOML_SYNTAX.to_string(),
+                    code: codes::IO_ERROR.to_string(),
                     spec: None,
                     message: format!("cannot read the file: {e}"),
                 }],
@@ -59,36 +61,18 @@ pub fn load_spec_str(path: &Path, text: &str) -> Result<SubAgentSpec<Value, Valu
     let (raw, mut diagnostics) = parse_spec(path, text);
     let errors = diagnostics.iter().any(|d| d.severity == Severity::Error);
     match raw {
-        Some(raw) if !errors => build(&raw).map_err(|d| {
-            diagnostics.push(d);
+        Some(raw) if !errors => builder(&raw).build().map_err(|e| {
+            diagnostics.extend(to_diagnostics(&raw, &e));
+            diagnostics.sort_by_key(|d| (d.line, d.column));
             LoadError { diagnostics }
         }),
         _ => Err(LoadError { diagnostics }),
     }
 }
 
-/// Builds a [`SubAgentSpec`] from a parsed file, turning a build error into a diagnostic at
-/// the most precise position known.
-pub fn build(raw: &RawSpec) -> Result<SubAgentSpec<Value, Value>, Diagnostic> {
-    let mut limits = Limits::default();
-    if let Some(v) = &raw.limits.max_turns {
-        limits.max_turns = v.value;
-    }
-    if let Some(v) = &raw.limits.max_cost_usd {
-        limits.max_cost_usd = Some(v.value);
-    }
-    if let Some(v) = &raw.limits.timeout_secs {
-        limits.timeout = std::time::Duration::from_secs(v.value);
-    }
-    if let Some(v) = &raw.limits.max_output_chars {
-        limits.max_output_chars = usize::try_from(v.value).unwrap_or(usize::MAX);
-    }
-    if let Some(v) = &raw.limits.max_tool_calls_per_turn {
-        limits.max_tool_calls_per_turn = usize::try_from(v.value).unwrap_or(usize::MAX);
-    }
-    if let Some(v) = &raw.limits.max_tool_result_chars_per_turn {
-        limits.max_tool_result_chars_per_turn = usize::try_from(v.value).unwrap_or(usize::MAX);
-    }
+/// The builder for a parsed file: its parts as written, limits passed on unchecked (the
+/// builder checks them, once, for files and for Rust alike).
+pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
     let mut b = SubAgentSpec::dynamic(
         raw.name.value.clone(),
         raw.input.value.clone(),
@@ -97,99 +81,98 @@ pub fn build(raw: &RawSpec) -> Result<SubAgentSpec<Value, Value>, Diagnostic> {
     .description(raw.description.value.clone())
     .system(raw.system.value.clone())
     .tools(raw.tools.iter().map(|t| t.value.clone()))
-    .limits(limits);
+    .limits(raw.limits.to_limits());
     if let Some(m) = &raw.model {
         b = b.model(m.value.clone());
     }
     for ex in &raw.examples {
         b = b.example(ex.input.value.clone(), ex.output.value.clone());
     }
-    b.build().map_err(|e| to_diagnostic(raw, &e))
+    b
 }
 
-/// Where in the file a build error belongs, and its stable code.
-pub fn to_diagnostic(raw: &RawSpec, e: &SpecError) -> Diagnostic {
-    let p = &raw.positions;
-    let (code, pos) = match e {
-        SpecError::InvalidName(_) => (codes::INVALID_NAME, raw.name.pos),
-        SpecError::MissingDescription(_) => (codes::INVALID_VALUE, raw.description.pos),
-        SpecError::BadTool { tool, .. } => (
-            codes::INVALID_NAME,
-            raw.tools
-                .iter()
-                .find(|t| &t.value == tool)
-                .map_or(raw.name.pos, |t| t.pos),
-        ),
-        SpecError::BadLimits { .. } => (
-            codes::BAD_LIMITS,
-            p.locate(&["limits"]).unwrap_or(raw.name.pos),
-        ),
-        SpecError::InvalidSchema { which, .. } => (
-            codes::INVALID_SCHEMA,
-            if *which == "input" {
-                raw.input.pos
-            } else {
-                raw.output.pos
-            },
-        ),
-        SpecError::UnboundedOutput { problems, .. } => {
-            let first = problems.first();
-            let code = first.map_or(codes::OPEN_OBJECT, |u| u.kind.code());
-            (
-                code,
-                p.locate_pointer("output", first.map_or("", |u| u.schema_path.as_str())),
-            )
-        }
-        SpecError::OutputTooLarge { .. } => (
-            codes::OUTPUT_TOO_LARGE,
-            p.locate(&["limits", "max_output_chars"])
-                .unwrap_or(raw.output.pos),
-        ),
-        SpecError::ExampleInvalid { index, side, .. } => (
-            codes::EXAMPLE_INVALID,
-            raw.examples
-                .iter()
-                .find(|x| x.index == *index)
-                .map_or(raw.name.pos, |x| {
-                    if *side == "input" {
-                        x.input.pos
-                    } else {
-                        x.output.pos
-                    }
-                }),
-        ),
-    };
-    Diagnostic {
-        file: raw.path.display().to_string(),
-        line: pos.line,
-        column: pos.column,
-        severity: Severity::Error,
-        code: code.to_string(),
-        spec: Some(raw.name.value.clone()),
-        message: e.to_string(),
-    }
+/// The builder's problems as diagnostics, each at its place in the file.
+pub(crate) fn to_diagnostics(raw: &RawSpec, e: &SpecError) -> Vec<Diagnostic> {
+    let file = raw.path.display().to_string();
+    let spec = is_valid_name(&raw.name.value).then(|| raw.name.value.clone());
+    e.problems
+        .iter()
+        .map(|p| {
+            let mut d = Diagnostic::error(file.clone(), raw.locate(&p.at), p.code, &p.message);
+            d.spec.clone_from(&spec);
+            d
+        })
+        .collect()
 }
 
-/// Every `*.toml` file under `dir`, recursively, sorted.
+/// Every `*.toml` file under `dir`, recursively, sorted; `dir` itself when it is a file.
+/// Links inside the tree are not followed (neither to files nor to directories), so a link
+/// cannot pull in specs from elsewhere or loop; a link given as `dir` itself is followed.
 pub fn spec_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
     if dir.is_file() {
-        out.push(dir.to_path_buf());
-        return Ok(out);
+        return Ok(vec![dir.to_path_buf()]);
     }
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let entry = entry?;
-            let ft = entry.file_type()?;
-            let p = entry.path();
-            if ft.is_dir() {
-                stack.push(p);
-            } else if ft.is_file() && p.extension().is_some_and(|e| e == "toml") {
-                out.push(p);
-            }
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir).follow_links(false) {
+        let entry = entry?;
+        let p = entry.path();
+        if entry.file_type().is_file() && p.extension().is_some_and(|e| e == "toml") {
+            out.push(entry.into_path());
         }
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_file_is_an_io_error_not_a_syntax_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for path in [dir.path().join("absent.toml"), dir.path().to_path_buf()] {
+            let err = load_spec(&path).unwrap_err();
+            assert_eq!(err.diagnostics.len(), 1, "{err}");
+            let d = &err.diagnostics[0];
+            assert_eq!((d.code.as_str(), d.line, d.column), ("io-error", 1, 1));
+            assert!(d.message.starts_with("cannot read the file: "), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn spec_files_are_sorted_recursive_and_do_not_follow_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("specs");
+        std::fs::create_dir_all(root.join("b/.hidden")).unwrap();
+        std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+        for f in [
+            "z.toml",
+            "a.toml",
+            "b/c.toml",
+            "b/.hidden/d.toml",
+            "notes.md",
+            "b/x.TOML",
+        ] {
+            std::fs::write(root.join(f), "").unwrap();
+        }
+        std::fs::write(dir.path().join("elsewhere/e.toml"), "").unwrap();
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(dir.path().join("elsewhere"), root.join("link")).unwrap();
+            std::os::unix::fs::symlink(root.join("a.toml"), root.join("l.toml")).unwrap();
+        }
+        let got: Vec<String> = spec_files(&root)
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        assert_eq!(got, ["a.toml", "b/.hidden/d.toml", "b/c.toml", "z.toml"]);
+        // A file given directly is itself, whatever its extension.
+        assert_eq!(
+            spec_files(&root.join("notes.md")).unwrap(),
+            [root.join("notes.md")]
+        );
+        assert!(spec_files(&root.join("absent")).is_err());
+    }
 }

@@ -1,17 +1,17 @@
 //! Sub-agent specs: name, description, system prompt, narrowed tools, limits, and the input
 //! and output contracts.
 
-mod builder;
+pub(crate) mod builder;
 pub(crate) mod core;
 pub(crate) mod file;
-mod load;
+pub(crate) mod load;
 mod typed;
 
-pub use builder::{SpecBuilder, SpecError};
+pub use builder::{SpecBuilder, SpecError, SpecLocation, SpecProblem};
 pub use core::{
     Limits, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_CALLS_PER_TURN, DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };
-pub use load::{load_spec, load_spec_str, spec_files, to_diagnostic, LoadError};
+pub use load::{load_spec, load_spec_str, spec_files, LoadError};
 pub use typed::SubAgentSpec;

@@ -258,20 +258,25 @@ async fn invalid_output_is_repaired_within_the_turn_limit() {
 #[tokio::test]
 async fn outputs_are_length_bounded() {
     let open = SubAgentSpec::dynamic("open", json!({"type": "object"}), json!({"type": "object"}));
-    assert!(matches!(
-        open.description("d").build(),
-        Err(subcontract::SpecError::UnboundedOutput { .. })
-    ));
+    let err = open.description("d").build().unwrap_err();
+    assert!(err.has("open-object"), "{err}");
     let big = SubAgentSpec::dynamic("big", json!({"type": "object"}), findings_schema())
         .description("d")
         .max_output_chars(1000)
         .build();
-    match big {
-        Err(subcontract::SpecError::OutputTooLarge {
-            worst_case, max, ..
-        }) => assert_eq!((worst_case, max), (3947, 1000)),
-        other => panic!("{other:?}"),
-    }
+    let err = big.unwrap_err();
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert_eq!(err.problems[0].code, "output-too-large");
+    assert_eq!(
+        err.problems[0].at,
+        subcontract::spec::SpecLocation::MaxOutputChars
+    );
+    assert!(
+        err.problems[0].message.starts_with(
+            "the largest valid output is 3947 characters of compact JSON, over max_output_chars = 1000"
+        ),
+        "{err}"
+    );
     let allowed = SubAgentSpec::dynamic(
         "allowed",
         json!({"type": "object"}),

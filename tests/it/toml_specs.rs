@@ -107,9 +107,14 @@ fn per_turn_tool_limits_load_with_defaults() {
     .system("s")
     .max_tool_result_chars_per_turn(0)
     .build();
-    assert!(
-        matches!(built, Err(subcontract::SpecError::BadLimits { .. })),
-        "{built:?}"
+    let err = built.unwrap_err();
+    assert_eq!(
+        err.problems,
+        [subcontract::SpecProblem {
+            code: "bad-limits",
+            message: "`max_tool_result_chars_per_turn` must be at least 1, found 0".into(),
+            at: subcontract::spec::SpecLocation::Limit("max_tool_result_chars_per_turn"),
+        }]
     );
 }
 

@@ -1,0 +1,564 @@
+//! Spec files (`src/docs/specs.md`): TOML text → a [`RawSpec`] that remembers where everything was
+//! written, plus every [`Diagnostic`] found on the way.
+//!
+//! This layer checks only the file's *shape*: known keys, value types, names, limits. It does not
+//! compile the `[input]`/`[output]` JSON Schemas or analyse their size; the loader and `check` do
+//! that, and use [`PositionMap`] to point their own diagnostics at the right line.
+//!
+//! Parsing never stops at the first problem: TOML syntax errors come from toml's recovering
+//! parser, and the shape checks run over whatever tree it recovered, so one run of `check` shows
+//! every mistake in a file.
+
+mod keys;
+mod positions;
+mod raw;
+mod values;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+
+use serde_json::Value;
+use toml::de::{DeString, DeTable, DeValue};
+use toml::Spanned;
+
+pub(crate) use crate::diag::shown;
+use crate::diag::{codes, Diagnostic, LineIndex, Pos};
+
+pub use keys::suggest;
+use keys::{EXAMPLE_KEYS, LIMIT_KEYS, TOP_KEYS, TOP_LEVEL};
+pub use positions::PositionMap;
+pub use raw::{Located, RawExample, RawLimits, RawSpec};
+
+pub use crate::tool::is_valid_name;
+
+/// Parse one spec file's text. `path` is used for diagnostics and to resolve `system_file`
+/// (relative to the spec file's directory), which is read from disk.
+///
+/// Never panics. Returns the raw spec when every required part could be built and the TOML had
+/// no syntax errors (values in a recovered tree can't be trusted), and every diagnostic found,
+/// sorted by position. Diagnostics carry the spec's name once it is known to be valid.
+pub fn parse_spec(path: &Path, src: &str) -> (Option<RawSpec>, Vec<Diagnostic>) {
+    let index = LineIndex::new(src);
+    let (root, errors) = DeTable::parse_recoverable(src);
+    let mut parser = Parser {
+        file: path.display().to_string(),
+        index: &index,
+        diags: Vec::new(),
+        recovered: !errors.is_empty(),
+    };
+    parser.syntax_errors(&errors);
+    let positions = PositionMap::build(root.get_ref(), &index);
+    let (spec, name) = parser.spec(path, root.get_ref(), positions);
+    let mut diags = parser.diags;
+    if parser.recovered {
+        // After a syntax error the recovered tree can misplace keys (an unclosed `[input`
+        // header moves its keys to the top level), so shape findings from there on would be
+        // noise. Those before the first syntax error are trustworthy and kept.
+        let first_syntax = diags
+            .iter()
+            .filter(|d| d.code == codes::TOML_SYNTAX)
+            .map(Diagnostic::pos)
+            .min()
+            .unwrap_or(Pos::START);
+        diags.retain(|d| d.code == codes::TOML_SYNTAX || d.pos() < first_syntax);
+    }
+    if let Some(name) = name {
+        for d in &mut diags {
+            d.spec = Some(name.clone());
+        }
+    }
+    // Stable, so diagnostics at one position keep the order they were found in.
+    diags.sort_by_key(|d| (d.line, d.column));
+    (spec, diags)
+}
+
+/// Read and parse one spec file. Content that is not UTF-8 is a `toml-syntax` diagnostic at the
+/// first bad byte, not an error; only failing to read the file is.
+pub fn parse_spec_file(path: &Path) -> Result<(Option<RawSpec>, Vec<Diagnostic>), std::io::Error> {
+    let bytes = std::fs::read(path)?;
+    match String::from_utf8(bytes) {
+        Ok(src) => Ok(parse_spec(path, &src)),
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let prefix = String::from_utf8_lossy(&e.as_bytes()[..valid]);
+            let pos = LineIndex::new(&prefix).pos(valid);
+            let diag = Diagnostic::error(
+                path.display().to_string(),
+                pos,
+                codes::TOML_SYNTAX,
+                format!("file is not valid UTF-8 (first invalid byte at offset {valid})"),
+            );
+            Ok((None, vec![diag]))
+        }
+    }
+}
+
+/// Beyond this many, syntax errors are summarised: a garbage file can produce one per token,
+/// and nobody reads the thousandth.
+const MAX_SYNTAX_DIAGNOSTICS: usize = 100;
+/// Belt and braces under toml's own recursion limit (80 per value, plus dotted keys/headers).
+const MAX_JSON_DEPTH: usize = 512;
+
+type Item<'i> = Spanned<DeValue<'i>>;
+type Key<'i> = Spanned<DeString<'i>>;
+
+/// Walks the recovered tree, collecting diagnostics.
+struct Parser<'a> {
+    file: String,
+    index: &'a LineIndex,
+    diags: Vec<Diagnostic>,
+    /// The TOML had syntax errors: no spec is returned, and "missing key" errors are not
+    /// reported because the key may well be in the part that failed to parse.
+    recovered: bool,
+}
+
+impl Parser<'_> {
+    fn error(&mut self, at: Range<usize>, code: &str, message: impl Into<String>) {
+        let pos = self.index.pos(at.start);
+        self.error_at(pos, code, message);
+    }
+
+    fn error_at(&mut self, pos: Pos, code: &str, message: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::error(self.file.clone(), pos, code, message));
+    }
+
+    fn located<T>(&self, value: T, span: Range<usize>) -> Located<T> {
+        Located {
+            value,
+            pos: self.index.pos(span.start),
+        }
+    }
+
+    fn syntax_errors(&mut self, errors: &[toml::de::Error]) {
+        let mut seen = std::collections::HashSet::new();
+        let mut shown = 0;
+        let mut hidden = 0;
+        for e in errors {
+            // Recovery often reports one unclosed bracket many times over.
+            if !seen.insert((e.span(), e.message().to_owned())) {
+                continue;
+            }
+            if shown == MAX_SYNTAX_DIAGNOSTICS {
+                hidden += 1;
+                continue;
+            }
+            shown += 1;
+            let at = e.span().unwrap_or(0..0);
+            self.error(at, codes::TOML_SYNTAX, e.message().trim_end());
+        }
+        if hidden > 0 {
+            let last = self.diags.last().map_or(Pos::START, Diagnostic::pos);
+            self.error_at(
+                last,
+                codes::TOML_SYNTAX,
+                format!("{hidden} more syntax errors not shown"),
+            );
+        }
+    }
+
+    fn missing(&mut self, pos: Pos, code: &str, message: String) {
+        if !self.recovered {
+            self.error_at(pos, code, message);
+        }
+    }
+
+    /// The whole document. Returns the spec (when buildable) and its name (when valid).
+    fn spec(
+        &mut self,
+        path: &Path,
+        root: &DeTable<'_>,
+        positions: PositionMap,
+    ) -> (Option<RawSpec>, Option<String>) {
+        let mut fields: HashMap<&str, (&Key<'_>, &Item<'_>)> = HashMap::new();
+        // Keys an unknown key was taken for (`descripton`): not reported missing as well.
+        let mut misspelt: Vec<&str> = Vec::new();
+        for (key, value) in root.iter() {
+            match TOP_KEYS.iter().find(|k| **k == key.get_ref().as_ref()) {
+                Some(k) => {
+                    fields.insert(k, (key, value));
+                }
+                None => misspelt.extend(self.unknown_key(key, TOP_KEYS, TOP_LEVEL)),
+            }
+        }
+
+        let name = match fields.get("name") {
+            Some((_, v)) => self.name(v),
+            None if misspelt.contains(&"name") => None,
+            None => {
+                self.missing(
+                    Pos::START,
+                    codes::INVALID_NAME,
+                    "missing `name` (the tool name a host sees, matching [A-Za-z0-9_-]{1,64})"
+                        .into(),
+                );
+                None
+            }
+        };
+        let description = match fields.get("description") {
+            Some((_, v)) => self.description(v),
+            None if misspelt.contains(&"description") => None,
+            None => {
+                self.missing(
+                    Pos::START,
+                    codes::INVALID_VALUE,
+                    "missing `description` (a string telling the host model what this \
+                     sub-agent does and when to use it)"
+                        .into(),
+                );
+                None
+            }
+        };
+        let (system, system_file) = (fields.get("system"), fields.get("system_file"));
+        let system = if system.is_none()
+            && system_file.is_none()
+            && misspelt.iter().any(|k| k.starts_with("system"))
+        {
+            None
+        } else {
+            self.system(path, system.copied(), system_file.copied())
+        };
+        let tools = fields
+            .get("tools")
+            .map_or_else(Vec::new, |(_, v)| self.tools(v));
+        let model = fields
+            .get("model")
+            .and_then(|(_, v)| self.string("model", v, "a string such as \"openai:gpt-4.1-mini\""))
+            .and_then(|m| {
+                if m.value.trim().is_empty() {
+                    self.error_at(m.pos, codes::INVALID_VALUE, "`model` must not be empty");
+                    None
+                } else {
+                    Some(m)
+                }
+            });
+        let limits = match fields.get("limits") {
+            Some((_, v)) => match v.get_ref() {
+                DeValue::Table(t) => self.limits(t),
+                other => {
+                    self.invalid_type(v, "limits", "a table ([limits])", other);
+                    RawLimits::default()
+                }
+            },
+            None => RawLimits::default(),
+        };
+        let input = self.schema("input", fields.get("input").copied());
+        let output = self.schema("output", fields.get("output").copied());
+        let examples = match fields.get("examples") {
+            Some((key, v)) => self.examples(key, v),
+            None => {
+                if !self.recovered {
+                    self.no_examples(Pos::START);
+                }
+                Vec::new()
+            }
+        };
+
+        let valid_name = name
+            .as_ref()
+            .filter(|n| is_valid_name(&n.value))
+            .map(|n| n.value.clone());
+        if self.recovered {
+            return (None, valid_name);
+        }
+        if [&input, &output].iter().any(|s| s.is_none())
+            || name.is_none()
+            || description.is_none()
+            || system.is_none()
+        {
+            // Too broken to build, so the builder will not check the limits: ask it here, so
+            // one run still shows every mistake.
+            let mut problems = Vec::new();
+            crate::spec::builder::limit_problems(&limits.to_limits(), &mut problems);
+            for p in problems {
+                let at = match p.at {
+                    crate::spec::SpecLocation::Limit(key) => limits.pos(key),
+                    _ => None,
+                };
+                let pos = at
+                    .or_else(|| positions.locate(&["limits"]))
+                    .unwrap_or(Pos::START);
+                self.error_at(pos, p.code, p.message);
+            }
+        }
+        let spec = match (name, description, system, input, output) {
+            (Some(name), Some(description), Some(system), Some(input), Some(output)) => {
+                Some(RawSpec {
+                    path: path.to_owned(),
+                    name,
+                    description,
+                    system,
+                    tools,
+                    model,
+                    limits,
+                    input,
+                    output,
+                    examples,
+                    positions,
+                })
+            }
+            _ => None,
+        };
+        (spec, valid_name)
+    }
+    fn name(&mut self, v: &Item<'_>) -> Option<Located<String>> {
+        let name = self.string("name", v, "a string matching [A-Za-z0-9_-]{1,64}")?;
+        if !is_valid_name(&name.value) {
+            self.error_at(
+                name.pos,
+                codes::INVALID_NAME,
+                format!(
+                    "name \"{}\" must be 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`",
+                    shown(&name.value)
+                ),
+            );
+        }
+        Some(name)
+    }
+
+    fn description(&mut self, v: &Item<'_>) -> Option<Located<String>> {
+        let d = self.string("description", v, "a string")?;
+        if d.value.trim().is_empty() {
+            self.error_at(
+                d.pos,
+                codes::INVALID_VALUE,
+                "`description` must not be empty: the host model chooses tools by it",
+            );
+        }
+        Some(d)
+    }
+
+    fn system(
+        &mut self,
+        path: &Path,
+        system: Option<(&Key<'_>, &Item<'_>)>,
+        file: Option<(&Key<'_>, &Item<'_>)>,
+    ) -> Option<Located<String>> {
+        match (system, file) {
+            (Some((_, v)), None) => self.string("system", v, "a string (the system prompt)"),
+            (None, Some((_, v))) => {
+                let rel = self.string("system_file", v, "a string (a path to the prompt)")?;
+                if rel.value.is_empty() {
+                    self.error_at(rel.pos, codes::INVALID_VALUE, "`system_file` is empty");
+                    return None;
+                }
+                let dir = path.parent().unwrap_or(Path::new(""));
+                let resolved = dir.join(&rel.value);
+                match std::fs::read_to_string(&resolved) {
+                    Ok(text) => Some(Located {
+                        value: text,
+                        pos: rel.pos,
+                    }),
+                    Err(e) => {
+                        self.error_at(
+                            rel.pos,
+                            codes::INVALID_VALUE,
+                            format!(
+                                "cannot read system_file \"{}\" (resolved to {}): {e}",
+                                shown(&rel.value),
+                                resolved.display()
+                            ),
+                        );
+                        None
+                    }
+                }
+            }
+            (Some((_, v)), Some((key, _))) => {
+                self.error(
+                    key.span(),
+                    codes::INVALID_VALUE,
+                    "give either `system` or `system_file`, not both",
+                );
+                // Keep the inline prompt so later checks still run; the error stands.
+                self.string("system", v, "a string (the system prompt)")
+            }
+            (None, None) => {
+                self.missing(
+                    Pos::START,
+                    codes::INVALID_VALUE,
+                    "missing `system` (the system prompt) or `system_file` (a path to it, \
+                     relative to this file)"
+                        .into(),
+                );
+                None
+            }
+        }
+    }
+
+    fn tools(&mut self, v: &Item<'_>) -> Vec<Located<String>> {
+        let expected = "an array of tool names, e.g. [\"read_file\", \"grep\"]";
+        let items = match v.get_ref() {
+            DeValue::Array(a) => a,
+            _ if v.span().is_empty() => return Vec::new(),
+            other => {
+                self.invalid_type(v, "tools", expected, other);
+                return Vec::new();
+            }
+        };
+        let mut tools = Vec::new();
+        for item in items.iter() {
+            let Some(tool) = self.string("tools", item, expected) else {
+                continue;
+            };
+            if !is_valid_name(&tool.value) {
+                self.error_at(
+                    tool.pos,
+                    codes::INVALID_NAME,
+                    format!(
+                        "tool name \"{}\" must be 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`",
+                        shown(&tool.value)
+                    ),
+                );
+                continue;
+            }
+            tools.push(tool);
+        }
+        tools
+    }
+    fn limits(&mut self, table: &DeTable<'_>) -> RawLimits {
+        let mut limits = RawLimits::default();
+        for (key, v) in table.iter() {
+            match key.get_ref().as_ref() {
+                "max_turns" => {
+                    limits.max_turns = self
+                        .limit_int("max_turns", v, u64::from(u32::MAX))
+                        .and_then(|l| {
+                            Some(Located {
+                                value: u32::try_from(l.value).ok()?,
+                                pos: l.pos,
+                            })
+                        });
+                }
+                "max_cost_usd" => limits.max_cost_usd = self.cost(v),
+                "timeout_secs" => limits.timeout_secs = self.limit_int("timeout_secs", v, u64::MAX),
+                "max_output_chars" => {
+                    limits.max_output_chars = self.limit_int("max_output_chars", v, u64::MAX);
+                }
+                k @ "max_tool_calls_per_turn" => {
+                    limits.max_tool_calls_per_turn = self.limit_int(k, v, u64::MAX);
+                }
+                k @ "max_tool_result_chars_per_turn" => {
+                    limits.max_tool_result_chars_per_turn = self.limit_int(k, v, u64::MAX);
+                }
+                _ => {
+                    self.unknown_key(key, LIMIT_KEYS, "in [limits]");
+                }
+            }
+        }
+        limits
+    }
+    /// `[input]` or `[output]`: a table, converted to JSON.
+    fn schema(
+        &mut self,
+        key: &str,
+        field: Option<(&Key<'_>, &Item<'_>)>,
+    ) -> Option<Located<Value>> {
+        let Some((_, v)) = field else {
+            self.missing(
+                Pos::START,
+                codes::INVALID_VALUE,
+                format!("missing [{key}] (the {key} contract: a JSON Schema written as TOML)"),
+            );
+            return None;
+        };
+        match v.get_ref() {
+            DeValue::Table(_) => {
+                let json = self.json(v, 0)?;
+                Some(self.located(json, v.span()))
+            }
+            _ if v.span().is_empty() => None,
+            other => {
+                self.invalid_type(v, key, "a table (a JSON Schema object)", other);
+                None
+            }
+        }
+    }
+
+    fn no_examples(&mut self, pos: Pos) {
+        self.diags.push(Diagnostic::warning(
+            self.file.clone(),
+            pos,
+            codes::NO_EXAMPLES,
+            "no [[examples]]: add one input/output pair so `check` can test the contracts",
+        ));
+    }
+
+    fn examples(&mut self, key: &Key<'_>, v: &Item<'_>) -> Vec<RawExample> {
+        let items = match v.get_ref() {
+            DeValue::Array(a) => a,
+            _ if v.span().is_empty() => return Vec::new(),
+            other => {
+                self.invalid_type(v, "examples", "an array of tables ([[examples]])", other);
+                return Vec::new();
+            }
+        };
+        if items.is_empty() {
+            let pos = self.index.pos(key.span().start);
+            self.no_examples(pos);
+        }
+        let mut examples = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            match item.get_ref() {
+                DeValue::Table(t) => {
+                    if let Some(e) = self.example(index, item.span(), t) {
+                        examples.push(e);
+                    }
+                }
+                _ if item.span().is_empty() => {}
+                other => self.invalid_type(
+                    item,
+                    "examples",
+                    "an array of tables with `input` and `output`",
+                    other,
+                ),
+            }
+        }
+        examples
+    }
+
+    fn example(
+        &mut self,
+        index: usize,
+        span: Range<usize>,
+        table: &DeTable<'_>,
+    ) -> Option<RawExample> {
+        let pos = self.index.pos(span.start);
+        let (mut name, mut input, mut output) = (None, None, None);
+        let (mut has_input, mut has_output) = (false, false);
+        let mut misspelt = Vec::new();
+        for (key, v) in table.iter() {
+            match key.get_ref().as_ref() {
+                "name" => name = self.string("name", v, "a string"),
+                "input" => {
+                    has_input = true;
+                    input = self.json(v, 0).map(|j| self.located(j, v.span()));
+                }
+                "output" => {
+                    has_output = true;
+                    output = self.json(v, 0).map(|j| self.located(j, v.span()));
+                }
+                _ => misspelt.extend(self.unknown_key(key, EXAMPLE_KEYS, "in [[examples]]")),
+            }
+        }
+        for (present, which) in [(has_input, "input"), (has_output, "output")] {
+            if !present && !misspelt.contains(&which) {
+                self.missing(
+                    pos,
+                    codes::INVALID_VALUE,
+                    format!("example {} is missing `{which}`", index + 1),
+                );
+            }
+        }
+        Some(RawExample {
+            index,
+            pos,
+            name,
+            input: input?,
+            output: output?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
