@@ -46,7 +46,9 @@ pub fn parse_input_line(line_no: u64, text: &str) -> Result<InputLine, InvalidLi
                 _ => {
                     return Err(InvalidLine {
                         id: line_no.to_string(),
-                        reason: format!("line {line_no}: `id` is not a non-empty string or a number"),
+                        reason: format!(
+                            "line {line_no}: `id` is not a non-empty string or a number"
+                        ),
                     })
                 }
             };
@@ -91,6 +93,12 @@ pub(crate) fn read_line<'a>(
                 too_long = true;
                 buf.clear();
             } else {
+                // Grown by doubling but never past the cap: the buffer stays within it.
+                let need = buf.len() + part.len();
+                if need > buf.capacity() {
+                    let target = need.max(buf.capacity() * 2).min(MAX_LINE_BYTES);
+                    buf.reserve_exact(target - buf.len());
+                }
                 buf.extend_from_slice(part);
             }
         }
@@ -142,10 +150,19 @@ mod tests {
         let text = format!("a\r\n{long}\nb");
         let mut r = std::io::BufReader::with_capacity(64, text.as_bytes());
         let mut buf = Vec::new();
-        assert!(matches!(read_line(&mut r, &mut buf).unwrap(), Some(Line::Text("a"))));
-        assert!(matches!(read_line(&mut r, &mut buf).unwrap(), Some(Line::TooLong)));
-        assert!(buf.capacity() <= MAX_LINE_BYTES + 64);
-        assert!(matches!(read_line(&mut r, &mut buf).unwrap(), Some(Line::Text("b"))));
+        assert!(matches!(
+            read_line(&mut r, &mut buf).unwrap(),
+            Some(Line::Text("a"))
+        ));
+        assert!(matches!(
+            read_line(&mut r, &mut buf).unwrap(),
+            Some(Line::TooLong)
+        ));
+        assert!(buf.capacity() <= MAX_LINE_BYTES);
+        assert!(matches!(
+            read_line(&mut r, &mut buf).unwrap(),
+            Some(Line::Text("b"))
+        ));
         assert!(read_line(&mut r, &mut buf).unwrap().is_none());
     }
 }

@@ -125,11 +125,12 @@ impl Ledger {
                 ledger.torn = true;
                 break;
             }
-            let line: ResultLine = serde_json::from_slice(&buf).map_err(|e| BatchError::Corrupt {
-                path: path.display().to_string(),
-                line: line_no,
-                reason: e.to_string(),
-            })?;
+            let line: ResultLine =
+                serde_json::from_slice(&buf).map_err(|e| BatchError::Corrupt {
+                    path: path.display().to_string(),
+                    line: line_no,
+                    reason: e.to_string(),
+                })?;
             ledger.valid_len += n as u64;
             ledger.spent_usd = ledger.spent_usd.saturating_add(line.cost_usd);
             if line.outcome == Outcome::Completed {
@@ -220,7 +221,10 @@ mod tests {
         std::fs::write(&path, &text).expect("write");
         let ledger = Ledger::read(&path).expect("ledger");
         assert!(ledger.contains("a") && ledger.contains("2") && !ledger.contains("c"));
-        assert_eq!((ledger.completed(), ledger.failed(), ledger.torn()), (1, 1, true));
+        assert_eq!(
+            (ledger.completed(), ledger.failed(), ledger.torn()),
+            (1, 1, true)
+        );
         assert_eq!(ledger.spent_usd(), Decimal::new(15, 4));
         drop(ledger.open_for_append(&path).expect("open"));
         let left = std::fs::read_to_string(&path).expect("read");
@@ -228,7 +232,13 @@ mod tests {
         // Garbage before the end is not a torn line: refused, not overwritten.
         std::fs::write(&path, format!("garbage\n{}\n", a.to_json())).expect("write");
         let err = Ledger::read(&path).expect_err("corrupt");
-        assert!(err.to_string().ends_with(":1: not a result line: expected value at line 1 column 1"), "{err}");
-        assert!(Ledger::read(&dir.path().join("absent")).expect("empty").is_empty());
+        assert!(
+            err.to_string()
+                .ends_with(":1: not a result line: expected value at line 1 column 1"),
+            "{err}"
+        );
+        assert!(Ledger::read(&dir.path().join("absent"))
+            .expect("empty")
+            .is_empty());
     }
 }

@@ -186,9 +186,8 @@ pub async fn run_batch(
                 summary.not_started = true;
                 break;
             }
-            let Some(line) = input::read_line(&mut inputs, &mut buf).map_err(io_err(Path::new(
-                "inputs",
-            )))?
+            let Some(line) =
+                input::read_line(&mut inputs, &mut buf).map_err(io_err(Path::new("inputs")))?
             else {
                 eof = true;
                 break;

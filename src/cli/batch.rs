@@ -108,7 +108,11 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
         eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
         return USAGE;
     };
-    let limit = match args.max_cost_usd.map(subcontract::check_limit_usd).transpose() {
+    let limit = match args
+        .max_cost_usd
+        .map(subcontract::check_limit_usd)
+        .transpose()
+    {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: --max-cost-usd: {e}");
@@ -191,16 +195,7 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     });
     let spec = Arc::new(specs[0].clone());
     let before = ledger.failed();
-    let result = run_batch(
-        spec,
-        ctx,
-        inputs,
-        &args.out,
-        ledger,
-        &options,
-        &progress,
-    )
-    .await;
+    let result = run_batch(spec, ctx, inputs, &args.out, ledger, &options, &progress).await;
     interrupt.abort();
     if let Some(t) = ticker {
         t.abort();

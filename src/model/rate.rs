@@ -217,7 +217,10 @@ mod tests {
         }
         // Two at once, then one every 30 s.
         let took = start.elapsed();
-        assert!(took >= Duration::from_secs(59) && took < Duration::from_secs(61), "{took:?}");
+        assert!(
+            took >= Duration::from_secs(59) && took < Duration::from_secs(61),
+            "{took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -234,7 +237,10 @@ mod tests {
         // 120 tokens used of a 60-token bucket: 60 in debt, one minute to pay back.
         m.complete(request()).await.expect("scripted");
         let took = start.elapsed();
-        assert!(took >= Duration::from_secs(59) && took < Duration::from_secs(61), "{took:?}");
+        assert!(
+            took >= Duration::from_secs(59) && took < Duration::from_secs(61),
+            "{took:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
