@@ -41,7 +41,11 @@ fn main() {
             .args(["--child", &n.to_string(), &latency.to_string()])
             .output()
             .expect("the child runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).expect("a JSON line")
     };
     let cpu = run(10_000, 0);
@@ -71,7 +75,10 @@ fn main() {
         small["peak_rss_mb"].as_f64().expect("rss"),
         big["peak_rss_mb"].as_f64().expect("rss") / small["peak_rss_mb"].as_f64().expect("rss")
     );
-    println!("{}", json!({"cpu": cpu, "n10000": big, "n1000": small, "bound_s": bound}));
+    println!(
+        "{}",
+        json!({"cpu": cpu, "n10000": big, "n1000": small, "bound_s": bound})
+    );
 }
 
 fn child(n: usize, latency_ms: u64) -> Value {

@@ -458,3 +458,54 @@ async fn a_retry_after_pauses_every_run_of_the_batch() {
         );
     }
 }
+
+#[test]
+fn ctrl_c_stops_starting_inputs_and_writes_those_in_flight() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (inputs, out) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    write_inputs(&inputs, 200);
+    let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let args = [
+        "--inputs".to_string(),
+        p(&inputs),
+        "--out".into(),
+        p(&out),
+        "--model".into(),
+        "example".into(),
+        "--concurrency".into(),
+        "5".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // 300 ms per call, 5 at a time: 12 s for the file; interrupted after the first lines.
+    let child = command(&args, &[("SUBCONTRACT_EXAMPLE_DELAY_MS", "300")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while complete_lines(&out) < 5 {
+        assert!(Instant::now() < deadline, "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let sent = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let o = child.wait_with_output().expect("exits");
+    // The runs in flight finish (one more call each), nothing new starts.
+    assert!(sent.elapsed() < Duration::from_secs(3), "{:?}", sent.elapsed());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("interrupted: starting no more inputs"), "{err}");
+    assert!(err.contains("run the same command to resume"), "{err}");
+    let first = lines(&out).len();
+    assert!((5..=15).contains(&first), "{first} lines");
+    // Resumed: the rest, each input once.
+    let o = batch(&args, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = lines(&out);
+    let ids: HashSet<&str> = all.iter().map(|l| l["id"].as_str().expect("id")).collect();
+    assert_eq!((all.len(), ids.len()), (200, 200));
+}
