@@ -80,17 +80,16 @@ pub fn main(args: BatchArgs, quiet: bool) -> u8 {
 }
 
 /// Wraps each model in one shared [`RateLimited`] per model id, so every run of the batch
-/// draws from the same buckets.
+/// draws from the same buckets, and a provider's `Retry-After` pauses all of them (with or
+/// without `--rpm`/`--tpm`).
 struct Limiter {
-    limits: Option<RateLimits>,
+    limits: RateLimits,
     by_id: Mutex<HashMap<String, Arc<dyn Model>>>,
 }
 
 impl Limiter {
     fn wrap(&self, model: Arc<dyn Model>) -> Arc<dyn Model> {
-        let Some(limits) = self.limits else {
-            return model;
-        };
+        let limits = self.limits;
         let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
         by_id
             .entry(model.id().to_string())
@@ -145,10 +144,10 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
         }
     };
     let limiter = Arc::new(Limiter {
-        limits: (args.rpm.is_some() || args.tpm.is_some()).then_some(RateLimits {
+        limits: RateLimits {
             rpm: args.rpm,
             tpm: args.tpm,
-        }),
+        },
         by_id: Mutex::default(),
     });
     let model = match resolve_model(&model_name, args.base_url.as_deref(), &specs) {

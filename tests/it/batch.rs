@@ -405,7 +405,8 @@ fn completion() -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retry_after_pauses_every_run_of_the_batch() {
     // Two runs start at once: one is answered after 300 ms, the other gets a 429 asking to
-    // wait 1 s. The next input starts at 300 ms, but its call must wait out the pause.
+    // wait 1 s. The next input starts at 300 ms, but its call must wait out the pause (with no
+    // --rpm or --tpm given: the pause is always shared).
     let server = Server::start(vec![
         Reply::json(200, completion()).delayed(Duration::from_millis(300)),
         Reply::json(
@@ -437,8 +438,6 @@ async fn a_retry_after_pauses_every_run_of_the_batch() {
                 &base,
                 "--concurrency",
                 "2",
-                "--rpm",
-                "10000",
             ],
             &[("OPENAI_API_KEY", "sk-batch-test-key")],
         )
@@ -495,10 +494,17 @@ fn ctrl_c_stops_starting_inputs_and_writes_those_in_flight() {
     assert!(kill.success());
     let o = child.wait_with_output().expect("exits");
     // The runs in flight finish (one more call each), nothing new starts.
-    assert!(sent.elapsed() < Duration::from_secs(3), "{:?}", sent.elapsed());
+    assert!(
+        sent.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        sent.elapsed()
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("interrupted: starting no more inputs"), "{err}");
+    assert!(
+        err.contains("interrupted: starting no more inputs"),
+        "{err}"
+    );
     assert!(err.contains("run the same command to resume"), "{err}");
     let first = lines(&out).len();
     assert!((5..=15).contains(&first), "{first} lines");
