@@ -58,6 +58,8 @@ enum Command {
     /// Serve the specs as MCP tools over stdio (input/output schemas, structured content).
     #[cfg(feature = "mcp")]
     Mcp(cli::mcp::McpArgs),
+    /// Run a spec on every line of a JSON Lines file, resumably; exit 0 all completed, 1 not.
+    Batch(cli::batch::BatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -79,5 +81,6 @@ fn main() -> ExitCode {
         Command::Trace(args) => cli::trace::main(&args),
         #[cfg(feature = "mcp")]
         Command::Mcp(args) => cli::mcp::main(args),
+        Command::Batch(args) => cli::batch::main(args, cli.quiet),
     })
 }

@@ -1,6 +1,9 @@
 //! The `example` model: answers every spec with its first contract example. Offline,
 //! deterministic, and always valid, so `subcontract run` and `subcontract mcp` can be tried
-//! (and tested) with no key and no network.
+//! (and tested) with no key and no network. It reports a usage of one token per four bytes of
+//! request and answer (priced like any model with `--prices`, under the id `example`), and
+//! waits `SUBCONTRACT_EXAMPLE_DELAY_MS` milliseconds before answering when that is set, so a
+//! batch can be watched, interrupted and resumed offline.
 
 use std::collections::HashMap;
 
@@ -18,6 +21,7 @@ use subcontract::SubAgentSpec;
 #[derive(Debug, Clone, Default)]
 pub struct ExampleModel {
     by_system: HashMap<String, Value>,
+    delay: std::time::Duration,
 }
 
 impl ExampleModel {
@@ -31,8 +35,22 @@ impl ExampleModel {
                     .map(|(_, out)| (s.system().to_string(), out.clone()))
             })
             .collect();
-        ExampleModel { by_system }
+        ExampleModel {
+            by_system,
+            delay: std::time::Duration::ZERO,
+        }
     }
+
+    /// Waits `delay` before each answer (a stand-in for a provider's latency).
+    pub fn with_delay(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// One token per four bytes, rounded up: a deterministic stand-in for a provider's count.
+fn tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
 }
 
 #[async_trait]
@@ -47,6 +65,16 @@ impl Model for ExampleModel {
                 "the example model has no [[examples]] entry for this spec to answer with".into(),
             ));
         };
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        let read = request.system.len()
+            + request
+                .messages
+                .iter()
+                .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
+                .sum::<usize>();
+        let usage = Usage::new(tokens(read), tokens(output.to_string().len()));
         let submit = request.tools.iter().any(|t| &*t.name == SUBMIT_TOOL);
         Ok(match (submit, output) {
             (true, _) => ModelResponse {
@@ -56,19 +84,19 @@ impl Model for ExampleModel {
                     name: SUBMIT_TOOL.into(),
                     arguments: output.clone().into(),
                 }],
-                usage: Usage::default(),
+                usage,
                 stop_reason: StopReason::ToolUse,
             },
             (false, Value::String(s)) => ModelResponse {
                 text: Some(s.clone()),
                 tool_calls: Vec::new(),
-                usage: Usage::default(),
+                usage,
                 stop_reason: StopReason::EndTurn,
             },
             (false, other) => ModelResponse {
                 text: Some(other.to_string()),
                 tool_calls: Vec::new(),
-                usage: Usage::default(),
+                usage,
                 stop_reason: StopReason::EndTurn,
             },
         })

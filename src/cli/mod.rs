@@ -2,6 +2,7 @@
 //! (its arguments and its work), the models only the command line names (`example`,
 //! `replay:`), and the stderr log.
 
+pub mod batch;
 pub mod check;
 pub mod compat;
 pub mod example_model;

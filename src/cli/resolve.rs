@@ -14,14 +14,20 @@ use super::example_model::ExampleModel;
 /// - `openai:MODEL`, `anthropic:MODEL`: the HTTP providers (credentials and endpoints from the
 ///   environment; `base_url` overrides the endpoint);
 /// - `replay:PATH`: answers from a recording made with `subcontract run --record PATH`;
-/// - `example`: answers each of `specs` with its first contract example (offline demos).
+/// - `example`: answers each of `specs` with its first contract example (offline demos;
+///   `SUBCONTRACT_EXAMPLE_DELAY_MS` adds latency).
 pub fn resolve_model(
     name: &str,
     base_url: Option<&str>,
     specs: &[SubAgentSpec<Value, Value>],
 ) -> Result<Arc<dyn Model>, ModelError> {
     if name == "example" {
-        return Ok(Arc::new(ExampleModel::new(specs)));
+        // A documented knob for offline demos and tests: latency to watch a batch by.
+        let delay = std::env::var("SUBCONTRACT_EXAMPLE_DELAY_MS")
+            .ok()
+            .and_then(|ms| ms.trim().parse::<u64>().ok())
+            .map_or(std::time::Duration::ZERO, std::time::Duration::from_millis);
+        return Ok(Arc::new(ExampleModel::new(specs).with_delay(delay)));
     }
     if let Some(path) = name.strip_prefix("replay:") {
         return ReplayModel::from_file(path)

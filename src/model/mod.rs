@@ -4,11 +4,14 @@
 //! clones a whole history to make a call. Providers translate it to their wire format.
 
 mod price;
+mod rate;
 mod replay;
 mod scripted;
 
 pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
+pub(crate) use rate::note_retry_after;
+pub use rate::{RateLimited, RateLimits};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use scripted::{ScriptStep, ScriptedModel};
 

@@ -258,7 +258,12 @@ impl Transport {
                         return Err(error);
                     }
                     let wait = match failed.retry_after {
-                        Some(after) => after.min(self.config.max_retry_after),
+                        Some(after) => {
+                            let after = after.min(self.config.max_retry_after);
+                            // Every caller sharing a rate limit waits, not this one alone.
+                            crate::model::note_retry_after(after);
+                            after
+                        }
                         None => self.backoff(attempt),
                     };
                     tracing::warn!(

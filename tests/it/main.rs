@@ -1,5 +1,6 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
+mod batch;
 mod budget_stress;
 mod check;
 mod cli;

@@ -51,11 +51,11 @@ impl Reply {
         self.unsized_body = true;
         self
     }
-    fn header(mut self, name: &str, value: &str) -> Self {
+    pub(crate) fn header(mut self, name: &str, value: &str) -> Self {
         self.headers.push((name.to_string(), value.to_string()));
         self
     }
-    fn delayed(mut self, delay: Duration) -> Self {
+    pub(crate) fn delayed(mut self, delay: Duration) -> Self {
         self.delay = delay;
         self
     }
@@ -67,6 +67,8 @@ pub(crate) struct Received {
     pub(crate) path: String,
     pub(crate) headers: HashMap<String, String>,
     pub(crate) body: Value,
+    /// When it was read.
+    pub(crate) at: std::time::Instant,
 }
 
 /// A local server answering with `replies` in order (the last one repeats).
@@ -157,6 +159,7 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Received> {
         path,
         headers,
         body,
+        at: std::time::Instant::now(),
     })
 }
 

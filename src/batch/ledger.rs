@@ -1,0 +1,244 @@
+//! Result lines, and the output file read back as the ledger a resumed batch starts from.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{io_err, BatchError};
+use crate::{Outcome, RunResult};
+
+/// One line of a batch's output: the result of one input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultLine {
+    /// The input's id.
+    pub id: String,
+    /// How its run ended (`invalid_input` for a line that held no input).
+    pub outcome: Outcome,
+    /// The validated output, when it completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// What went wrong, when it did not (paths and reasons, never the offending values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Model turns taken.
+    #[serde(default)]
+    pub turns: u32,
+    /// USD spent, sub-agents included (a decimal string: exact).
+    #[serde(default)]
+    pub cost_usd: Decimal,
+    /// The run's id (empty for a line that held no input).
+    #[serde(default)]
+    pub run_id: String,
+}
+
+impl ResultLine {
+    /// The line of a finished run. The output and error leave the process: a key they quote
+    /// is redacted.
+    pub fn from_run(id: String, r: RunResult<Value>) -> Self {
+        let output = r.output.map(|mut o| {
+            crate::redact::redact_value(&mut o);
+            o
+        });
+        ResultLine {
+            id,
+            outcome: r.outcome,
+            output,
+            error: r.error.map(crate::redact::redact_string),
+            turns: r.turns,
+            cost_usd: r.total_cost_usd,
+            run_id: r.run_id,
+        }
+    }
+
+    /// The line of an input line that holds no input.
+    pub fn invalid(id: String, reason: String) -> Self {
+        ResultLine {
+            id,
+            outcome: Outcome::InvalidInput,
+            output: None,
+            error: Some(reason),
+            turns: 0,
+            cost_usd: Decimal::ZERO,
+            run_id: String::new(),
+        }
+    }
+
+    /// Compact JSON, one line.
+    pub fn to_json(&self) -> String {
+        // Strings, numbers and JSON values only: serialising cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// What an output file already records: the ids done, the USD they spent, and where its last
+/// complete line ends.
+#[derive(Debug, Clone, Default)]
+pub struct Ledger {
+    done: HashSet<String>,
+    spent_usd: Decimal,
+    completed: u64,
+    failed: u64,
+    valid_len: u64,
+    torn: bool,
+}
+
+impl Ledger {
+    /// Reads `path` (an absent file is an empty ledger). A last line without its line break
+    /// (a write cut short) is left out, and cut off when the file is opened to append; any
+    /// other line that is not a [`ResultLine`] is an error (the file is not ours to rewrite).
+    pub fn read(path: &Path) -> Result<Ledger, BatchError> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ledger::default()),
+            Err(e) => return Err(io_err(path)(e)),
+        };
+        let mut ledger = Ledger::default();
+        let mut reader = BufReader::new(file);
+        let mut buf = Vec::new();
+        let mut line_no = 0u64;
+        loop {
+            buf.clear();
+            // Bounded like input lines: a hostile file cannot make this hold more.
+            let n = (&mut reader)
+                .take(super::MAX_LINE_BYTES as u64 * 2)
+                .read_until(b'\n', &mut buf)
+                .map_err(io_err(path))?;
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            if buf.last() != Some(&b'\n') {
+                let mut rest = [0u8; 1];
+                if reader.read(&mut rest).map_err(io_err(path))? > 0 {
+                    return Err(BatchError::Corrupt {
+                        path: path.display().to_string(),
+                        line: line_no,
+                        reason: "line too long".into(),
+                    });
+                }
+                tracing::warn!(file = %path.display(), line = line_no, "torn last line: its input is redone");
+                ledger.torn = true;
+                break;
+            }
+            let line: ResultLine =
+                serde_json::from_slice(&buf).map_err(|e| BatchError::Corrupt {
+                    path: path.display().to_string(),
+                    line: line_no,
+                    reason: e.to_string(),
+                })?;
+            ledger.valid_len += n as u64;
+            ledger.spent_usd = ledger.spent_usd.saturating_add(line.cost_usd);
+            if line.outcome == Outcome::Completed {
+                ledger.completed += 1;
+            } else {
+                ledger.failed += 1;
+            }
+            ledger.done.insert(line.id);
+        }
+        Ok(ledger)
+    }
+
+    /// Whether `id` has a result line.
+    pub fn contains(&self, id: &str) -> bool {
+        self.done.contains(id)
+    }
+
+    /// Number of ids with a result line.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Whether no id has a result line.
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
+
+    /// USD recorded by every result line.
+    pub fn spent_usd(&self) -> Decimal {
+        self.spent_usd
+    }
+
+    /// Result lines that completed.
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// Result lines that did not complete.
+    pub fn failed(&self) -> u64 {
+        self.failed
+    }
+
+    /// Bytes of complete lines: the file is cut to this before appending.
+    pub fn valid_len(&self) -> u64 {
+        self.valid_len
+    }
+
+    /// Whether the last line was torn.
+    pub fn torn(&self) -> bool {
+        self.torn
+    }
+
+    /// Opens `path` to append after the last complete line (creating it when absent).
+    pub(crate) fn open_for_append(&self, path: &Path) -> Result<File, BatchError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(io_err(path))?;
+        let len = file.metadata().map_err(io_err(path))?.len();
+        if len > self.valid_len {
+            file.set_len(self.valid_len).map_err(io_err(path))?;
+        }
+        Ok(file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_torn_last_line_is_cut_and_spend_is_summed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.jsonl");
+        let a = ResultLine {
+            id: "a".into(),
+            outcome: Outcome::Completed,
+            output: Some(json!({"x": 1})),
+            error: None,
+            turns: 1,
+            cost_usd: Decimal::new(15, 4),
+            run_id: "r.s-1".into(),
+        };
+        let b = ResultLine::invalid("2".into(), "line 2: not JSON".into());
+        let text = format!("{}\n{}\n{{\"id\":\"c\",\"outc", a.to_json(), b.to_json());
+        std::fs::write(&path, &text).expect("write");
+        let ledger = Ledger::read(&path).expect("ledger");
+        assert!(ledger.contains("a") && ledger.contains("2") && !ledger.contains("c"));
+        assert_eq!(
+            (ledger.completed(), ledger.failed(), ledger.torn()),
+            (1, 1, true)
+        );
+        assert_eq!(ledger.spent_usd(), Decimal::new(15, 4));
+        drop(ledger.open_for_append(&path).expect("open"));
+        let left = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(left, format!("{}\n{}\n", a.to_json(), b.to_json()));
+        // Garbage before the end is not a torn line: refused, not overwritten.
+        std::fs::write(&path, format!("garbage\n{}\n", a.to_json())).expect("write");
+        let err = Ledger::read(&path).expect_err("corrupt");
+        assert!(
+            err.to_string()
+                .ends_with(":1: not a result line: expected value at line 1 column 1"),
+            "{err}"
+        );
+        assert!(Ledger::read(&dir.path().join("absent"))
+            .expect("empty")
+            .is_empty());
+    }
+}

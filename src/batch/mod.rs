@@ -1,0 +1,298 @@
+//! Many inputs through one spec, under one budget, resumable: the engine of
+//! `subcontract batch`.
+//!
+//! Inputs are JSON Lines, read lazily; results are JSON Lines ([`ResultLine`]), one per input,
+//! appended as each run finishes, so that the output file is also the **ledger** a later run
+//! resumes from ([`Ledger::read`]): ids already there are skipped, a torn last line (a write
+//! cut short by `kill -9`) is cut off and its input redone, and the USD spent so far is counted
+//! against the limit again. At most `concurrency` inputs are in flight; memory does not grow
+//! with the file beyond one small entry per id (the ids already seen).
+//!
+//! ```no_run
+//! # async fn demo(spec: subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>,
+//! #               ctx: subcontract::Ctx) -> Result<(), subcontract::batch::BatchError> {
+//! use std::sync::Arc;
+//! use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress};
+//!
+//! let out = std::path::Path::new("out.jsonl");
+//! let ledger = Ledger::read(out)?;
+//! let inputs = std::io::BufReader::new(std::fs::File::open("in.jsonl").expect("in.jsonl"));
+//! let summary = run_batch(
+//!     Arc::new(spec),
+//!     ctx,
+//!     inputs,
+//!     out,
+//!     ledger,
+//!     &BatchOptions::default(),
+//!     &Progress::default(),
+//! )
+//! .await?;
+//! println!("{} completed", summary.completed);
+//! # Ok(()) }
+//! ```
+
+mod input;
+mod ledger;
+
+pub use input::{parse_input_line, InputLine, InvalidLine, MAX_LINE_BYTES};
+pub use ledger::{Ledger, ResultLine};
+
+use std::collections::HashSet;
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rust_decimal::Decimal;
+use serde_json::Value;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Ctx, Outcome, SubAgentSpec};
+
+/// Why a batch could not run (not why one input failed: that is a [`ResultLine`]).
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The output file holds a line that is not a result line (and is not a torn last line).
+    #[error("{path}:{line}: not a result line: {reason}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BatchError + '_ {
+    move |source| BatchError::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// How a batch runs.
+#[derive(Debug, Clone)]
+pub struct BatchOptions {
+    /// Inputs in flight at most (at least 1).
+    pub concurrency: usize,
+    /// Stop starting inputs when this is cancelled; those in flight finish (cancel the root
+    /// context's token to cut them short).
+    pub stop: CancellationToken,
+}
+
+impl Default for BatchOptions {
+    fn default() -> Self {
+        BatchOptions {
+            concurrency: 16,
+            stop: CancellationToken::new(),
+        }
+    }
+}
+
+/// Live counts of a running batch, for a progress display. Every field only grows, except
+/// `running`.
+#[derive(Debug, Default)]
+pub struct Progress {
+    /// Inputs whose result line was written by this run and that completed.
+    pub completed: AtomicU64,
+    /// Inputs whose result line was written by this run and that did not complete.
+    pub failed: AtomicU64,
+    /// Inputs in flight.
+    pub running: AtomicU64,
+    /// Inputs skipped because their id is already in the output.
+    pub skipped: AtomicU64,
+    spent: Mutex<Decimal>,
+}
+
+impl Progress {
+    /// USD spent by the inputs this run wrote.
+    pub fn spent_usd(&self) -> Decimal {
+        *self.spent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add_spent(&self, usd: Decimal) {
+        let mut s = self.spent.lock().unwrap_or_else(|p| p.into_inner());
+        *s = s.saturating_add(usd);
+    }
+}
+
+/// What a batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Result lines written by this run that completed.
+    pub completed: u64,
+    /// Result lines written by this run that did not complete (including `invalid_input`).
+    pub failed: u64,
+    /// Inputs skipped because their id was already in the output (done by an earlier run).
+    pub skipped: u64,
+    /// Input lines whose id an earlier line of the same file already had: not run, reported.
+    pub duplicates: u64,
+    /// Inputs not started: the batch was stopped or its budget has no room left. A later run
+    /// with the same output file does them.
+    pub not_started: bool,
+    /// Inputs the batch's budget refused before their first model call: not written (nothing
+    /// was spent), so a later run with a higher limit does them.
+    pub refused: u64,
+    /// Runs cut short by cancelling the root context: not written (a later run redoes them).
+    pub cancelled: u64,
+    /// USD spent by cancelled runs, which no result line records.
+    pub cancelled_usd: Decimal,
+    /// USD recorded by the result lines this run wrote.
+    pub spent_usd: Decimal,
+}
+
+/// Runs `spec` on every input line of `inputs` whose id is not in `ledger`, each as a child of
+/// `ctx` (whose budget is the batch's: give it what is left of the limit after
+/// [`Ledger::spent_usd`]), at most `options.concurrency` at once, and appends one
+/// [`ResultLine`] per input to `out` as each finishes (`out` is first cut to
+/// [`Ledger::valid_len`], dropping a torn last line).
+///
+/// Input lines that are not JSON, and inputs that break the input contract, become
+/// `invalid_input` lines. Blank lines are skipped (they keep their line number). A line whose
+/// id an earlier line already had is reported in a warning and in [`Summary::duplicates`],
+/// and not run: an id names one result. An input the batch's budget refuses before its first
+/// model call is not written either, and no further input starts ([`Summary::refused`]).
+pub async fn run_batch(
+    spec: Arc<SubAgentSpec<Value, Value>>,
+    ctx: Ctx,
+    mut inputs: impl BufRead,
+    out: &Path,
+    ledger: Ledger,
+    options: &BatchOptions,
+    progress: &Progress,
+) -> Result<Summary, BatchError> {
+    let mut file = ledger.open_for_append(out)?;
+    let mut summary = Summary::default();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut in_flight: JoinSet<(String, crate::RunResult<Value>)> = JoinSet::new();
+    let concurrency = options.concurrency.max(1);
+    let mut line_no: u64 = 0;
+    let mut eof = false;
+    let mut out_of_money = false;
+    let mut buf = Vec::new();
+    loop {
+        while in_flight.len() < concurrency && !eof {
+            if options.stop.is_cancelled() || out_of_money || no_room(&ctx) {
+                summary.not_started = true;
+                break;
+            }
+            let Some(line) =
+                input::read_line(&mut inputs, &mut buf).map_err(io_err(Path::new("inputs")))?
+            else {
+                eof = true;
+                break;
+            };
+            line_no += 1;
+            let parsed = match line {
+                input::Line::Text(text) if text.trim().is_empty() => continue,
+                input::Line::Text(text) => parse_input_line(line_no, text),
+                input::Line::TooLong => Err(InvalidLine {
+                    id: line_no.to_string(),
+                    reason: format!("line {line_no}: longer than {MAX_LINE_BYTES} bytes"),
+                }),
+            };
+            let id = match &parsed {
+                Ok(l) => &l.id,
+                Err(bad) => &bad.id,
+            };
+            if ledger.contains(id) {
+                summary.skipped += 1;
+                progress.skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if !seen.insert(id.clone()) {
+                tracing::warn!(line = line_no, id = %id, "duplicate id: this input line is not run");
+                summary.duplicates += 1;
+                continue;
+            }
+            match parsed {
+                Err(bad) => {
+                    let line = ResultLine::invalid(bad.id, bad.reason);
+                    write_line(&mut file, out, &line, &mut summary, progress)?;
+                }
+                Ok(InputLine { id, input }) => {
+                    let spec = spec.clone();
+                    let ctx = ctx.clone();
+                    progress.running.fetch_add(1, Ordering::Relaxed);
+                    in_flight.spawn(async move {
+                        let r = spec.run_child(&input, &ctx).await;
+                        (id, r)
+                    });
+                }
+            }
+        }
+        let Some(joined) = in_flight.join_next().await else {
+            break;
+        };
+        progress.running.fetch_sub(1, Ordering::Relaxed);
+        match joined {
+            Ok((id, r)) if r.outcome == Outcome::Cancelled && ctx.cancellation().is_cancelled() => {
+                // Cut short by the batch's own cancellation: left for a later run to redo.
+                summary.cancelled += 1;
+                summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
+                tracing::debug!(id = %id, "cancelled run not written");
+            }
+            Ok((id, r))
+                if r.outcome == Outcome::BudgetExhausted
+                    && r.total_cost_usd.is_zero()
+                    && ctx.budget().limit_usd().is_some() =>
+            {
+                // Refused before any model call: nothing spent, so nothing to record, and a
+                // later run with a higher limit can still do it. The money is gone: stop.
+                summary.refused += 1;
+                out_of_money = true;
+                tracing::debug!(id = %id, "input refused by the batch budget; not written");
+            }
+            Ok((id, r)) => {
+                let line = ResultLine::from_run(id, r);
+                write_line(&mut file, out, &line, &mut summary, progress)?;
+            }
+            // A run that panicked is a bug; its input is not written, so a later run redoes it.
+            Err(e) => tracing::error!(error = %e, "a batch run panicked"),
+        }
+    }
+    file.flush().map_err(io_err(out))?;
+    Ok(summary)
+}
+
+/// Whether the batch's budget cannot afford anything more: starting more inputs would only
+/// write `budget_exhausted` lines that a later run with a higher limit could not redo.
+fn no_room(ctx: &Ctx) -> bool {
+    // Settled spends only: calls in flight may settle for less than they reserved.
+    let s = ctx.budget().snapshot();
+    s.limit_usd.is_some_and(|limit| s.spent_usd >= limit)
+}
+
+fn write_line(
+    file: &mut std::fs::File,
+    out: &Path,
+    line: &ResultLine,
+    summary: &mut Summary,
+    progress: &Progress,
+) -> Result<(), BatchError> {
+    let mut text = line.to_json();
+    text.push('\n');
+    // One write per line, unbuffered: once a run is finished its line is in the kernel, so a
+    // `kill -9` of this process cannot lose it (and its input is never run again).
+    file.write_all(text.as_bytes()).map_err(io_err(out))?;
+    summary.spent_usd = summary.spent_usd.saturating_add(line.cost_usd);
+    progress.add_spent(line.cost_usd);
+    if line.outcome == Outcome::Completed {
+        summary.completed += 1;
+        progress.completed.fetch_add(1, Ordering::Relaxed);
+    } else {
+        summary.failed += 1;
+        progress.failed.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}

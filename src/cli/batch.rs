@@ -1,0 +1,410 @@
+//! `subcontract batch`: one spec over a JSON Lines file of inputs, resumable from its output
+//! (the engine is [`subcontract::batch`]; this is its arguments, host context, progress line
+//! and Ctrl-C).
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rust_decimal::Decimal;
+
+use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress, Summary};
+use subcontract::events::{EventSink, JsonlSink, Sinks};
+use subcontract::model::{Model, ModelError, PriceTable, RateLimited, RateLimits};
+use subcontract::tool::workspace::Workspace;
+use subcontract::tool::ToolSet;
+use subcontract::{Budget, Ctx};
+
+use super::resolve::resolve_model;
+use super::run::load_with_siblings;
+use super::{OK, USAGE, VIOLATIONS};
+
+/// Arguments of `batch`.
+#[derive(clap::Args)]
+pub struct BatchArgs {
+    /// The spec file (.toml); specs beside it can be called as sub-agents.
+    spec: PathBuf,
+    /// JSON Lines of inputs: `{"id": …, "input": {…}}`, or a bare input (its id is then its
+    /// line number).
+    #[arg(long, value_name = "FILE")]
+    inputs: PathBuf,
+    /// JSON Lines of results, one per input; the same command resumes from it.
+    #[arg(long, value_name = "FILE")]
+    out: PathBuf,
+    /// Inputs in flight at most.
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    concurrency: u32,
+    /// Total USD limit of the batch, what earlier runs recorded in --out included.
+    #[arg(long, value_name = "USD")]
+    max_cost_usd: Option<Decimal>,
+    /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    model: Option<String>,
+    /// API root (OpenAI-compatible: with /v1; Anthropic: without).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Root of the read-only workspace tools.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    workspace: PathBuf,
+    /// Write every run's events as JSON Lines (render with `subcontract trace`).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Extra or overriding model prices (TOML, USD per million tokens).
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// Model calls per minute, per model, shared by every run of the batch.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    rpm: Option<u32>,
+    /// Tokens (input + output) per minute, per model, shared by every run of the batch.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    tpm: Option<u64>,
+}
+
+/// Runs `batch`; returns the exit code: 0 every input completed, 1 some did not (or were not
+/// started), 2 usage or I/O error.
+pub fn main(args: BatchArgs, quiet: bool) -> u8 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return USAGE;
+        }
+    };
+    runtime.block_on(batch(args, quiet))
+}
+
+/// Wraps each model in one shared [`RateLimited`] per model id, so every run of the batch
+/// draws from the same buckets, and a provider's `Retry-After` pauses all of them (with or
+/// without `--rpm`/`--tpm`).
+struct Limiter {
+    limits: RateLimits,
+    by_id: Mutex<HashMap<String, Arc<dyn Model>>>,
+}
+
+impl Limiter {
+    fn wrap(&self, model: Arc<dyn Model>) -> Arc<dyn Model> {
+        let limits = self.limits;
+        let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
+        by_id
+            .entry(model.id().to_string())
+            .or_insert_with(|| Arc::new(RateLimited::new(model, limits)))
+            .clone()
+    }
+}
+
+async fn batch(args: BatchArgs, quiet: bool) -> u8 {
+    let Some(model_name) = args
+        .model
+        .clone()
+        .or_else(|| std::env::var("SUBCONTRACT_MODEL").ok())
+    else {
+        eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
+        return USAGE;
+    };
+    let limit = match args
+        .max_cost_usd
+        .map(subcontract::check_limit_usd)
+        .transpose()
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: --max-cost-usd: {e}");
+            return USAGE;
+        }
+    };
+    let specs = match load_with_siblings(&args.spec) {
+        Ok(s) => s,
+        Err(e @ super::run::RunnerError::Spec(_)) => {
+            eprintln!("{e}");
+            return USAGE;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    let inputs = match std::fs::File::open(&args.inputs) {
+        Ok(f) => std::io::BufReader::new(f),
+        Err(e) => {
+            eprintln!("error: {}: {e}", args.inputs.display());
+            return USAGE;
+        }
+    };
+    let ledger = match Ledger::read(&args.out) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    let limiter = Arc::new(Limiter {
+        limits: RateLimits {
+            rpm: args.rpm,
+            tpm: args.tpm,
+        },
+        by_id: Mutex::default(),
+    });
+    let model = match resolve_model(&model_name, args.base_url.as_deref(), &specs) {
+        Ok(m) => limiter.wrap(m),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    let ctx = match host_ctx(&args, &specs, model, limiter, &ledger, limit) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
+    if !ledger.is_empty() {
+        eprintln!(
+            "resuming: {} input(s) already in {} ({} USD spent){}",
+            ledger.len(),
+            args.out.display(),
+            ledger.spent_usd().round_dp(6).normalize(),
+            if ledger.torn() {
+                "; its torn last line is redone"
+            } else {
+                ""
+            }
+        );
+    }
+    let total = count_lines(&args.inputs);
+    let progress = Arc::new(Progress::default());
+    let options = BatchOptions {
+        concurrency: args.concurrency as usize,
+        stop: subcontract::CancellationToken::new(),
+    };
+    let interrupt = tokio::spawn(on_ctrl_c(options.stop.clone(), ctx.cancellation().clone()));
+    let ticker = (!quiet).then(|| {
+        tokio::spawn(show_progress(
+            progress.clone(),
+            total,
+            ledger.spent_usd(),
+            limit,
+        ))
+    });
+    let spec = Arc::new(specs[0].clone());
+    let before = ledger.failed();
+    let result = run_batch(spec, ctx, inputs, &args.out, ledger, &options, &progress).await;
+    interrupt.abort();
+    if let Some(t) = ticker {
+        t.abort();
+        let _ = t.await;
+        if std::io::stderr().is_terminal() {
+            eprint_raw("\r\x1b[2K");
+        }
+    }
+    match result {
+        Err(e) => {
+            eprintln!("error: {e}");
+            USAGE
+        }
+        Ok(s) => report(&s, before, &args.out, limit, options.stop.is_cancelled()),
+    }
+}
+
+fn host_ctx(
+    args: &BatchArgs,
+    specs: &[subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>],
+    model: Arc<dyn Model>,
+    limiter: Arc<Limiter>,
+    ledger: &Ledger,
+    limit: Option<Decimal>,
+) -> Result<Ctx, String> {
+    let mut prices = PriceTable::builtin();
+    if let Some(path) = &args.prices {
+        prices.extend(PriceTable::from_toml_file(path).map_err(|e| e.to_string())?);
+    }
+    let mut tools = ToolSet::new();
+    let workspace = Workspace::new(&args.workspace).map_err(|e| e.to_string())?;
+    for t in workspace.tools() {
+        tools.insert(t).map_err(|e| e.to_string())?;
+    }
+    for s in specs {
+        tools.insert(s.as_tool()).map_err(|e| e.to_string())?;
+    }
+    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+    if let Some(path) = &args.trace {
+        let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        sinks.push(Arc::new(sink));
+    }
+    // What earlier runs spent counts against the limit: only the rest is this run's.
+    let budget = Budget::with_label(
+        "batch",
+        limit.map(|l| (l - ledger.spent_usd()).max(Decimal::ZERO)),
+        None,
+    );
+    let resolver_specs = specs.to_vec();
+    let base_url = args.base_url.clone();
+    // Run ids differ between runs of the same batch, so resumed runs' traces do not collide.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    Ok(Ctx::builder(model)
+        .run_id(format!("batch-{stamp:x}"))
+        .tools(tools)
+        .prices(prices)
+        .budget(budget)
+        .events(Arc::new(Sinks(sinks)))
+        .spec_name("batch")
+        .model_resolver(move |name| -> Result<Arc<dyn Model>, ModelError> {
+            resolve_model(name, base_url.as_deref(), &resolver_specs).map(|m| limiter.wrap(m))
+        })
+        .build())
+}
+
+/// First Ctrl-C: start no more inputs, let those in flight finish. Second: cancel them (they
+/// are not written, so a later run redoes them).
+async fn on_ctrl_c(stop: subcontract::CancellationToken, cancel: subcontract::CancellationToken) {
+    if tokio::signal::ctrl_c().await.is_err() {
+        return;
+    }
+    stop.cancel();
+    eprintln!("\ninterrupted: starting no more inputs; Ctrl-C again to cancel those in flight");
+    if tokio::signal::ctrl_c().await.is_ok() {
+        cancel.cancel();
+        eprintln!("cancelling the runs in flight");
+    }
+}
+
+/// The number of lines of `path`, for the ETA; read in fixed-size chunks.
+fn count_lines(path: &std::path::Path) -> Option<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut lines, mut last) = (0u64, b'\n');
+    loop {
+        let n = f.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        last = buf[n - 1];
+    }
+    Some(lines + u64::from(last != b'\n'))
+}
+
+fn eprint_raw(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// A status line on stderr: redrawn five times a second on a terminal, else every 10 s.
+async fn show_progress(
+    p: Arc<Progress>,
+    total: Option<u64>,
+    spent_before: Decimal,
+    limit: Option<Decimal>,
+) {
+    let tty = std::io::stderr().is_terminal();
+    let every = if tty {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(10)
+    };
+    let start = Instant::now();
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let done = p.completed.load(Ordering::Relaxed);
+        let failed = p.failed.load(Ordering::Relaxed);
+        let running = p.running.load(Ordering::Relaxed);
+        let skipped = p.skipped.load(Ordering::Relaxed);
+        let secs = start.elapsed().as_secs_f64().max(1e-3);
+        let rate = (done + failed) as f64 / secs;
+        let spent = (spent_before + p.spent_usd()).round_dp(4).normalize();
+        let money = match limit {
+            Some(l) => format!("{spent} of {} USD", l.normalize()),
+            None => format!("{spent} USD"),
+        };
+        let eta = match total {
+            Some(t) if rate > 0.0 => {
+                let left = t.saturating_sub(done + failed + skipped) as f64 / rate;
+                format!(", ETA {}", fmt_secs(left))
+            }
+            _ => String::new(),
+        };
+        let of = total.map_or(String::new(), |t| format!(" of {t}"));
+        let line = format!(
+            "{} done · {failed} failed · {running} running{of} · {money} · {rate:.1}/s{eta}",
+            done + failed + skipped
+        );
+        if tty {
+            eprint_raw(&format!("\r\x1b[2K{}", subcontract::redact::redact(&line)));
+        } else {
+            eprintln!("{line}");
+        }
+    }
+}
+
+fn fmt_secs(s: f64) -> String {
+    let s = s.round() as u64;
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn report(
+    s: &Summary,
+    failed_before: u64,
+    out: &std::path::Path,
+    limit: Option<Decimal>,
+    interrupted: bool,
+) -> u8 {
+    let mut line = format!(
+        "batch: {} completed, {} failed this run; {} already in {}; {} USD this run",
+        s.completed,
+        s.failed,
+        s.skipped,
+        out.display(),
+        s.spent_usd.round_dp(6).normalize()
+    );
+    if s.duplicates > 0 {
+        line += &format!("; {} duplicate id(s) not run", s.duplicates);
+    }
+    if s.refused > 0 {
+        line += &format!("; {} refused by the budget, not written", s.refused);
+    }
+    if s.cancelled > 0 {
+        line += &format!(
+            "; {} cancelled run(s) not written ({} USD spent by them is in no result line)",
+            s.cancelled,
+            s.cancelled_usd.round_dp(6).normalize()
+        );
+    }
+    eprintln!("{line}");
+    if s.not_started {
+        if interrupted {
+            eprintln!("stopped before the end of the inputs: run the same command to resume");
+        } else if let Some(l) = limit {
+            eprintln!("--max-cost-usd {l} is spent: inputs left are not started (resume with a higher limit)");
+        }
+    }
+    let all_done = failed_before + s.failed == 0
+        && s.duplicates == 0
+        && s.cancelled == 0
+        && s.refused == 0
+        && !s.not_started;
+    if all_done {
+        OK
+    } else {
+        VIOLATIONS
+    }
+}

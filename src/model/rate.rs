@@ -1,0 +1,260 @@
+//! Provider rate limits shared by every caller of one model: [`RateLimited`] wraps a model with
+//! a requests-per-minute and a tokens-per-minute bucket, and pauses every caller when the
+//! provider answers 429 with `Retry-After`.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use super::{Model, ModelError, ModelRequest, ModelResponse};
+
+/// Limits of one model, per minute; `None` is no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RateLimits {
+    /// Model calls per minute.
+    pub rpm: Option<u32>,
+    /// Tokens (input + output) per minute.
+    pub tpm: Option<u64>,
+}
+
+/// A model whose calls share one token bucket per limit, so that any number of concurrent
+/// sub-agents together stay under a provider's limits, and a 429 with `Retry-After` seen by
+/// one call pauses all of them until then (retrying alone would just earn more 429s).
+///
+/// The request bucket holds up to `rpm` calls and refills continuously; the token bucket is
+/// charged after each call with its actual usage (the cost of a call is not known before it)
+/// and a call starts only when it is not in debt. Cloning shares the buckets.
+///
+/// ```
+/// use std::sync::Arc;
+/// use subcontract::model::{RateLimited, RateLimits, ScriptedModel};
+///
+/// let model = RateLimited::new(
+///     Arc::new(ScriptedModel::queue("scripted:demo", vec![])),
+///     RateLimits { rpm: Some(600), tpm: None },
+/// );
+/// # let _ = model;
+/// ```
+#[derive(Clone)]
+pub struct RateLimited {
+    inner: Arc<dyn Model>,
+    limits: RateLimits,
+    state: Arc<Mutex<Buckets>>,
+}
+
+impl std::fmt::Debug for RateLimited {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimited")
+            .field("model", &self.inner.id())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug)]
+struct Buckets {
+    requests: f64,
+    tokens: f64,
+    refilled: Instant,
+    paused_until: Option<Instant>,
+}
+
+tokio::task_local! {
+    /// Set while a [`RateLimited`] call runs: the HTTP transport reports a server's
+    /// `Retry-After` here, so the pause reaches every caller, not only the one retrying.
+    static PAUSE: Arc<Mutex<Buckets>>;
+}
+
+/// Called by the HTTP transport when a provider asked to wait (429/503 with `Retry-After`):
+/// every call through the enclosing [`RateLimited`] model, if any, waits until then.
+pub(crate) fn note_retry_after(wait: Duration) {
+    let _ = PAUSE.try_with(|state| {
+        let until = Instant::now() + wait;
+        let mut b = lock(state);
+        if b.paused_until.is_none_or(|p| p < until) {
+            tracing::warn!(
+                wait_ms = wait.as_millis() as u64,
+                "provider asked to wait; pausing every call of this model"
+            );
+            b.paused_until = Some(until);
+        }
+    });
+}
+
+fn lock(m: &Mutex<Buckets>) -> MutexGuard<'_, Buckets> {
+    // The buckets are plain numbers: a panic elsewhere cannot leave them half-updated.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl RateLimited {
+    /// Wraps `inner`; both buckets start full.
+    pub fn new(inner: Arc<dyn Model>, limits: RateLimits) -> Self {
+        let state = Buckets {
+            requests: limits.rpm.map_or(0.0, f64::from),
+            tokens: limits.tpm.map_or(0.0, |t| t as f64),
+            refilled: Instant::now(),
+            paused_until: None,
+        };
+        RateLimited {
+            inner,
+            limits,
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// Waits until a call may start, and takes one request from the bucket.
+    async fn admit(&self) {
+        loop {
+            let wait = {
+                let mut b = lock(&self.state);
+                let now = Instant::now();
+                let elapsed = now.saturating_duration_since(b.refilled).as_secs_f64();
+                b.refilled = now;
+                if let Some(rpm) = self.limits.rpm {
+                    let cap = f64::from(rpm.max(1));
+                    b.requests = (b.requests + elapsed * cap / 60.0).min(cap);
+                }
+                if let Some(tpm) = self.limits.tpm {
+                    let cap = tpm.max(1) as f64;
+                    b.tokens = (b.tokens + elapsed * cap / 60.0).min(cap);
+                }
+                let mut wait = Duration::ZERO;
+                if let Some(until) = b.paused_until {
+                    if until > now {
+                        wait = until - now;
+                    } else {
+                        b.paused_until = None;
+                    }
+                }
+                if let (Some(rpm), true) = (self.limits.rpm, b.requests < 1.0) {
+                    let per_sec = f64::from(rpm.max(1)) / 60.0;
+                    wait = wait.max(Duration::from_secs_f64((1.0 - b.requests) / per_sec));
+                }
+                if let (Some(tpm), true) = (self.limits.tpm, b.tokens < 0.0) {
+                    let per_sec = tpm.max(1) as f64 / 60.0;
+                    wait = wait.max(Duration::from_secs_f64(-b.tokens / per_sec));
+                }
+                if wait.is_zero() {
+                    if self.limits.rpm.is_some() {
+                        b.requests -= 1.0;
+                    }
+                    return;
+                }
+                wait
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+#[async_trait]
+impl Model for RateLimited {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.admit().await;
+        let result = PAUSE
+            .scope(self.state.clone(), self.inner.complete(request))
+            .await;
+        if let (Some(_), Ok(r)) = (self.limits.tpm, &result) {
+            let used = r.usage.input_tokens.saturating_add(r.usage.output_tokens);
+            lock(&self.state).tokens -= used as f64;
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ScriptStep, ScriptedModel, Usage};
+
+    fn model(n: usize, usage: Usage) -> Arc<dyn Model> {
+        let steps = (0..n)
+            .map(|_| ScriptStep::text("ok").with_usage(usage.input_tokens, usage.output_tokens))
+            .collect();
+        Arc::new(ScriptedModel::queue("scripted:rate", steps))
+    }
+
+    fn request() -> ModelRequest<'static> {
+        ModelRequest {
+            system: "",
+            messages: &[],
+            tools: &[],
+            max_tokens: 10,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rpm_spaces_calls_after_the_burst() {
+        let m = RateLimited::new(
+            model(5, Usage::default()),
+            RateLimits {
+                rpm: Some(60),
+                tpm: None,
+            },
+        );
+        let start = Instant::now();
+        for _ in 0..5 {
+            m.complete(request()).await.expect("scripted");
+        }
+        // 60 per minute: a burst of up to 60, so five calls pass at once.
+        assert!(start.elapsed() < Duration::from_millis(10));
+        let m = RateLimited::new(
+            model(4, Usage::default()),
+            RateLimits {
+                rpm: Some(2),
+                tpm: None,
+            },
+        );
+        let start = Instant::now();
+        for _ in 0..4 {
+            m.complete(request()).await.expect("scripted");
+        }
+        // Two at once, then one every 30 s.
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(59) && took < Duration::from_secs(61),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tpm_waits_out_a_debt() {
+        let m = RateLimited::new(
+            model(2, Usage::new(90, 30)),
+            RateLimits {
+                rpm: None,
+                tpm: Some(60),
+            },
+        );
+        let start = Instant::now();
+        m.complete(request()).await.expect("scripted");
+        // 120 tokens used of a 60-token bucket: 60 in debt, one minute to pay back.
+        m.complete(request()).await.expect("scripted");
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_secs(59) && took < Duration::from_secs(61),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_after_pauses_every_caller() {
+        let m = RateLimited::new(model(2, Usage::default()), RateLimits::default());
+        PAUSE
+            .scope(m.state.clone(), async {
+                note_retry_after(Duration::from_secs(7))
+            })
+            .await;
+        let start = Instant::now();
+        m.complete(request()).await.expect("scripted");
+        assert!(start.elapsed() >= Duration::from_secs(7));
+        // Outside any RateLimited call the note is ignored.
+        note_retry_after(Duration::from_secs(100));
+    }
+}
