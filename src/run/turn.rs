@@ -130,6 +130,7 @@ pub(super) async fn turns(
         };
         st.turns = turn;
         let t0 = Instant::now();
+        let chat = crate::telemetry::chat_span(ctx, &spec.system, &messages, max_tokens);
         let call = model.complete(ModelRequest {
             system: &spec.system,
             messages: &messages,
@@ -154,6 +155,7 @@ pub(super) async fn turns(
             Err(e) => {
                 drop(reservation);
                 let msg = e.to_string();
+                crate::telemetry::chat_failed(chat, &msg);
                 ctx.emit(EventKind::ModelCall {
                     turn,
                     usage: Usage::default(),
@@ -173,6 +175,15 @@ pub(super) async fn turns(
         let over = (cost > reserved).then(|| cost - reserved);
         st.usage += usage;
         st.cost = st.cost.saturating_add(cost);
+        crate::telemetry::chat_done(
+            chat,
+            ctx,
+            usage,
+            cost,
+            stop_reason,
+            text.as_deref(),
+            &tool_calls,
+        );
         ctx.emit(EventKind::ModelCall {
             turn,
             usage,
