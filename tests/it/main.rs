@@ -7,6 +7,8 @@ mod common;
 mod invariants;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "otel")]
+mod otel;
 mod output_text;
 mod providers;
 mod rejected_output;
