@@ -129,7 +129,7 @@ where
 
 /// Without the `otel` feature: a warning when export is asked for.
 #[cfg(not(feature = "otel"))]
-pub fn layer<S>(args: &TelemetryArgs) -> Option<(tracing_subscriber::layer::Identity, Guard)> {
+pub fn layer(args: &TelemetryArgs) -> Option<(tracing_subscriber::layer::Identity, Guard)> {
     if args.otel_capture_content {
         subcontract::telemetry::set_capture_content(true);
     }
