@@ -72,10 +72,14 @@ struct Inner {
     fanout_limit: usize,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
+    // Outputs the contract rejected in this run (for its span); a plain counter, as each run
+    // has an `Inner` of its own.
+    rejected: AtomicU32,
 }
 
 impl Inner {
-    /// Another view of the same run: every field shared (cheap clones of `Arc`s).
+    /// Another view of the same run: every field shared (cheap clones of `Arc`s) but the
+    /// rejection count, which the run loop keeps on the view it runs with.
     fn shared(&self) -> Inner {
         Inner {
             run_id: self.run_id.clone(),
@@ -94,6 +98,7 @@ impl Inner {
             cancel: self.cancel.clone(),
             fanout_limit: self.fanout_limit,
             children: self.children.clone(),
+            rejected: AtomicU32::new(0),
         }
     }
 }
@@ -217,6 +222,7 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
                 children: Arc::default(),
+                rejected: AtomicU32::new(0),
             }),
         }
     }
@@ -402,8 +408,16 @@ impl Ctx {
         });
     }
 
+    /// Outputs the contract rejected so far in this run.
+    pub(crate) fn rejected_outputs(&self) -> u32 {
+        self.inner.rejected.load(Ordering::Relaxed)
+    }
+
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
+        if let EventKind::OutputRejected { .. } = kind {
+            self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        }
         self.inner.events.emit(&Event {
             ts_ms: crate::events::now_ms(),
             run_id: self.inner.run_id.clone(),

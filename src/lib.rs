@@ -3,7 +3,8 @@
 // The layers, lowest first; each module uses only those on its own or a lower line, except
 // that `ctx` and `tool` use each other (a tool is called with the context that holds it):
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events
-//   ctx ⇄ tool · spec::core · run · spec (typed view, builder, files) · check, mcp, batch
+//   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, builder, files) · check,
+//   mcp, batch
 pub mod batch;
 mod budget;
 pub mod check;
@@ -21,6 +22,7 @@ pub mod provider;
 pub mod redact;
 mod run;
 pub mod spec;
+pub mod telemetry;
 pub mod tool;
 
 pub mod docs {

@@ -62,6 +62,19 @@ enum Command {
     Batch(cli::batch::BatchArgs),
 }
 
+impl Command {
+    /// The telemetry options of a command that runs specs.
+    fn telemetry(&self) -> Option<&cli::telemetry::TelemetryArgs> {
+        match self {
+            Command::Run(a) => Some(&a.telemetry),
+            Command::Batch(a) => Some(&a.telemetry),
+            #[cfg(feature = "mcp")]
+            Command::Mcp(a) => Some(&a.telemetry),
+            _ => None,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
@@ -71,7 +84,8 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    cli::log::init(cli.verbose, cli.quiet);
+    // Dropped at the end of `main`: flushes the spans.
+    let _telemetry = cli::log::init(cli.verbose, cli.quiet, cli.command.telemetry());
     ExitCode::from(match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Schema(args) => cli::schema::main(&args),

@@ -61,6 +61,8 @@ pub struct BatchArgs {
     /// Tokens (input + output) per minute, per model, shared by every run of the batch.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     tpm: Option<u64>,
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// Runs `batch`; returns the exit code: 0 every input completed, 1 some did not (or were not

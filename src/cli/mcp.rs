@@ -41,6 +41,8 @@ pub struct McpArgs {
     /// Server-wide budget across all calls, in USD, greater than 0 (default: unlimited).
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<Decimal>,
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// Runs `subcontract mcp` and returns its exit code: 0 when the client closed the

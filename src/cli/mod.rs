@@ -13,6 +13,7 @@ pub mod mcp;
 pub mod resolve;
 pub mod run;
 pub mod schema;
+pub mod telemetry;
 pub mod trace;
 
 /// Exit code: success (every contract holds, a valid output).

@@ -167,6 +167,8 @@ pub struct RunArgs {
     /// Extra or overriding model prices (TOML, USD per million tokens).
     #[arg(long, value_name = "FILE")]
     prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// Runs `run`; returns the exit code. `quiet`: no progress lines, only the outcome.
@@ -180,6 +182,7 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
         trace,
         record,
         prices,
+        telemetry: _,
     } = args;
     let text = match input.strip_prefix('@') {
         Some(path) => match std::fs::read_to_string(path) {

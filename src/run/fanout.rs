@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use crate::contract::Contract;
 use crate::ctx::Ctx;
@@ -111,6 +112,7 @@ pub(super) async fn run_tool_calls(
                     .clone();
                 let ctx = ctx.clone();
                 let (set, ids) = tasks.get_or_insert_with(Default::default);
+                let span = crate::telemetry::tool_span(c);
                 let handle = set.spawn(async move {
                     // The semaphore is never closed, so acquiring only waits; a call still
                     // waiting when the run stops never starts.
@@ -121,7 +123,9 @@ pub(super) async fn run_tool_calls(
                     };
                     // Not raced against the cancellation: a sub-agent stops on its own token
                     // (a child of this run's) and is awaited until it has.
-                    invoke(&*tool, name, &contract, args, &ctx, turn).await
+                    invoke(&*tool, name, &contract, args, &ctx, turn)
+                        .instrument(span)
+                        .await
                 });
                 ids.insert(handle.id(), i);
                 slots.push(Slot::Spawned);
@@ -135,7 +139,7 @@ pub(super) async fn run_tool_calls(
         // What these results alone add; once they pass the limit, so do all results up to
         // here, so the later tools' results would be withheld: they do not run.
         let mut seq_chars = ResultChars::default();
-        for slot in &mut slots {
+        for (slot, c) in slots.iter_mut().zip(calls) {
             if seq_chars.full {
                 if let Slot::Run { .. } = slot {
                     *slot = Slot::Done(over_chars_limit(max_chars));
@@ -158,7 +162,8 @@ pub(super) async fn run_tool_calls(
                     std::mem::take(args),
                     ctx,
                     turn,
-                );
+                )
+                .instrument(crate::telemetry::tool_span(c));
                 let output = tokio::select! {
                     biased;
                     _ = ctx.cancellation().cancelled() => not_started(),
@@ -326,6 +331,7 @@ async fn invoke(
             Decision::Allow => tool.call(args, ctx).await,
         }
     };
+    crate::telemetry::tool_done(&output);
     ctx.emit(EventKind::ToolCall {
         turn,
         tool: name,

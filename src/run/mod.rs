@@ -15,6 +15,7 @@ use crate::events::EventKind;
 use crate::model::Usage;
 use crate::outcome::{Outcome, RunResult};
 use crate::spec::core::{OutputText, SpecCore};
+use tracing::Instrument;
 
 mod agent_tool;
 mod fanout;
@@ -93,7 +94,10 @@ pub(crate) async fn run_child(
 ) -> RunResult<Decoded> {
     match parent.child_of(spec) {
         // A child context has a cancellation token of its own, so the run may cancel it.
-        Ok(child) => run_owned(spec, input, &child, text).await,
+        Ok(child) => {
+            let span = crate::telemetry::agent_span(spec, &child);
+            run_owned(spec, input, &child, text).instrument(span).await
+        }
         Err(e) => {
             let error = e.to_string();
             let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
@@ -158,7 +162,10 @@ pub(crate) async fn run_core(
 ) -> RunResult<Decoded> {
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's.
-    run_owned(spec, input, &ctx.with_own_cancellation(), text).await
+    let span = crate::telemetry::agent_span(spec, ctx);
+    run_owned(spec, input, &ctx.with_own_cancellation(), text)
+        .instrument(span)
+        .await
 }
 
 /// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.
@@ -198,6 +205,15 @@ async fn run_owned(
         duration_ms: duration.as_secs_f64() * 1000.0,
         error: error.clone(),
     });
+    crate::telemetry::agent_done(
+        ctx,
+        outcome,
+        st.turns,
+        st.usage,
+        st.cost,
+        total,
+        error.as_deref(),
+    );
     RunResult {
         run_id: ctx.run_id().to_string(),
         outcome,

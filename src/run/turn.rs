@@ -145,6 +145,7 @@ async fn call_model(
     };
     st.turns = turn;
     let t0 = Instant::now();
+    let chat = crate::telemetry::chat_span(ctx, &spec.system, &convo.messages, max_tokens);
     let call = model.complete(ModelRequest {
         system: &spec.system,
         messages: &convo.messages,
@@ -164,6 +165,7 @@ async fn call_model(
         Err(e) => {
             drop(reservation);
             let msg = e.to_string();
+            crate::telemetry::chat_failed(chat, &msg);
             ctx.emit(EventKind::ModelCall {
                 turn,
                 usage: Usage::default(),
@@ -183,6 +185,15 @@ async fn call_model(
     let over = (cost > reserved).then(|| cost - reserved);
     st.usage += response.usage;
     st.cost = st.cost.saturating_add(cost);
+    crate::telemetry::chat_done(
+        chat,
+        ctx,
+        response.usage,
+        cost,
+        response.stop_reason,
+        response.text.as_deref(),
+        &response.tool_calls,
+    );
     ctx.emit(EventKind::ModelCall {
         turn,
         usage: response.usage,

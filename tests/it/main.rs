@@ -10,6 +10,8 @@ mod invariants;
 mod layers;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "otel")]
+mod otel;
 mod output_text;
 mod providers;
 mod rejected_output;
