@@ -209,14 +209,17 @@ struct Cmp<'a> {
     visits: u64,
 }
 
-/// Whether `v` has a `$ref` anywhere (then equal JSON may still mean different schemas, the
-/// two documents' definitions differing).
-fn has_ref(v: &Value) -> bool {
-    let mut stack = vec![v];
+/// Whether any object among `roots` and everything below them satisfies `pred` (iterative, so
+/// a schema nested past any stack is still searched).
+fn any_object<'v>(
+    roots: impl IntoIterator<Item = &'v Value>,
+    pred: impl Fn(&serde_json::Map<String, Value>) -> bool,
+) -> bool {
+    let mut stack: Vec<&Value> = roots.into_iter().collect();
     while let Some(v) = stack.pop() {
         match v {
             Value::Object(m) => {
-                if m.contains_key("$ref") || m.contains_key("$dynamicRef") {
+                if pred(m) {
                     return true;
                 }
                 stack.extend(m.values());
@@ -228,26 +231,22 @@ fn has_ref(v: &Value) -> bool {
     false
 }
 
-/// Whether `$id` (or draft-4 `id` beside a `$ref`) appears below the document root.
+/// Whether `v` has a `$ref` anywhere (then equal JSON may still mean different schemas, the
+/// two documents' definitions differing).
+fn has_ref(v: &Value) -> bool {
+    any_object([v], |m| {
+        m.contains_key("$ref") || m.contains_key("$dynamicRef")
+    })
+}
+
+/// Whether `$id` appears below the document root.
 fn nested_id(root: &Value) -> bool {
-    let mut stack: Vec<&Value> = match root {
+    let below: Vec<&Value> = match root {
         Value::Object(m) => m.values().collect(),
         Value::Array(a) => a.iter().collect(),
         _ => return false,
     };
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Object(m) => {
-                if m.get("$id").is_some_and(Value::is_string) {
-                    return true;
-                }
-                stack.extend(m.values());
-            }
-            Value::Array(a) => stack.extend(a),
-            _ => {}
-        }
-    }
-    false
+    any_object(below, |m| m.get("$id").is_some_and(Value::is_string))
 }
 
 /// Whether `v` accepts everything (`true`, `{}` or only annotations).
