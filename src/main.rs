@@ -85,6 +85,9 @@ fn main() -> ExitCode {
         }
     };
     // Dropped at the end of `main`: flushes the spans.
+    if matches!(cli.command, Command::Batch(_)) {
+        cli::telemetry::EXIT_ON_CTRL_C.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     let _telemetry = cli::log::init(cli.verbose, cli.quiet, cli.command.telemetry());
     ExitCode::from(match cli.command {
         Command::Check(args) => cli::check::main(args),

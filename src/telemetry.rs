@@ -254,7 +254,7 @@ pub(crate) fn tool_span(call: &ToolCall) -> Span {
         otel.status_code = Empty,
         gen_ai.operation.name = "execute_tool",
         gen_ai.tool.name = %call.name,
-        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.call.id = %crate::redact::redact(&call.id),
         gen_ai.tool.type = "function",
         gen_ai.tool.call.arguments = Empty,
         gen_ai.tool.call.result = Empty,

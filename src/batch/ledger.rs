@@ -131,6 +131,15 @@ impl Ledger {
                     line: line_no,
                     reason: e.to_string(),
                 })?;
+            // A negative cost would raise this run's budget above the limit: the file is not
+            // what this command wrote.
+            if line.cost_usd.is_sign_negative() {
+                return Err(BatchError::Corrupt {
+                    path: path.display().to_string(),
+                    line: line_no,
+                    reason: format!("negative cost_usd {}", line.cost_usd),
+                });
+            }
             ledger.valid_len += n as u64;
             ledger.spent_usd = ledger.spent_usd.saturating_add(line.cost_usd);
             if line.outcome == Outcome::Completed {
@@ -202,6 +211,20 @@ impl Ledger {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A negative cost would raise the budget past the limit: the file is refused.
+    #[test]
+    fn a_negative_cost_is_a_corrupt_ledger() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.jsonl");
+        let mut line = ResultLine::invalid("1".into(), "x".into());
+        line.cost_usd = Decimal::new(-5, 0);
+        std::fs::write(&path, format!("{}\n", line.to_json())).expect("write");
+        assert!(matches!(
+            Ledger::read(&path),
+            Err(BatchError::Corrupt { line: 1, .. })
+        ));
+    }
 
     #[test]
     fn a_torn_last_line_is_cut_and_spend_is_summed() {

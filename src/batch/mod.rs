@@ -245,7 +245,7 @@ pub async fn run_batch(
             Ok((id, r))
                 if r.outcome == Outcome::BudgetExhausted
                     && r.total_cost_usd.is_zero()
-                    && ctx.budget().limit_usd().is_some() =>
+                    && refused_by_root(&r.error, &ctx) =>
             {
                 // Refused before any model call: nothing spent, so nothing to record, and a
                 // later run with a higher limit can still do it. The money is gone: stop.
@@ -295,4 +295,53 @@ fn write_line(
         progress.failed.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// Whether a run's `budget_exhausted` came from the batch's own budget (the money of the whole
+/// batch is gone), not from the spec's own limits (`max_cost_usd` below a first call's worst
+/// case, `max_model_calls`): those are ordinary failures, written like any other. The budget
+/// error names the node that refused, and the root is labelled with its own name.
+fn refused_by_root(error: &Option<String>, ctx: &Ctx) -> bool {
+    let root = ctx.budget();
+    root.limit_usd().is_some()
+        && error.as_deref().is_some_and(|e| {
+            e.strip_prefix("budget exhausted at ")
+                .and_then(|rest| rest.strip_prefix(root.label()))
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rust_decimal::Decimal;
+
+    use super::refused_by_root;
+    use crate::model::{ScriptStep, ScriptedModel};
+    use crate::{Budget, Ctx};
+
+    /// Only the batch's own budget stops the batch; a spec's own limit is an ordinary failure.
+    #[test]
+    fn only_the_root_budget_stops_the_batch() {
+        let model = Arc::new(ScriptedModel::queue("s", vec![ScriptStep::text("x")]));
+        let ctx = Ctx::builder(model)
+            .budget(Budget::with_label("batch", Some(Decimal::ONE), None))
+            .build();
+        let e = |s: &str| Some(s.to_string());
+        assert!(refused_by_root(
+            &e("budget exhausted at batch: 1 USD spent"),
+            &ctx
+        ));
+        assert!(!refused_by_root(
+            &e("budget exhausted at batch-7.spec-3: 0 USD spent"),
+            &ctx
+        ));
+        assert!(!refused_by_root(&e("budget exhausted at batchy: x"), &ctx));
+        assert!(!refused_by_root(
+            &e("model-call limit reached at batch: 3 of 3"),
+            &ctx
+        ));
+        assert!(!refused_by_root(&None, &ctx));
+    }
 }

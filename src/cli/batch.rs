@@ -242,7 +242,7 @@ fn host_ctx(
     // What earlier runs spent counts against the limit: only the rest is this run's.
     let budget = Budget::with_label(
         "batch",
-        limit.map(|l| (l - ledger.spent_usd()).max(Decimal::ZERO)),
+        limit.map(|l| l.saturating_sub(ledger.spent_usd()).max(Decimal::ZERO)),
         None,
     );
     let resolver_specs = specs.to_vec();
@@ -327,7 +327,10 @@ async fn show_progress(
         let skipped = p.skipped.load(Ordering::Relaxed);
         let secs = start.elapsed().as_secs_f64().max(1e-3);
         let rate = (done + failed) as f64 / secs;
-        let spent = (spent_before + p.spent_usd()).round_dp(4).normalize();
+        let spent = spent_before
+            .saturating_add(p.spent_usd())
+            .round_dp(4)
+            .normalize();
         let money = match limit {
             Some(l) => format!("{spent} of {} USD", l.normalize()),
             None => format!("{spent} USD"),

@@ -176,9 +176,17 @@ fn http_client() -> Result<reqwest::blocking::Client, String> {
     .map_err(|_| "the thread building it panicked".to_string())?
 }
 
+/// Whether Ctrl-C should flush and exit here; `false` for a command that handles Ctrl-C itself
+/// (`batch` lets its runs in flight finish and be written first, then exits normally, which
+/// flushes the spans too).
+pub static EXIT_ON_CTRL_C: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// Ctrl-C flushes the spans that ended, then exits as an interrupted process does (130).
 #[cfg(feature = "otel")]
 fn on_ctrl_c(provider: opentelemetry_sdk::trace::SdkTracerProvider) {
+    if !EXIT_ON_CTRL_C.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let spawned = std::thread::Builder::new()
         .name("otel-ctrl-c".into())
         .spawn(move || {

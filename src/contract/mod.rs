@@ -249,6 +249,8 @@ pub(crate) fn parse_json(text: &str) -> Result<Value, Vec<Violation>> {
 /// the start of the text.
 pub(crate) fn not_json(text: &str, e: &serde_json::Error) -> String {
     const SHOWN: usize = 120;
+    // Redacted before it is cut: a key cut in half would no longer be recognised.
+    let text = crate::redact::redact(text);
     let mut shown: String = text.chars().take(SHOWN).collect();
     if shown.len() < text.len() {
         shown.push('…');
@@ -264,7 +266,9 @@ fn shown_path(pointer: &str) -> String {
     }
     pointer
         .split('/')
-        .map(|seg| truncate_chars(seg, MAX_PATH_SEGMENT_CHARS))
+        // Redacted before it is cut: a key used as a property name, cut in half, would no
+        // longer be recognised.
+        .map(|seg| truncate_chars(&crate::redact::redact(seg), MAX_PATH_SEGMENT_CHARS))
         .collect::<Vec<_>>()
         .join("/")
 }
@@ -492,6 +496,24 @@ mod tests {
             let c = compile(json!({"$schema": uri, "type": "string", "maxLength": 2})).unwrap();
             assert!(c.validate(&json!("abc")).is_err());
         }
+    }
+
+    /// A key the child used as a property name is redacted before its path segment is cut:
+    /// a cut key would no longer be recognised, and the cut prefix would go up.
+    #[test]
+    fn a_key_as_a_property_name_is_redacted_before_it_is_cut() {
+        let key = "sk-test-PATH-SEGMENT-0123456789abcdefghijklmnopqrstuvwxyz";
+        let _registered = crate::provider::ApiKey::new(key);
+        let c = Contract::compile(Arc::new(
+            json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+        ))
+        .expect("compiles");
+        let mut instance = serde_json::Map::new();
+        instance.insert(key.to_owned(), json!("not an integer"));
+        let v = c.validate(&Value::Object(instance)).unwrap_err();
+        let shown = format!("{v:?}");
+        assert!(!shown.contains(&key[..20]), "{shown}");
+        assert!(shown.contains("***"), "{shown}");
     }
 
     #[test]

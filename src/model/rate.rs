@@ -134,7 +134,11 @@ impl RateLimited {
                 }
                 if let (Some(tpm), true) = (self.limits.tpm, b.tokens < 0.0) {
                     let per_sec = tpm.max(1) as f64 / 60.0;
-                    wait = wait.max(Duration::from_secs_f64(-b.tokens / per_sec));
+                    // The debt is capped (see `complete`), so this is at most a minute.
+                    wait = wait.max(
+                        Duration::try_from_secs_f64(-b.tokens / per_sec)
+                            .unwrap_or(Duration::from_secs(60)),
+                    );
                 }
                 if wait.is_zero() {
                     if self.limits.rpm.is_some() {
@@ -160,9 +164,13 @@ impl Model for RateLimited {
         let result = PAUSE
             .scope(self.state.clone(), self.inner.complete(request))
             .await;
-        if let (Some(_), Ok(r)) = (self.limits.tpm, &result) {
+        if let (Some(tpm), Ok(r)) = (self.limits.tpm, &result) {
             let used = r.usage.input_tokens.saturating_add(r.usage.output_tokens);
-            lock(&self.state).tokens -= used as f64;
+            // A debt of at most one minute's tokens: a provider that reports absurd usage
+            // must not stall (or overflow the wait of) every later call.
+            let cap = tpm.max(1) as f64;
+            let mut s = lock(&self.state);
+            s.tokens = (s.tokens - used as f64).max(-cap);
         }
         result
     }
@@ -221,6 +229,24 @@ mod tests {
             took >= Duration::from_secs(59) && took < Duration::from_secs(61),
             "{took:?}"
         );
+    }
+
+    /// A provider reporting absurd usage neither panics the next call's wait nor stalls it
+    /// for ever: the debt is capped at one minute of tokens.
+    #[tokio::test(start_paused = true)]
+    async fn absurd_usage_costs_at_most_a_minute_of_waiting() {
+        let m = RateLimited::new(
+            model(2, Usage::new(u64::MAX, u64::MAX)),
+            RateLimits {
+                rpm: None,
+                tpm: Some(60),
+            },
+        );
+        let start = Instant::now();
+        m.complete(request()).await.expect("scripted");
+        m.complete(request()).await.expect("scripted");
+        let took = start.elapsed();
+        assert!(took <= Duration::from_secs(61), "{took:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -465,7 +465,8 @@ fn error_message(body: &[u8], status: reqwest::StatusCode) -> String {
             .unwrap_or("no message")
             .to_string();
     }
-    text.chars().take(500).collect()
+    // Redacted before it is cut: a key cut in half would no longer be recognised.
+    crate::redact::redact(text).chars().take(500).collect()
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

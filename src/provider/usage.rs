@@ -21,7 +21,7 @@ pub(super) fn token_count(v: Option<&Value>) -> Result<u64, String> {
                 .ok()
                 .or_else(|| integral(t.parse::<f64>().ok()))
                 .ok_or_else(|| {
-                    let shown: String = s.chars().take(40).collect();
+                    let shown: String = crate::redact::redact(s).chars().take(40).collect();
                     format!("is not a token count ({shown:?})")
                 })
         }

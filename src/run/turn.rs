@@ -139,7 +139,14 @@ async fn call_model(
     let worst = price.map_or(Decimal::ZERO, |p| {
         p.worst_case_cost(convo.bytes as u64, u64::from(max_tokens))
     });
-    let reservation = match ctx.budget().reserve(worst).await {
+    // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
+    // (dropping the wait leaves nothing reserved).
+    let reserved = tokio::select! {
+        biased;
+        _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+        r = ctx.budget().reserve(worst) => r,
+    };
+    let reservation = match reserved {
         Ok(r) => r,
         Err(e) => return Err((Outcome::BudgetExhausted, None, Some(e.to_string()))),
     };

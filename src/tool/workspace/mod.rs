@@ -415,6 +415,11 @@ impl Workspace {
 /// `focus` (a regex match) visible, and marks each cut with the number of
 /// characters dropped: `[+N chars]…` at the front, `…[+N chars]` at the end.
 fn shorten_line(line: &str, max_chars: usize, focus: Option<(usize, usize)>) -> String {
+    // Redacted before it is cut: a key in a line (an `.env` file) cut in half would no longer
+    // be recognised on its way to the provider. The match offsets are then moot.
+    if let std::borrow::Cow::Owned(redacted) = crate::redact::redact(line) {
+        return shorten_line(&redacted, max_chars, None);
+    }
     let total = line.chars().count();
     if total <= max_chars {
         return line.to_owned();
