@@ -245,7 +245,7 @@ pub async fn run_batch(
             Ok((id, r))
                 if r.outcome == Outcome::BudgetExhausted
                     && r.total_cost_usd.is_zero()
-                    && refused_by_root(&r.error, &ctx) =>
+                    && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
             {
                 // Refused before any model call: nothing spent, so nothing to record, and a
                 // later run with a higher limit can still do it. The money is gone: stop.
@@ -299,16 +299,18 @@ fn write_line(
 
 /// Whether a run's `budget_exhausted` came from the batch's own budget (the money of the whole
 /// batch is gone), not from the spec's own limits (`max_cost_usd` below a first call's worst
-/// case, `max_model_calls`): those are ordinary failures, written like any other. The budget
-/// error names the node that refused, and the root is labelled with its own name.
-fn refused_by_root(error: &Option<String>, ctx: &Ctx) -> bool {
-    let root = ctx.budget();
-    root.limit_usd().is_some()
-        && error.as_deref().is_some_and(|e| {
-            e.strip_prefix("budget exhausted at ")
-                .and_then(|rest| rest.strip_prefix(root.label()))
-                .is_some_and(|rest| rest.starts_with(':'))
-        })
+/// case): those are ordinary failures, written like any other. A child's limit is its spec's
+/// cap, lowered to what the batch has left; so the batch's money was what refused the run
+/// exactly when what is left is below that cap (or the spec has none). A model-call limit is
+/// never the batch's (a batch has no call limit).
+fn refused_by_root(error: &Option<String>, ctx: &Ctx, spec_cap: Option<Decimal>) -> bool {
+    let Some(left) = ctx.budget().remaining_usd() else {
+        return false;
+    };
+    error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("budget exhausted at "))
+        && spec_cap.is_none_or(|cap| left < cap)
 }
 
 #[cfg(test)]
@@ -329,19 +331,21 @@ mod tests {
             .budget(Budget::with_label("batch", Some(Decimal::ONE), None))
             .build();
         let e = |s: &str| Some(s.to_string());
-        assert!(refused_by_root(
-            &e("budget exhausted at batch: 1 USD spent"),
-            &ctx
-        ));
+        let refused = e("budget exhausted at batch-7.spec-3: 0 USD spent");
+        // 1 USD left: a spec capped at 0.20 was refused by its own cap.
+        assert!(!refused_by_root(&refused, &ctx, Some(Decimal::new(2, 1))));
+        // A spec capped at 2 USD, or not at all, ran into the batch's 1 USD.
+        assert!(refused_by_root(&refused, &ctx, Some(Decimal::TWO)));
+        assert!(refused_by_root(&refused, &ctx, None));
         assert!(!refused_by_root(
-            &e("budget exhausted at batch-7.spec-3: 0 USD spent"),
-            &ctx
+            &e("model-call limit reached at x: 3 of 3"),
+            &ctx,
+            None
         ));
-        assert!(!refused_by_root(&e("budget exhausted at batchy: x"), &ctx));
-        assert!(!refused_by_root(
-            &e("model-call limit reached at batch: 3 of 3"),
-            &ctx
-        ));
-        assert!(!refused_by_root(&None, &ctx));
+        assert!(!refused_by_root(&None, &ctx, None));
+        // No batch limit: the batch never runs out of money.
+        let model = Arc::new(ScriptedModel::queue("s", vec![ScriptStep::text("x")]));
+        let unlimited = Ctx::builder(model).build();
+        assert!(!refused_by_root(&refused, &unlimited, None));
     }
 }
