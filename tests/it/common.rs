@@ -78,3 +78,91 @@ pub fn lookup_tool(name: &str) -> Arc<dyn subcontract::Tool> {
         |_args| async { ToolOutput::text("constant-tool-result") },
     )
 }
+
+/// A Python package an end-to-end test drives (a real client or backend we did not write).
+pub struct PythonPackage {
+    /// The test's name, prefixed to what it says while installing.
+    pub test: &'static str,
+    /// The pinned requirement, `name==version`.
+    pub requirement: &'static str,
+    /// A module that imports only when the package is usable.
+    pub import: &'static str,
+    /// The variable naming a Python that already has it.
+    pub env_var: &'static str,
+    /// The test's own virtual environment, under the target's temporary directory.
+    pub venv: &'static str,
+}
+
+/// A Python with `package` importable: the one its variable names, else the test's own virtual
+/// environment, made and filled on first use (what it runs shown on the real stderr: libtest
+/// captures `eprintln!`, and a first install takes a while). Panics with the command to run
+/// when neither works: a missing client or backend must fail its test, not pass it unseen.
+pub fn python_with(package: &PythonPackage) -> std::path::PathBuf {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    let PythonPackage {
+        test,
+        requirement,
+        import,
+        env_var,
+        venv,
+    } = package;
+    let say = |line: &str| {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "{test}: {line}");
+    };
+    let imports = |python: &Path| {
+        Command::new(python)
+            .args(["-c", &format!("import {import}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let step = |program: &Path, args: &[&str]| -> Result<(), String> {
+        let shown = format!("{} {}", program.display(), args.join(" "));
+        say(&shown);
+        match Command::new(program).args(args).status() {
+            Ok(s) if s.success() => Ok(()),
+            Ok(s) => Err(format!("`{shown}` failed ({s})")),
+            Err(e) => Err(format!("`{shown}` could not start: {e}")),
+        }
+    };
+    if let Some(p) = std::env::var_os(env_var).map(PathBuf::from) {
+        assert!(
+            imports(&p),
+            "{env_var}={} cannot import `{import}`; install it with:\n  {} -m pip install {requirement}",
+            p.display(),
+            p.display()
+        );
+        return p;
+    }
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(venv);
+    let python = venv.join("bin/python");
+    if imports(&python) {
+        return python;
+    }
+    say(&format!(
+        "installing {requirement} into {} (once)",
+        venv.display()
+    ));
+    let venv_arg = venv.to_string_lossy();
+    let made = (if python.exists() {
+        Ok(())
+    } else {
+        step(Path::new("python3"), &["-m", "venv", &venv_arg])
+    })
+    .and_then(|()| step(&python, &["-m", "pip", "install", "-q", requirement]));
+    if let Err(e) = made {
+        panic!(
+            "the {test} needs {requirement} and could not install it: {e}\n\
+             Install it with:\n  python3 -m venv {venv_arg} && {venv_arg}/bin/pip install {requirement}\n\
+             or point {env_var} at a Python that has it."
+        );
+    }
+    assert!(
+        imports(&python),
+        "{requirement} installed but `import {import}` fails"
+    );
+    python
+}

@@ -28,73 +28,15 @@ fn fixtures() -> PathBuf {
     root().join("tests/fixtures/mcp")
 }
 
-fn imports_mcp(python: &Path) -> bool {
-    Command::new(python)
-        .args(["-c", "import mcp"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A line on the real stderr: libtest captures `eprintln!`, and a first install takes a while.
-fn say(line: &str) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "mcp client test: {line}");
-}
-
-/// Runs one setup step, its output shown.
-fn step(program: &Path, args: &[&str]) -> Result<(), String> {
-    let shown = format!("{} {}", program.display(), args.join(" "));
-    say(&shown);
-    match Command::new(program).args(args).status() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("`{shown}` failed ({s})")),
-        Err(e) => Err(format!("`{shown}` could not start: {e}")),
-    }
-}
-
-/// A Python with the `mcp` SDK importable: `$SUBCONTRACT_MCP_PYTHON`, else the test's own
-/// virtual environment, made and filled on first use. Panics with the command to run when
-/// neither works: a missing client must fail the test, not pass it unseen.
+/// A Python with the `mcp` SDK (see `common::python_with`).
 fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SUBCONTRACT_MCP_PYTHON").map(PathBuf::from) {
-        assert!(
-            imports_mcp(&p),
-            "SUBCONTRACT_MCP_PYTHON={} cannot import `mcp`; install it with:\n  {} -m pip install {MCP_SDK}",
-            p.display(),
-            p.display()
-        );
-        return p;
-    }
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mcp-venv");
-    let python = venv.join("bin/python");
-    if imports_mcp(&python) {
-        return python;
-    }
-    say(&format!(
-        "installing the MCP Python SDK ({MCP_SDK}) into {} (once)",
-        venv.display()
-    ));
-    let venv_arg = venv.to_string_lossy();
-    let made = (if python.exists() {
-        Ok(())
-    } else {
-        step(Path::new("python3"), &["-m", "venv", &venv_arg])
+    crate::common::python_with(&crate::common::PythonPackage {
+        test: "mcp client test",
+        requirement: MCP_SDK,
+        import: "mcp",
+        env_var: "SUBCONTRACT_MCP_PYTHON",
+        venv: "mcp-venv",
     })
-    .and_then(|()| step(&python, &["-m", "pip", "install", "-q", MCP_SDK]));
-    if let Err(e) = made {
-        panic!(
-            "the real-client MCP test needs the MCP Python SDK and could not install it: {e}\n\
-             Install it with:\n  python3 -m venv {venv_arg} && {venv_arg}/bin/pip install {MCP_SDK}\n\
-             or point SUBCONTRACT_MCP_PYTHON at a Python that has it."
-        );
-    }
-    assert!(
-        imports_mcp(&python),
-        "{MCP_SDK} installed but `import mcp` fails"
-    );
-    python
 }
 
 fn example_output(spec: &str) -> Value {

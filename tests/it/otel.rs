@@ -31,67 +31,27 @@ const KEY: &str = "sk-otel-test-key-0123456789";
 /// Text only the conversation holds: it must not reach a span unless content is captured.
 const QUESTION: &str = "Where is the-secret-question-text hashed?";
 
+/// The `phoenix` command, beside a Python with Arize Phoenix (see `common::python_with`).
+fn phoenix() -> PathBuf {
+    let python = crate::common::python_with(&crate::common::PythonPackage {
+        test: "phoenix test",
+        requirement: PHOENIX,
+        import: "phoenix.server.main",
+        env_var: "SUBCONTRACT_PHOENIX_PYTHON",
+        venv: "phoenix-venv",
+    });
+    let phoenix = python.with_file_name("phoenix");
+    assert!(
+        phoenix.is_file(),
+        "{PHOENIX} installed but no `phoenix` beside {}",
+        python.display()
+    );
+    phoenix
+}
+
+/// A line on the real stderr (libtest captures `eprintln!`): Phoenix's start-up takes a while.
 fn say(line: &str) {
     let _ = writeln!(std::io::stderr(), "phoenix test: {line}");
-}
-
-fn step(program: &Path, args: &[&str]) -> Result<(), String> {
-    let shown = format!("{} {}", program.display(), args.join(" "));
-    say(&shown);
-    match Command::new(program).args(args).status() {
-        Ok(s) if s.success() => Ok(()),
-        Ok(s) => Err(format!("`{shown}` failed ({s})")),
-        Err(e) => Err(format!("`{shown}` could not start: {e}")),
-    }
-}
-
-fn has_phoenix(python: &Path) -> bool {
-    python.with_file_name("phoenix").is_file()
-        && Command::new(python)
-            .args(["-c", "import phoenix.server.main"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-}
-
-/// The `phoenix` command: beside `$SUBCONTRACT_PHOENIX_PYTHON`, else in the test's own virtual
-/// environment, made and filled on first use. Panics with the command to run when neither
-/// works: a missing backend must fail the test, not pass it unseen.
-fn phoenix() -> PathBuf {
-    if let Some(p) = std::env::var_os("SUBCONTRACT_PHOENIX_PYTHON").map(PathBuf::from) {
-        assert!(
-            has_phoenix(&p),
-            "SUBCONTRACT_PHOENIX_PYTHON={} has no Phoenix; install it with:\n  {} -m pip install {PHOENIX}",
-            p.display(),
-            p.display()
-        );
-        return p.with_file_name("phoenix");
-    }
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("phoenix-venv");
-    let python = venv.join("bin/python");
-    if !has_phoenix(&python) {
-        say(&format!(
-            "installing {PHOENIX} into {} (once, about a minute)",
-            venv.display()
-        ));
-        let venv_arg = venv.to_string_lossy();
-        let made = (if python.exists() {
-            Ok(())
-        } else {
-            step(Path::new("python3"), &["-m", "venv", &venv_arg])
-        })
-        .and_then(|()| step(&python, &["-m", "pip", "install", "-q", PHOENIX]));
-        if let Err(e) = made {
-            panic!(
-                "the OpenTelemetry test needs Arize Phoenix and could not install it: {e}\n\
-                 Install it with:\n  python3 -m venv {venv_arg} && {venv_arg}/bin/pip install {PHOENIX}\n\
-                 or point SUBCONTRACT_PHOENIX_PYTHON at a Python that has it."
-            );
-        }
-        assert!(has_phoenix(&python), "{PHOENIX} installed but not usable");
-    }
-    python.with_file_name("phoenix")
 }
 
 fn free_port() -> u16 {
