@@ -19,6 +19,21 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+/// Records, before each model call is made, what a run may have spent once that call is paid
+/// for: its tree's settled spend plus every reservation in flight, the call's own included.
+///
+/// An engine that can lose a process in the middle of a call (a worker killed while the
+/// provider is answering) charges the lost attempt from the last record, which is never below
+/// what the attempt actually spent. A [`Ctx`](crate::Ctx) built with
+/// [`CtxBuilder::spend_journal`](crate::CtxBuilder::spend_journal) hands it to every run under
+/// it; the run loop awaits it after reserving a call's worst case and before making the call.
+#[async_trait::async_trait]
+pub trait SpendJournal: Send + Sync {
+    /// Records the spend at stake before one call. An error stops the run before the call is
+    /// made (its reservation released): money that cannot be recorded is not spent.
+    async fn before_call(&self) -> Result<(), String>;
+}
+
 /// Why a reservation was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::Budget;
+use crate::budget::{Budget, SpendJournal};
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable};
@@ -70,6 +70,7 @@ struct Inner {
     prices: Arc<PriceTable>,
     cancel: CancellationToken,
     fanout_limit: usize,
+    journal: Option<Arc<dyn SpendJournal>>,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
@@ -97,6 +98,7 @@ impl Inner {
             prices: self.prices.clone(),
             cancel: self.cancel.clone(),
             fanout_limit: self.fanout_limit,
+            journal: self.journal.clone(),
             children: self.children.clone(),
             rejected: AtomicU32::new(0),
         }
@@ -126,7 +128,9 @@ impl std::fmt::Debug for Ctx {
     }
 }
 
-/// Builds a host context.
+/// Builds a host context. Cloning copies the settings (sharing the model, tools and sinks), so
+/// one template can build many hosts.
+#[derive(Clone)]
 pub struct CtxBuilder {
     run_id: String,
     spec: String,
@@ -140,6 +144,7 @@ pub struct CtxBuilder {
     prices: Arc<PriceTable>,
     cancel: CancellationToken,
     fanout_limit: usize,
+    journal: Option<Arc<dyn SpendJournal>>,
 }
 
 impl CtxBuilder {
@@ -202,6 +207,13 @@ impl CtxBuilder {
         self.fanout_limit = limit.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         self
     }
+    /// Records the spend at stake before every model call of every run under this context
+    /// (see [`SpendJournal`]): how a durable engine charges an attempt it lost mid-call.
+    pub fn spend_journal(mut self, journal: Arc<dyn SpendJournal>) -> Self {
+        self.journal = Some(journal);
+        self
+    }
+
     /// The context.
     pub fn build(self) -> Ctx {
         Ctx {
@@ -221,6 +233,7 @@ impl CtxBuilder {
                 prices: self.prices,
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
+                journal: self.journal,
                 children: Arc::default(),
                 rejected: AtomicU32::new(0),
             }),
@@ -244,6 +257,7 @@ impl Ctx {
             prices: Arc::new(PriceTable::new()),
             cancel: CancellationToken::new(),
             fanout_limit: DEFAULT_FANOUT_LIMIT,
+            journal: None,
         }
     }
 
@@ -389,6 +403,10 @@ impl Ctx {
     /// How many sub-agent calls of one response run at once.
     pub fn fanout_limit(&self) -> usize {
         self.inner.fanout_limit
+    }
+    /// What records the spend at stake before each model call, if anything does.
+    pub(crate) fn spend_journal(&self) -> Option<&Arc<dyn SpendJournal>> {
+        self.inner.journal.as_ref()
     }
     /// Its event sink.
     pub fn events(&self) -> &Arc<dyn EventSink> {

@@ -4,7 +4,7 @@
 // that `ctx` and `tool` use each other (a tool is called with the context that holds it):
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, builder, files) · check,
-//   mcp, batch
+//   mcp, batch · temporal
 pub mod batch;
 mod budget;
 pub mod check;
@@ -23,6 +23,8 @@ pub mod redact;
 mod run;
 pub mod spec;
 pub mod telemetry;
+#[cfg(feature = "temporal")]
+pub mod temporal;
 pub mod tool;
 
 pub mod docs {
@@ -37,7 +39,7 @@ pub mod docs {
 }
 
 pub use budget::{
-    check_limit_usd, Budget, BudgetError, BudgetSnapshot, LimitUsdError, Reservation,
+    check_limit_usd, Budget, BudgetError, BudgetSnapshot, LimitUsdError, Reservation, SpendJournal,
 };
 pub use contract::{Contract, Violation};
 pub use ctx::{

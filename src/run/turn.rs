@@ -150,6 +150,24 @@ async fn call_model(
         Ok(r) => r,
         Err(e) => return Err((Outcome::BudgetExhausted, None, Some(e.to_string()))),
     };
+    // Recorded before the call, so a process lost during it is still charged for it.
+    if let Some(journal) = ctx.spend_journal() {
+        let recorded = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+            r = journal.before_call() => r,
+        };
+        if let Err(e) = recorded {
+            drop(reservation);
+            return Err((
+                Outcome::ModelError,
+                None,
+                Some(format!(
+                    "the spend at stake could not be recorded, so the call was not made: {e}"
+                )),
+            ));
+        }
+    }
     st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &spec.system, &convo.messages, max_tokens);

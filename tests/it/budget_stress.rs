@@ -341,3 +341,112 @@ impl SubAgentSpecs {
         .expect("valid spec")
     }
 }
+
+/// A spend journal is asked before every model call, after the call's worst case is reserved,
+/// so what it records always covers the call about to be made; a journal that cannot record
+/// stops the run before the call (the model is never called, nothing is spent).
+#[tokio::test]
+async fn the_spend_journal_records_each_call_before_it_is_made() {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+    use subcontract::model::{Price, PriceTable, ScriptStep};
+    use subcontract::{Ctx, Outcome, SpendJournal, SubAgentSpec};
+
+    use crate::common::*;
+
+    /// Records the root's spent + reserved at each call, and the model calls made so far.
+    struct Recorder {
+        budget: Budget,
+        calls: Arc<AtomicUsize>,
+        seen: Mutex<Vec<(Decimal, usize)>>,
+        fail_at: usize,
+    }
+
+    #[async_trait::async_trait]
+    impl SpendJournal for Recorder {
+        async fn before_call(&self) -> Result<(), String> {
+            let s = self.budget.snapshot();
+            let mut seen = self.seen.lock().expect("seen");
+            seen.push((
+                s.spent_usd + s.reserved_usd,
+                self.calls.load(Ordering::SeqCst),
+            ));
+            if seen.len() == self.fail_at {
+                return Err("the journal is down".into());
+            }
+            Ok(())
+        }
+    }
+
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::ONE, Decimal::from(10)),
+    );
+    let spec = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("d")
+        .system("CHILD")
+        .tools(["lookup"])
+        .max_tokens_per_turn(100)
+        .max_turns(4)
+        .build()
+        .expect("valid spec");
+    let run = |fail_at: usize| {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let m = model(move |_, turn, _| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            if turn < 3 {
+                ScriptStep::tool_call("lookup", serde_json::json!({"q": "x"})).with_usage(10, 10)
+            } else {
+                ScriptStep::submit(good_findings()).with_usage(10, 10)
+            }
+        });
+        let budget = Budget::new(Some(Decimal::ONE), None);
+        let journal = Arc::new(Recorder {
+            budget: budget.clone(),
+            calls: calls.clone(),
+            seen: Mutex::new(Vec::new()),
+            fail_at,
+        });
+        let mut tools = subcontract::ToolSet::new();
+        tools.insert(lookup_tool("lookup")).expect("tool");
+        let ctx = Ctx::builder(m)
+            .budget(budget.clone())
+            .prices(prices.clone())
+            .tools(tools)
+            .spend_journal(journal.clone())
+            .build();
+        (ctx, journal, calls, budget)
+    };
+    let input = serde_json::json!({"question": "abc?"});
+
+    let (ctx, journal, calls, budget) = run(usize::MAX);
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let seen = journal.seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 3, "one record per call");
+    // Each call bills 0.00011 USD (10 tokens in at 1, 10 out at 10 per million).
+    let per_call = Decimal::new(11, 5);
+    for (i, (at_stake, calls_before)) in seen.iter().enumerate() {
+        // Recorded before call i+1 was made, and covering it: more than the calls before it
+        // spent, by the reservation of the call about to be made.
+        assert_eq!(*calls_before, i);
+        assert!(*at_stake > per_call * Decimal::from(i), "{seen:?}");
+    }
+    let spent = budget.snapshot().spent_usd;
+    assert!(
+        seen[2].0 >= spent,
+        "the last record ({}) covers the spend ({spent})",
+        seen[2].0
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+
+    // The journal fails before the second call: the run stops, the call is never made.
+    let (ctx, _journal, calls, budget) = run(2);
+    let r = spec.run_child(&input, &ctx).await;
+    assert_eq!(r.outcome, Outcome::ModelError);
+    assert!(r.error.unwrap_or_default().contains("the journal is down"));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    assert_eq!(budget.snapshot().reserved_usd, Decimal::ZERO);
+}
