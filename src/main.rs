@@ -60,6 +60,9 @@ enum Command {
     Mcp(cli::mcp::McpArgs),
     /// Run a spec on every line of a JSON Lines file, resumably; exit 0 all completed, 1 not.
     Batch(cli::batch::BatchArgs),
+    /// Run batches' sub-agents from Temporal (see `batch --engine`) until Ctrl-C.
+    #[cfg(feature = "temporal")]
+    Worker(cli::temporal::WorkerArgs),
 }
 
 impl Command {
@@ -99,5 +102,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "mcp")]
         Command::Mcp(args) => cli::mcp::main(args),
         Command::Batch(args) => cli::batch::main(args, cli.quiet),
+        #[cfg(feature = "temporal")]
+        Command::Worker(args) => cli::temporal::worker(args),
     })
 }

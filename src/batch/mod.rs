@@ -31,7 +31,7 @@
 //! # Ok(()) }
 //! ```
 
-mod input;
+pub(crate) mod input;
 mod ledger;
 
 pub use input::{parse_input_line, InputLine, InvalidLine, MAX_LINE_BYTES};
@@ -73,7 +73,7 @@ pub enum BatchError {
     },
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BatchError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BatchError + '_ {
     move |source| BatchError::Io {
         path: path.display().to_string(),
         source,
@@ -120,7 +120,7 @@ impl Progress {
         *self.spent.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn add_spent(&self, usd: Decimal) {
+    pub(crate) fn add_spent(&self, usd: Decimal) {
         let mut s = self.spent.lock().unwrap_or_else(|p| p.into_inner());
         *s = s.saturating_add(usd);
     }
@@ -273,7 +273,7 @@ fn no_room(ctx: &Ctx) -> bool {
     s.limit_usd.is_some_and(|limit| s.spent_usd >= limit)
 }
 
-fn write_line(
+pub(crate) fn write_line(
     file: &mut std::fs::File,
     out: &Path,
     line: &ResultLine,

@@ -16,7 +16,7 @@ use subcontract::events::{EventSink, JsonlSink, Sinks};
 use subcontract::model::{Model, ModelError, PriceTable, RateLimited, RateLimits};
 use subcontract::tool::workspace::Workspace;
 use subcontract::tool::ToolSet;
-use subcontract::{Budget, Ctx};
+use subcontract::{Budget, Ctx, CtxBuilder};
 
 use super::resolve::resolve_model;
 use super::run::load_with_siblings;
@@ -40,6 +40,18 @@ pub struct BatchArgs {
     /// Total USD limit of the batch, what earlier runs recorded in --out included.
     #[arg(long, value_name = "USD")]
     max_cost_usd: Option<Decimal>,
+    #[command(flatten)]
+    host: HostArgs,
+    #[command(flatten)]
+    engine: super::temporal::EngineArgs,
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
+}
+
+/// Where runs happen and what they may use: the model, its API, the workspace, traces, prices
+/// and rate limits. A local batch and a Temporal worker take the same flags.
+#[derive(clap::Args, Clone)]
+pub struct HostArgs {
     /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
     #[arg(long, value_name = "PROVIDER:MODEL")]
     model: Option<String>,
@@ -61,8 +73,6 @@ pub struct BatchArgs {
     /// Tokens (input + output) per minute, per model, shared by every run of the batch.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     tpm: Option<u64>,
-    #[command(flatten)]
-    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// Runs `batch`; returns the exit code: 0 every input completed, 1 some did not (or were not
@@ -101,14 +111,6 @@ impl Limiter {
 }
 
 async fn batch(args: BatchArgs, quiet: bool) -> u8 {
-    let Some(model_name) = args
-        .model
-        .clone()
-        .or_else(|| std::env::var("SUBCONTRACT_MODEL").ok())
-    else {
-        eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
-        return USAGE;
-    };
     let limit = match args
         .max_cost_usd
         .map(subcontract::check_limit_usd)
@@ -131,6 +133,19 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
+    if args.engine.engine.is_some() {
+        return super::temporal::batch(
+            &args.engine,
+            &args.host,
+            &specs[0],
+            &args.inputs,
+            &args.out,
+            args.concurrency,
+            limit,
+            quiet,
+        )
+        .await;
+    }
     let inputs = match std::fs::File::open(&args.inputs) {
         Ok(f) => std::io::BufReader::new(f),
         Err(e) => {
@@ -145,27 +160,28 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
-    let limiter = Arc::new(Limiter {
-        limits: RateLimits {
-            rpm: args.rpm,
-            tpm: args.tpm,
-        },
-        by_id: Mutex::default(),
-    });
-    let model = match resolve_model(&model_name, args.base_url.as_deref(), &specs) {
-        Ok(m) => limiter.wrap(m),
+    let host = match args.host.builder(&specs) {
+        Ok(h) => h,
         Err(e) => {
             eprintln!("error: {e}");
             return USAGE;
         }
     };
-    let ctx = match host_ctx(&args, &specs, model, limiter, &ledger, limit) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return USAGE;
-        }
-    };
+    // What earlier runs spent counts against the limit: only the rest is this run's.
+    let budget = Budget::with_label(
+        "batch",
+        limit.map(|l| l.saturating_sub(ledger.spent_usd()).max(Decimal::ZERO)),
+        None,
+    );
+    // Run ids differ between runs of the same batch, so resumed runs' traces do not collide.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let ctx = host
+        .run_id(format!("batch-{stamp:x}"))
+        .budget(budget)
+        .spec_name("batch")
+        .build();
     if !ledger.is_empty() {
         eprintln!(
             "resuming: {} input(s) already in {} ({} USD spent){}",
@@ -198,13 +214,7 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     let before = ledger.failed();
     let result = run_batch(spec, ctx, inputs, &args.out, ledger, &options, &progress).await;
     interrupt.abort();
-    if let Some(t) = ticker {
-        t.abort();
-        let _ = t.await;
-        if std::io::stderr().is_terminal() {
-            eprint_raw("\r\x1b[2K");
-        }
-    }
+    stop_progress(ticker).await;
     match result {
         Err(e) => {
             eprintln!("error: {e}");
@@ -214,54 +224,98 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     }
 }
 
-fn host_ctx(
-    args: &BatchArgs,
-    specs: &[subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>],
-    model: Arc<dyn Model>,
-    limiter: Arc<Limiter>,
-    ledger: &Ledger,
-    limit: Option<Decimal>,
-) -> Result<Ctx, String> {
-    let mut prices = PriceTable::builtin();
-    if let Some(path) = &args.prices {
-        prices.extend(PriceTable::from_toml_file(path).map_err(|e| e.to_string())?);
+/// Stops the progress line and clears it from a terminal.
+pub(super) async fn stop_progress(ticker: Option<tokio::task::JoinHandle<()>>) {
+    if let Some(t) = ticker {
+        t.abort();
+        let _ = t.await;
+        if std::io::stderr().is_terminal() {
+            eprint_raw("\r\x1b[2K");
+        }
     }
-    let mut tools = ToolSet::new();
-    let workspace = Workspace::new(&args.workspace).map_err(|e| e.to_string())?;
-    for t in workspace.tools() {
-        tools.insert(t).map_err(|e| e.to_string())?;
+}
+
+impl HostArgs {
+    /// The model (`--model`, else `$SUBCONTRACT_MODEL`), rate-limited per model id.
+    fn model_name(&self) -> Result<String, String> {
+        self.model
+            .clone()
+            .or_else(|| std::env::var("SUBCONTRACT_MODEL").ok())
+            .ok_or_else(|| "no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL".to_string())
     }
-    for s in specs {
-        tools.insert(s.as_tool()).map_err(|e| e.to_string())?;
+
+    /// The host context every run starts from: the model (rate-limited: one shared bucket per
+    /// model id, sub-agents' models too), the workspace tools and `specs` as tools, prices,
+    /// the trace. Budget and run id are the caller's.
+    pub(super) fn builder(
+        &self,
+        specs: &[subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>],
+    ) -> Result<CtxBuilder, String> {
+        let model_name = self.model_name()?;
+        let limiter = Arc::new(Limiter {
+            limits: RateLimits {
+                rpm: self.rpm,
+                tpm: self.tpm,
+            },
+            by_id: Mutex::default(),
+        });
+        let model = resolve_model(&model_name, self.base_url.as_deref(), specs)
+            .map(|m| limiter.wrap(m))
+            .map_err(|e| e.to_string())?;
+        let mut prices = PriceTable::builtin();
+        if let Some(path) = &self.prices {
+            prices.extend(PriceTable::from_toml_file(path).map_err(|e| e.to_string())?);
+        }
+        let mut tools = ToolSet::new();
+        let workspace = Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
+        for t in workspace.tools() {
+            tools.insert(t).map_err(|e| e.to_string())?;
+        }
+        for s in specs {
+            tools.insert(s.as_tool()).map_err(|e| e.to_string())?;
+        }
+        let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+        if let Some(path) = &self.trace {
+            let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            sinks.push(Arc::new(sink));
+        }
+        let resolver_specs = specs.to_vec();
+        let base_url = self.base_url.clone();
+        Ok(Ctx::builder(model)
+            .tools(tools)
+            .prices(prices)
+            .events(Arc::new(Sinks(sinks)))
+            .model_resolver(move |name| -> Result<Arc<dyn Model>, ModelError> {
+                resolve_model(name, base_url.as_deref(), &resolver_specs).map(|m| limiter.wrap(m))
+            }))
     }
-    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-    if let Some(path) = &args.trace {
-        let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        sinks.push(Arc::new(sink));
+
+    /// The flags a Temporal starter does not take (they are the workers'), by name.
+    pub(super) fn set_flags(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if self.model.is_some() {
+            set.push("--model");
+        }
+        if self.base_url.is_some() {
+            set.push("--base-url");
+        }
+        if self.workspace != std::path::Path::new(".") {
+            set.push("--workspace");
+        }
+        if self.trace.is_some() {
+            set.push("--trace");
+        }
+        if self.prices.is_some() {
+            set.push("--prices");
+        }
+        if self.rpm.is_some() {
+            set.push("--rpm");
+        }
+        if self.tpm.is_some() {
+            set.push("--tpm");
+        }
+        set
     }
-    // What earlier runs spent counts against the limit: only the rest is this run's.
-    let budget = Budget::with_label(
-        "batch",
-        limit.map(|l| l.saturating_sub(ledger.spent_usd()).max(Decimal::ZERO)),
-        None,
-    );
-    let resolver_specs = specs.to_vec();
-    let base_url = args.base_url.clone();
-    // Run ids differ between runs of the same batch, so resumed runs' traces do not collide.
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    Ok(Ctx::builder(model)
-        .run_id(format!("batch-{stamp:x}"))
-        .tools(tools)
-        .prices(prices)
-        .budget(budget)
-        .events(Arc::new(Sinks(sinks)))
-        .spec_name("batch")
-        .model_resolver(move |name| -> Result<Arc<dyn Model>, ModelError> {
-            resolve_model(name, base_url.as_deref(), &resolver_specs).map(|m| limiter.wrap(m))
-        })
-        .build())
 }
 
 /// First Ctrl-C: start no more inputs, let those in flight finish. Second: cancel them (they
@@ -279,7 +333,7 @@ async fn on_ctrl_c(stop: subcontract::CancellationToken, cancel: subcontract::Ca
 }
 
 /// The number of lines of `path`, for the ETA; read in fixed-size chunks.
-fn count_lines(path: &std::path::Path) -> Option<u64> {
+pub(super) fn count_lines(path: &std::path::Path) -> Option<u64> {
     use std::io::Read;
     let mut f = std::fs::File::open(path).ok()?;
     if !f.metadata().ok()?.is_file() {
@@ -304,7 +358,7 @@ fn eprint_raw(text: &str) {
 }
 
 /// A status line on stderr: redrawn five times a second on a terminal, else every 10 s.
-async fn show_progress(
+pub(super) async fn show_progress(
     p: Arc<Progress>,
     total: Option<u64>,
     spent_before: Decimal,
@@ -366,7 +420,7 @@ fn fmt_secs(s: f64) -> String {
     }
 }
 
-fn report(
+pub(super) fn report(
     s: &Summary,
     failed_before: u64,
     out: &std::path::Path,

@@ -5,12 +5,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rust_decimal::Decimal;
-use serde_json::Value;
 
 use subcontract::events::{EventSink, JsonlSink};
 use subcontract::mcp::{serve_stdio, McpConfig, McpError};
-use subcontract::spec::{load_spec, spec_files};
-use subcontract::SubAgentSpec;
 
 use super::resolve::resolve_model;
 
@@ -59,7 +56,7 @@ pub fn main(args: McpArgs) -> u8 {
 }
 
 fn prepare(args: McpArgs) -> Result<McpConfig, String> {
-    let specs = load_all(&args.paths)?;
+    let specs = super::run::load_all(&args.paths)?;
     let name = match args.model {
         Some(m) => m,
         None => std::env::var("SUBCONTRACT_MODEL").map_err(|_| {
@@ -106,33 +103,6 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
     config.trace = trace;
     config.log = true;
     Ok(config)
-}
-
-/// Loads every spec under `paths`; any that fails is reported and the whole set refused, so a
-/// host never sees half a tool set.
-fn load_all(paths: &[PathBuf]) -> Result<Vec<SubAgentSpec<Value, Value>>, String> {
-    let mut specs = Vec::new();
-    let mut failed = 0usize;
-    for path in paths {
-        let files = spec_files(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        for file in files {
-            match load_spec(&file) {
-                Ok(s) => specs.push(s),
-                Err(e) => {
-                    failed += 1;
-                    log(&e.to_string());
-                }
-            }
-        }
-    }
-    if failed > 0 {
-        return Err(format!("{failed} spec file(s) failed to load"));
-    }
-    if specs.is_empty() {
-        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-        return Err(format!("no specs (*.toml) under {}", shown.join(", ")));
-    }
-    Ok(specs)
 }
 
 fn serve(config: McpConfig) -> u8 {

@@ -14,6 +14,7 @@ pub mod resolve;
 pub mod run;
 pub mod schema;
 pub mod telemetry;
+pub mod temporal;
 pub mod trace;
 
 /// Exit code: success (every contract holds, a valid output).

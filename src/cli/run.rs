@@ -69,6 +69,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunnerError + '_ {
     }
 }
 
+/// Loads every spec under `paths`; any that fails is reported and the whole set refused, so a
+/// host never sees half a tool set.
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<SubAgentSpec<Value, Value>>, String> {
+    let mut specs = Vec::new();
+    let mut failed = 0usize;
+    for path in paths {
+        let files = spec_files(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for file in files {
+            match load_spec(&file) {
+                Ok(s) => specs.push(s),
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("{e}");
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(format!("{failed} spec file(s) failed to load"));
+    }
+    if specs.is_empty() {
+        let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!("no specs (*.toml) under {}", shown.join(", ")));
+    }
+    Ok(specs)
+}
+
 /// The spec at `path` and every other spec in its directory (so that specs naming each other
 /// as tools can run), the named one first.
 pub fn load_with_siblings(path: &Path) -> Result<Vec<SubAgentSpec<Value, Value>>, RunnerError> {

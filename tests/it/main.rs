@@ -16,4 +16,6 @@ mod output_text;
 mod providers;
 mod rejected_output;
 mod replay;
+#[cfg(feature = "temporal")]
+mod temporal;
 mod toml_specs;

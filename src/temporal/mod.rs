@@ -1,0 +1,321 @@
+//! Batches on Temporal, across machines: the engine of `subcontract batch --engine
+//! temporal://…` and `subcontract worker` (feature `temporal`).
+//!
+//! Three parts, each a process of its own or several:
+//! - The **workflow** ([`BatchWorkflow`], run by workers) is the batch's **ledger**: before
+//!   scheduling a child it reserves the child's cap (its spec's `max_cost_usd`, lowered to what
+//!   the batch has left) and settles to the child's actual cost when its report comes back;
+//!   the concurrency cap lives there too. It continues as new (after draining its children)
+//!   every few thousand children, so 10,000 inputs or 100,000 fit Temporal's history limits.
+//! - The **activity** ([`SubAgentActivities::run_subagent`], on any number of workers) is one
+//!   sub-agent run: the whole run loop, its tools and contract checks. Before every model call
+//!   it records, synchronously, as its heartbeat, what the input may have cost by the end of
+//!   that call. A worker killed mid-run loses the attempt; Temporal retries it elsewhere, and
+//!   the new attempt starts from the record, so the killed attempt's spend is charged (at most
+//!   the worst case of the call it was making), never forgotten, and the input's cap still
+//!   bounds all its attempts together: the ledger never under-counts and never passes the limit.
+//! - The **starter** (`subcontract batch … --engine`, [`run_batch`]) reads the inputs and
+//!   writes the results, as activities on a task queue of its own
+//!   ([`StarterActivities`]): the files stay on its machine, and `--out` has the same format
+//!   and resume rules as a local batch. Stopping the starter leaves the batch running; the same
+//!   command re-attaches (same batch id) and writes what finished meanwhile.
+//!
+//! Finished children are never re-run: their results are in the workflow's history, and a
+//! result delivered twice (a write retried) is written once, by id.
+
+mod ledger;
+mod messages;
+// Temporal's macros add an undocumented marker constant per activity and workflow method (the
+// methods themselves are documented).
+#[allow(missing_docs)]
+mod starter;
+#[allow(missing_docs)]
+mod worker;
+#[allow(missing_docs)]
+mod workflow;
+
+pub use ledger::{Admission, SpendLedger};
+pub use messages::{
+    BatchOutcome, BatchParams, Carry, Delivery, Item, LedgerView, ReadReply, ReadRequest,
+    RunReport, RunRequest, SpendRecord, Tally,
+};
+pub use starter::{StarterActivities, MAX_INPUT_BYTES};
+pub use worker::SubAgentActivities;
+pub use workflow::{BatchWorkflow, DEFAULT_HISTORY_EVENTS};
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use temporalio_client::{
+    Client, ClientOptions, Connection, ConnectionOptions, WorkflowGetResultOptions,
+    WorkflowIdConflictPolicy, WorkflowIdReusePolicy, WorkflowStartOptions,
+};
+use temporalio_sdk::runtime::worker_tuner::{FixedSizeSlotSupplier, TunerHolder, WorkerTuner};
+use temporalio_sdk::{Runtime, Worker, WorkerOptions};
+
+use crate::batch::{Ledger, Progress, Summary};
+
+/// Why the Temporal engine could not do its part.
+#[derive(Debug, thiserror::Error)]
+pub enum TemporalError {
+    /// `--engine` is not `temporal://HOST:PORT`.
+    #[error("engine `{0}`: expected temporal://HOST:PORT (for example temporal://localhost:7233)")]
+    Engine(String),
+    /// The server could not be reached.
+    #[error("cannot connect to Temporal at {target}: {reason}")]
+    Connect {
+        /// host:port.
+        target: String,
+        /// Why.
+        reason: String,
+    },
+    /// A worker could not be created or failed while running.
+    #[error("Temporal worker: {0}")]
+    Worker(String),
+    /// The workflow could not be started or attached to.
+    #[error("cannot start the batch workflow `{workflow}`: {reason}")]
+    Start {
+        /// The workflow id.
+        workflow: String,
+        /// Why.
+        reason: String,
+    },
+    /// The batch ended without a result (failed, terminated, cancelled).
+    #[error("the batch workflow `{workflow}` ended without finishing: {reason}")]
+    Ended {
+        /// The workflow id.
+        workflow: String,
+        /// Why.
+        reason: String,
+    },
+    /// The input or output file.
+    #[error(transparent)]
+    Batch(#[from] crate::batch::BatchError),
+}
+
+/// Where the Temporal service is, and which namespace and task queue the batch uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Engine {
+    /// `host:port`.
+    pub target: String,
+    /// The namespace (default `default`).
+    pub namespace: String,
+    /// The workers' task queue (default `subcontract`).
+    pub task_queue: String,
+}
+
+impl Engine {
+    /// Parses `temporal://HOST:PORT`.
+    ///
+    /// ```
+    /// let e = subcontract::temporal::Engine::parse("temporal://localhost:7233", None, None).unwrap();
+    /// assert_eq!(e.target, "localhost:7233");
+    /// assert_eq!((e.namespace.as_str(), e.task_queue.as_str()), ("default", "subcontract"));
+    /// assert!(subcontract::temporal::Engine::parse("http://localhost:7233", None, None).is_err());
+    /// ```
+    pub fn parse(
+        url: &str,
+        namespace: Option<&str>,
+        task_queue: Option<&str>,
+    ) -> Result<Engine, TemporalError> {
+        let bad = || TemporalError::Engine(url.to_string());
+        let rest = url.strip_prefix("temporal://").ok_or_else(bad)?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let (host, port) = rest.rsplit_once(':').ok_or_else(bad)?;
+        if host.is_empty() || port.parse::<u16>().is_err() || host.contains(['/', '@', '?', '#']) {
+            return Err(bad());
+        }
+        Ok(Engine {
+            target: rest.to_string(),
+            namespace: namespace.unwrap_or("default").to_string(),
+            task_queue: task_queue.unwrap_or("subcontract").to_string(),
+        })
+    }
+
+    /// Connects a client to the engine's namespace.
+    pub async fn connect(&self) -> Result<Client, TemporalError> {
+        let err = |reason: String| TemporalError::Connect {
+            target: self.target.clone(),
+            reason,
+        };
+        let url = temporalio_client::Url::parse(&format!("http://{}", self.target))
+            .map_err(|e| err(e.to_string()))?;
+        let options = ConnectionOptions::new(url)
+            .identity(format!("subcontract@{}", std::process::id()))
+            .connect_timeout(Duration::from_secs(10))
+            .build();
+        let connection = Connection::connect(options)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        Client::new(
+            connection,
+            ClientOptions::new(self.namespace.clone()).build(),
+        )
+        .map_err(|e| err(e.to_string()))
+    }
+}
+
+/// A worker: runs batch workflows and sub-agent runs from the engine's task queue until
+/// `stop` is cancelled (then it finishes what it holds and returns). `max_runs` sub-agent runs
+/// at once at most.
+pub async fn run_worker(
+    engine: &Engine,
+    activities: SubAgentActivities,
+    max_runs: usize,
+    stop: crate::CancellationToken,
+) -> Result<(), TemporalError> {
+    let client = engine.connect().await?;
+    let runtime = Runtime::from_current_tokio(Default::default())
+        .map_err(|e| TemporalError::Worker(e.to_string()))?;
+    let tuner = TunerHolder::builder()
+        .workflow_task_slot_supplier(FixedSizeSlotSupplier::new(16))
+        .activity_task_slot_supplier(FixedSizeSlotSupplier::new(max_runs.max(1)))
+        .local_activity_task_slot_supplier(FixedSizeSlotSupplier::new(1))
+        .nexus_task_slot_supplier(FixedSizeSlotSupplier::new(1))
+        .build();
+    let options = WorkerOptions::new(engine.task_queue.clone())
+        .register_workflow::<BatchWorkflow>()
+        .map_err(|e| TemporalError::Worker(e.to_string()))?
+        .register_activities(activities)
+        .tuner(WorkerTuner::from(tuner))
+        .build();
+    let mut worker =
+        Worker::new(&runtime, client, options).map_err(|e| TemporalError::Worker(e.to_string()))?;
+    let shutdown = worker.shutdown_handle();
+    tokio::spawn(async move {
+        stop.cancelled().await;
+        shutdown();
+    });
+    worker
+        .run()
+        .await
+        .map_err(|e| TemporalError::Worker(e.to_string()))
+}
+
+/// A batch to start (or re-attach to) on Temporal.
+#[derive(Debug, Clone)]
+pub struct TemporalBatch {
+    /// Its id: the same id re-attaches to a batch still running.
+    pub batch_id: String,
+    /// The spec's name (workers load it) and its `max_cost_usd`.
+    pub spec: String,
+    /// The spec's own cap per input.
+    pub spec_cap_usd: Option<Decimal>,
+    /// The batch's limit, earlier runs recorded in `out` included.
+    pub limit_usd: Option<Decimal>,
+    /// Inputs in flight at most.
+    pub concurrency: u32,
+    /// An attempt silent this long is presumed lost.
+    pub heartbeat_timeout: Duration,
+    /// One attempt's limit.
+    pub attempt_timeout: Duration,
+    /// History events per workflow run before it continues as new
+    /// ([`DEFAULT_HISTORY_EVENTS`]).
+    pub history_events: u32,
+    /// JSON Lines of inputs.
+    pub inputs: PathBuf,
+    /// JSON Lines of results (the ledger a later run resumes from).
+    pub out: PathBuf,
+}
+
+/// What a batch on Temporal did, as the starter saw it.
+#[derive(Debug, Clone)]
+pub struct TemporalSummary {
+    /// What this starter wrote and skipped (the same fields as a local batch's).
+    pub summary: Summary,
+    /// The workflow's own account.
+    pub outcome: BatchOutcome,
+    /// The workflow id.
+    pub workflow_id: String,
+}
+
+/// The workflow id of batch `batch_id`.
+pub fn workflow_id(batch_id: &str) -> String {
+    format!("subcontract-batch-{batch_id}")
+}
+
+/// Starts batch `b` on the engine, or re-attaches to it if it is still running, and serves
+/// its reads and writes until it ends; `progress` is kept up to date for a display. When
+/// `stop` is cancelled the starter detaches (the batch goes on; the same call re-attaches).
+pub async fn run_batch(
+    engine: &Engine,
+    b: &TemporalBatch,
+    ledger: Ledger,
+    progress: Arc<Progress>,
+    stop: crate::CancellationToken,
+) -> Result<Option<TemporalSummary>, TemporalError> {
+    let spent_before = ledger.spent_usd();
+    let activities = StarterActivities::new(b.inputs.clone(), b.out.clone(), ledger, progress)?;
+    let client = engine.connect().await?;
+    let runtime = Runtime::from_current_tokio(Default::default())
+        .map_err(|e| TemporalError::Worker(e.to_string()))?;
+    let starter_queue = format!("{}-starter-{}", engine.task_queue, b.batch_id);
+    let options = WorkerOptions::new(starter_queue.clone())
+        .register_activities(activities.clone())
+        .build();
+    let mut worker = Worker::new(&runtime, client.clone(), options)
+        .map_err(|e| TemporalError::Worker(e.to_string()))?;
+    let shutdown = worker.shutdown_handle();
+    let workflow = workflow_id(&b.batch_id);
+    let carry = Carry {
+        params: BatchParams {
+            batch_id: b.batch_id.clone(),
+            spec: b.spec.clone(),
+            concurrency: b.concurrency,
+            starter_queue,
+            heartbeat_timeout_ms: b.heartbeat_timeout.as_millis() as u64,
+            attempt_timeout_ms: b.attempt_timeout.as_millis() as u64,
+            history_events: b.history_events,
+        },
+        ledger: SpendLedger {
+            limit_usd: b.limit_usd,
+            child_cap_usd: b.spec_cap_usd,
+            spent_usd: spent_before,
+            reserved_usd: Decimal::ZERO,
+        },
+        cursor: 0,
+        eof: false,
+        pending: Default::default(),
+        started: 0,
+        tally: Tally::default(),
+        out_of_money: false,
+        generation: 0,
+    };
+    let start = WorkflowStartOptions::new(engine.task_queue.clone(), workflow.clone())
+        .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
+        .id_reuse_policy(WorkflowIdReusePolicy::AllowDuplicate)
+        .build();
+    let handle = client
+        .start_workflow(BatchWorkflow::run, carry, start)
+        .await
+        .map_err(|e| TemporalError::Start {
+            workflow: workflow.clone(),
+            reason: e.to_string(),
+        })?;
+    tracing::info!(workflow = %workflow, run = ?handle.run_id(), "batch workflow started or attached");
+    let waiting = async {
+        let r = tokio::select! {
+            r = handle.get_result(WorkflowGetResultOptions::default()) => Some(r),
+            _ = stop.cancelled() => None,
+        };
+        shutdown();
+        r
+    };
+    let (result, ran) = tokio::join!(waiting, worker.run());
+    ran.map_err(|e| TemporalError::Worker(e.to_string()))?;
+    let Some(result) = result else {
+        return Ok(None);
+    };
+    let outcome = result.map_err(|e| TemporalError::Ended {
+        workflow: workflow.clone(),
+        reason: crate::redact::redact(&e.to_string()).into_owned(),
+    })?;
+    let (summary, _) = activities.report();
+    Ok(Some(TemporalSummary {
+        summary,
+        outcome,
+        workflow_id: workflow,
+    }))
+}

