@@ -6,7 +6,10 @@
 //! resumes from ([`Ledger::read`]): ids already there are skipped, a torn last line (a write
 //! cut short by `kill -9`) is cut off and its input redone, and the USD spent so far is counted
 //! against the limit again. At most `concurrency` inputs are in flight; memory does not grow
-//! with the file beyond one small entry per id (the ids already seen).
+//! with the file beyond one small entry per id (the ids already seen: a 16-byte hash each).
+//! A batch holds an exclusive advisory lock on its output file while it runs: a second batch
+//! on the same file fails at once with [`BatchError::Locked`] rather than interleave its lines
+//! with the first's (or cut the first's line in progress as torn).
 //!
 //! ```no_run
 //! # async fn demo(spec: subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>,
@@ -31,13 +34,13 @@
 //! # Ok(()) }
 //! ```
 
+mod ids;
 mod input;
 mod ledger;
 
 pub use input::{parse_input_line, InputLine, InvalidLine, MAX_LINE_BYTES};
 pub use ledger::{Ledger, ResultLine};
 
-use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +73,20 @@ pub enum BatchError {
         line: u64,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Another batch holds the output file (its exclusive lock): two batches appending to one
+    /// file would interleave their lines.
+    #[error("another batch is writing to {path}")]
+    Locked {
+        /// The output file.
+        path: String,
+    },
+    /// The output file changed between [`Ledger::read`] and the start of the batch (another
+    /// batch wrote to it meanwhile): read the ledger again.
+    #[error("{path}: changed since it was read (by another batch?): run again")]
+    Changed {
+        /// The output file.
+        path: String,
     },
 }
 
@@ -155,7 +172,9 @@ pub struct Summary {
 /// `ctx` (whose budget is the batch's: give it what is left of the limit after
 /// [`Ledger::spent_usd`]), at most `options.concurrency` at once, and appends one
 /// [`ResultLine`] per input to `out` as each finishes (`out` is first cut to
-/// [`Ledger::valid_len`], dropping a torn last line).
+/// [`Ledger::valid_len`], dropping a torn last line). `out` is locked for the whole batch:
+/// [`BatchError::Locked`] when another batch holds it, [`BatchError::Changed`] when it changed
+/// since `ledger` was read.
 ///
 /// Input lines that are not JSON, and inputs that break the input contract, become
 /// `invalid_input` lines. Blank lines are skipped (they keep their line number). A line whose
@@ -173,7 +192,8 @@ pub async fn run_batch(
 ) -> Result<Summary, BatchError> {
     let mut file = ledger.open_for_append(out)?;
     let mut summary = Summary::default();
-    let mut seen: HashSet<String> = HashSet::new();
+    // Ids run by this batch (those in the ledger are not added): to refuse a duplicate.
+    let mut seen = ids::IdSet::default();
     let mut in_flight: JoinSet<(String, crate::RunResult<Value>)> = JoinSet::new();
     let concurrency = options.concurrency.max(1);
     let mut line_no: u64 = 0;
@@ -210,7 +230,7 @@ pub async fn run_batch(
                 progress.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if !seen.insert(id.clone()) {
+            if !seen.insert(id) {
                 tracing::warn!(line = line_no, id = %id, "duplicate id: this input line is not run");
                 summary.duplicates += 1;
                 continue;
@@ -224,10 +244,17 @@ pub async fn run_batch(
                     let spec = spec.clone();
                     let ctx = ctx.clone();
                     progress.running.fetch_add(1, Ordering::Relaxed);
-                    in_flight.spawn(async move {
+                    // Boxed here, on the thread that runs the batch, not in the task: the
+                    // run's state (some KB) is then a plain allocation of one size, from one
+                    // malloc arena, reused as runs finish. In the task it would be carved
+                    // out by memalign (tokio's task cells are 128-byte aligned), and its
+                    // memory spread over the arenas of whichever worker threads polled it
+                    // first: the heap grew with the number of inputs, not the concurrency.
+                    let run = Box::pin(async move {
                         let r = spec.run_child(&input, &ctx).await;
                         (id, r)
                     });
+                    in_flight.spawn(run);
                 }
             }
         }
