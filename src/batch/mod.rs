@@ -190,7 +190,11 @@ pub async fn run_batch(
     options: &BatchOptions,
     progress: &Progress,
 ) -> Result<Summary, BatchError> {
-    let mut file = ledger.open_for_append(out)?;
+    let mut lines = Lines {
+        file: ledger.open_for_append(out)?,
+        path: out,
+        pending: Vec::new(),
+    };
     let mut summary = Summary::default();
     // Ids run by this batch (those in the ledger are not added): to refuse a duplicate.
     let mut seen = ids::IdSet::default();
@@ -238,7 +242,7 @@ pub async fn run_batch(
             match parsed {
                 Err(bad) => {
                     let line = ResultLine::invalid(bad.id, bad.reason);
-                    write_line(&mut file, out, &line, &mut summary, progress)?;
+                    write_line(&mut lines, &line, &mut summary, progress)?;
                 }
                 Ok(InputLine { id, input }) => {
                     let spec = spec.clone();
@@ -258,37 +262,48 @@ pub async fn run_batch(
                 }
             }
         }
-        let Some(joined) = in_flight.join_next().await else {
+        lines.flush()?;
+        let Some(mut joined) = in_flight.join_next().await else {
             break;
         };
-        progress.running.fetch_sub(1, Ordering::Relaxed);
-        match joined {
-            Ok((id, r)) if r.outcome == Outcome::Cancelled && ctx.cancellation().is_cancelled() => {
-                // Cut short by the batch's own cancellation: left for a later run to redo.
-                summary.cancelled += 1;
-                summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
-                tracing::debug!(id = %id, "cancelled run not written");
+        loop {
+            progress.running.fetch_sub(1, Ordering::Relaxed);
+            match joined {
+                Ok((id, r))
+                    if r.outcome == Outcome::Cancelled && ctx.cancellation().is_cancelled() =>
+                {
+                    // Cut short by the batch's own cancellation: left for a later run to redo.
+                    summary.cancelled += 1;
+                    summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
+                    tracing::debug!(id = %id, "cancelled run not written");
+                }
+                Ok((id, r))
+                    if r.outcome == Outcome::BudgetExhausted
+                        && r.total_cost_usd.is_zero()
+                        && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
+                {
+                    // Refused before any model call: nothing spent, so nothing to record, and a
+                    // later run with a higher limit can still do it. The money is gone: stop.
+                    summary.refused += 1;
+                    out_of_money = true;
+                    tracing::debug!(id = %id, "input refused by the batch budget; not written");
+                }
+                Ok((id, r)) => {
+                    let line = ResultLine::from_run(id, r);
+                    write_line(&mut lines, &line, &mut summary, progress)?;
+                }
+                // A run that panicked is a bug; its input is not written, so a later run redoes it.
+                Err(e) => tracing::error!(error = %e, "a batch run panicked"),
             }
-            Ok((id, r))
-                if r.outcome == Outcome::BudgetExhausted
-                    && r.total_cost_usd.is_zero()
-                    && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
-            {
-                // Refused before any model call: nothing spent, so nothing to record, and a
-                // later run with a higher limit can still do it. The money is gone: stop.
-                summary.refused += 1;
-                out_of_money = true;
-                tracing::debug!(id = %id, "input refused by the batch budget; not written");
+            // Runs that finished meanwhile: their lines go out in the same write.
+            match in_flight.try_join_next() {
+                Some(next) => joined = next,
+                None => break,
             }
-            Ok((id, r)) => {
-                let line = ResultLine::from_run(id, r);
-                write_line(&mut file, out, &line, &mut summary, progress)?;
-            }
-            // A run that panicked is a bug; its input is not written, so a later run redoes it.
-            Err(e) => tracing::error!(error = %e, "a batch run panicked"),
         }
+        lines.flush()?;
     }
-    file.flush().map_err(io_err(out))?;
+    lines.flush()?;
     Ok(summary)
 }
 
@@ -300,18 +315,46 @@ fn no_room(ctx: &Ctx) -> bool {
     s.limit_usd.is_some_and(|limit| s.spent_usd >= limit)
 }
 
+/// The output file and the lines not yet written to it. Lines are written before the batch
+/// waits for anything (and whenever 64 KiB are pending), with one write for all the runs that
+/// finished together: once a run is finished its line is in the kernel before the next await,
+/// so a `kill -9` of this process cannot lose it (and its input is never run again); no
+/// user-space buffer outlives that.
+struct Lines<'a> {
+    file: std::fs::File,
+    path: &'a Path,
+    pending: Vec<u8>,
+}
+
+impl Lines<'_> {
+    fn flush(&mut self) -> Result<(), BatchError> {
+        if !self.pending.is_empty() {
+            self.file
+                .write_all(&self.pending)
+                .map_err(io_err(self.path))?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
 fn write_line(
-    file: &mut std::fs::File,
-    out: &Path,
+    lines: &mut Lines<'_>,
     line: &ResultLine,
     summary: &mut Summary,
     progress: &Progress,
 ) -> Result<(), BatchError> {
-    let mut text = line.to_json();
-    text.push('\n');
-    // One write per line, unbuffered: once a run is finished its line is in the kernel, so a
-    // `kill -9` of this process cannot lose it (and its input is never run again).
-    file.write_all(text.as_bytes()).map_err(io_err(out))?;
+    // Straight into the pending bytes: no string per line. (Strings, numbers and JSON values:
+    // this cannot fail; if it did, no partial line would be left behind.)
+    let start = lines.pending.len();
+    if let Err(e) = serde_json::to_writer(&mut lines.pending, line) {
+        lines.pending.truncate(start);
+        return Err(io_err(lines.path)(e.into()));
+    }
+    lines.pending.push(b'\n');
+    if lines.pending.len() >= 64 << 10 {
+        lines.flush()?;
+    }
     summary.spent_usd = summary.spent_usd.saturating_add(line.cost_usd);
     progress.add_spent(line.cost_usd);
     if line.outcome == Outcome::Completed {

@@ -322,3 +322,49 @@ pub fn read_jsonl(path: impl AsRef<Path>) -> std::io::Result<Vec<Event>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{ScriptStep, ScriptedModel};
+    use crate::Ctx;
+
+    /// Counts what it is handed, though it wants nothing.
+    struct Refusing(AtomicUsize);
+
+    impl EventSink for Refusing {
+        fn emit(&self, _event: &Event) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn wants_events(&self) -> bool {
+            false
+        }
+    }
+
+    /// Events no sink wants are not built nor handed over; one sink that wants them is enough.
+    #[test]
+    fn events_go_only_to_sinks_that_want_them() {
+        let refusing = Arc::new(Refusing(AtomicUsize::new(0)));
+        let memory = Arc::new(MemorySink::new());
+        let model = || Arc::new(ScriptedModel::queue("s", vec![ScriptStep::text("x")]));
+        let started = || EventKind::Started { model: "s".into() };
+        let none = Sinks(vec![refusing.clone()]);
+        assert!(!none.wants_events() && !Sinks::default().wants_events());
+        Ctx::builder(model())
+            .events(Arc::new(none))
+            .build()
+            .emit(started());
+        assert_eq!(refusing.0.load(Ordering::Relaxed), 0);
+        let both = Sinks(vec![refusing.clone(), memory.clone()]);
+        Ctx::builder(model())
+            .events(Arc::new(both))
+            .build()
+            .emit(started());
+        assert_eq!(memory.events().len(), 1);
+        assert_eq!(refusing.0.load(Ordering::Relaxed), 1);
+    }
+}
