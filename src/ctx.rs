@@ -416,6 +416,9 @@ impl Ctx {
     /// Emits an event for a child run of this context that never got a context of its own
     /// (it was refused at spawn).
     pub(crate) fn emit_child(&self, run_id: &str, spec: &Arc<str>, kind: EventKind) {
+        if !self.inner.events.wants_events() {
+            return;
+        }
         self.inner.events.emit(&Event {
             ts_ms: crate::events::now_ms(),
             run_id: run_id.into(),
@@ -435,6 +438,9 @@ impl Ctx {
     pub fn emit(&self, kind: EventKind) {
         if let EventKind::OutputRejected { .. } = kind {
             self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.inner.events.wants_events() {
+            return;
         }
         self.inner.events.emit(&Event {
             ts_ms: crate::events::now_ms(),

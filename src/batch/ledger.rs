@@ -1,7 +1,6 @@
 //! Result lines, and the output file read back as the ledger a resumed batch starts from.
 
-use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
@@ -9,6 +8,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::ids::IdSet;
 use super::{io_err, BatchError};
 use crate::{Outcome, RunResult};
 
@@ -79,11 +79,14 @@ impl ResultLine {
 /// complete line ends.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
-    done: HashSet<String>,
+    done: IdSet,
     spent_usd: Decimal,
     completed: u64,
     failed: u64,
     valid_len: u64,
+    /// Bytes read, a torn last line included: the file must still be this long when the batch
+    /// starts appending, or another batch wrote to it meanwhile.
+    read_len: u64,
     torn: bool,
 }
 
@@ -111,6 +114,7 @@ impl Ledger {
             if n == 0 {
                 break;
             }
+            ledger.read_len += n as u64;
             line_no += 1;
             if buf.last() != Some(&b'\n') {
                 let mut rest = [0u8; 1];
@@ -147,7 +151,7 @@ impl Ledger {
             } else {
                 ledger.failed += 1;
             }
-            ledger.done.insert(line.id);
+            ledger.done.insert(&line.id);
         }
         Ok(ledger)
     }
@@ -192,14 +196,37 @@ impl Ledger {
         self.torn
     }
 
-    /// Opens `path` to append after the last complete line (creating it when absent).
+    /// Opens `path` to append after the last complete line (creating it when absent), with an
+    /// exclusive advisory lock held until the file is closed: a second batch on the same file
+    /// would interleave its lines with this one's, and cut this one's line in progress as a
+    /// torn line. The file must not have changed since it was read.
     pub(crate) fn open_for_append(&self, path: &Path) -> Result<File, BatchError> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(io_err(path))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(BatchError::Locked {
+                    path: path.display().to_string(),
+                })
+            }
+            // A file system without locks: the batch still runs, as it did before locking.
+            Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {
+                tracing::warn!(file = %path.display(), "no file locks here: a second batch on this file would not be refused");
+            }
+            Err(TryLockError::Error(e)) => return Err(io_err(path)(e)),
+        }
         let len = file.metadata().map_err(io_err(path))?.len();
+        // Another batch appended after the ledger was read (and before this lock): its lines
+        // are not in the ledger, and cutting back to `valid_len` would drop them.
+        if len != self.read_len {
+            return Err(BatchError::Changed {
+                path: path.display().to_string(),
+            });
+        }
         if len > self.valid_len {
             file.set_len(self.valid_len).map_err(io_err(path))?;
         }
@@ -224,6 +251,41 @@ mod tests {
             Ledger::read(&path),
             Err(BatchError::Corrupt { line: 1, .. })
         ));
+    }
+
+    /// One batch at a time on a file; and a file written after its ledger was read is not cut
+    /// back to that ledger (the lines another batch added would be lost).
+    #[test]
+    fn the_file_is_locked_and_must_not_have_changed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("out.jsonl");
+        let a = format!(
+            "{}\n",
+            ResultLine::invalid("1".into(), "x".into()).to_json()
+        );
+        std::fs::write(&path, &a).expect("write");
+        let ledger = Ledger::read(&path).expect("ledger");
+        let first = ledger.open_for_append(&path).expect("open");
+        let err = ledger.open_for_append(&path).expect_err("locked");
+        assert!(matches!(err, BatchError::Locked { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("another batch is writing to {}", path.display())
+        );
+        drop(first);
+        let stale = Ledger::read(&path).expect("ledger");
+        let b = format!(
+            "{}\n",
+            ResultLine::invalid("2".into(), "y".into()).to_json()
+        );
+        std::fs::write(&path, format!("{a}{b}{{\"id\":\"3\"")).expect("append");
+        let err = stale.open_for_append(&path).expect_err("changed");
+        assert!(matches!(err, BatchError::Changed { .. }), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            format!("{a}{b}{{\"id\":\"3\""),
+            "left as it is"
+        );
     }
 
     #[test]

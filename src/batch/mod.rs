@@ -6,7 +6,10 @@
 //! resumes from ([`Ledger::read`]): ids already there are skipped, a torn last line (a write
 //! cut short by `kill -9`) is cut off and its input redone, and the USD spent so far is counted
 //! against the limit again. At most `concurrency` inputs are in flight; memory does not grow
-//! with the file beyond one small entry per id (the ids already seen).
+//! with the file beyond one small entry per id (the ids already seen: a 16-byte hash each).
+//! A batch holds an exclusive advisory lock on its output file while it runs: a second batch
+//! on the same file fails at once with [`BatchError::Locked`] rather than interleave its lines
+//! with the first's (or cut the first's line in progress as torn).
 //!
 //! ```no_run
 //! # async fn demo(spec: subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>,
@@ -31,13 +34,13 @@
 //! # Ok(()) }
 //! ```
 
+mod ids;
 pub(crate) mod input;
 mod ledger;
 
 pub use input::{parse_input_line, InputLine, InvalidLine, MAX_LINE_BYTES};
 pub use ledger::{Ledger, ResultLine};
 
-use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +73,20 @@ pub enum BatchError {
         line: u64,
         /// What is wrong with it.
         reason: String,
+    },
+    /// Another batch holds the output file (its exclusive lock): two batches appending to one
+    /// file would interleave their lines.
+    #[error("another batch is writing to {path}")]
+    Locked {
+        /// The output file.
+        path: String,
+    },
+    /// The output file changed between [`Ledger::read`] and the start of the batch (another
+    /// batch wrote to it meanwhile): read the ledger again.
+    #[error("{path}: changed since it was read (by another batch?): run again")]
+    Changed {
+        /// The output file.
+        path: String,
     },
 }
 
@@ -155,7 +172,9 @@ pub struct Summary {
 /// `ctx` (whose budget is the batch's: give it what is left of the limit after
 /// [`Ledger::spent_usd`]), at most `options.concurrency` at once, and appends one
 /// [`ResultLine`] per input to `out` as each finishes (`out` is first cut to
-/// [`Ledger::valid_len`], dropping a torn last line).
+/// [`Ledger::valid_len`], dropping a torn last line). `out` is locked for the whole batch:
+/// [`BatchError::Locked`] when another batch holds it, [`BatchError::Changed`] when it changed
+/// since `ledger` was read.
 ///
 /// Input lines that are not JSON, and inputs that break the input contract, become
 /// `invalid_input` lines. Blank lines are skipped (they keep their line number). A line whose
@@ -171,9 +190,10 @@ pub async fn run_batch(
     options: &BatchOptions,
     progress: &Progress,
 ) -> Result<Summary, BatchError> {
-    let mut file = ledger.open_for_append(out)?;
+    let mut lines = Lines::new(ledger.open_for_append(out)?, out);
     let mut summary = Summary::default();
-    let mut seen: HashSet<String> = HashSet::new();
+    // Ids run by this batch (those in the ledger are not added): to refuse a duplicate.
+    let mut seen = ids::IdSet::default();
     let mut in_flight: JoinSet<(String, crate::RunResult<Value>)> = JoinSet::new();
     let concurrency = options.concurrency.max(1);
     let mut line_no: u64 = 0;
@@ -210,7 +230,7 @@ pub async fn run_batch(
                 progress.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if !seen.insert(id.clone()) {
+            if !seen.insert(id) {
                 tracing::warn!(line = line_no, id = %id, "duplicate id: this input line is not run");
                 summary.duplicates += 1;
                 continue;
@@ -218,50 +238,68 @@ pub async fn run_batch(
             match parsed {
                 Err(bad) => {
                     let line = ResultLine::invalid(bad.id, bad.reason);
-                    write_line(&mut file, out, &line, &mut summary, progress)?;
+                    write_line(&mut lines, &line, &mut summary, progress)?;
                 }
                 Ok(InputLine { id, input }) => {
                     let spec = spec.clone();
                     let ctx = ctx.clone();
                     progress.running.fetch_add(1, Ordering::Relaxed);
-                    in_flight.spawn(async move {
+                    // Boxed here, on the thread that runs the batch, not in the task: the
+                    // run's state (some KB) is then a plain allocation of one size, from one
+                    // malloc arena, reused as runs finish. In the task it would be carved
+                    // out by memalign (tokio's task cells are 128-byte aligned), and its
+                    // memory spread over the arenas of whichever worker threads polled it
+                    // first: the heap grew with the number of inputs, not the concurrency.
+                    let run = Box::pin(async move {
                         let r = spec.run_child(&input, &ctx).await;
                         (id, r)
                     });
+                    in_flight.spawn(run);
                 }
             }
         }
-        let Some(joined) = in_flight.join_next().await else {
+        lines.flush()?;
+        let Some(mut joined) = in_flight.join_next().await else {
             break;
         };
-        progress.running.fetch_sub(1, Ordering::Relaxed);
-        match joined {
-            Ok((id, r)) if r.outcome == Outcome::Cancelled && ctx.cancellation().is_cancelled() => {
-                // Cut short by the batch's own cancellation: left for a later run to redo.
-                summary.cancelled += 1;
-                summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
-                tracing::debug!(id = %id, "cancelled run not written");
+        loop {
+            progress.running.fetch_sub(1, Ordering::Relaxed);
+            match joined {
+                Ok((id, r))
+                    if r.outcome == Outcome::Cancelled && ctx.cancellation().is_cancelled() =>
+                {
+                    // Cut short by the batch's own cancellation: left for a later run to redo.
+                    summary.cancelled += 1;
+                    summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
+                    tracing::debug!(id = %id, "cancelled run not written");
+                }
+                Ok((id, r))
+                    if r.outcome == Outcome::BudgetExhausted
+                        && r.total_cost_usd.is_zero()
+                        && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
+                {
+                    // Refused before any model call: nothing spent, so nothing to record, and a
+                    // later run with a higher limit can still do it. The money is gone: stop.
+                    summary.refused += 1;
+                    out_of_money = true;
+                    tracing::debug!(id = %id, "input refused by the batch budget; not written");
+                }
+                Ok((id, r)) => {
+                    let line = ResultLine::from_run(id, r);
+                    write_line(&mut lines, &line, &mut summary, progress)?;
+                }
+                // A run that panicked is a bug; its input is not written, so a later run redoes it.
+                Err(e) => tracing::error!(error = %e, "a batch run panicked"),
             }
-            Ok((id, r))
-                if r.outcome == Outcome::BudgetExhausted
-                    && r.total_cost_usd.is_zero()
-                    && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
-            {
-                // Refused before any model call: nothing spent, so nothing to record, and a
-                // later run with a higher limit can still do it. The money is gone: stop.
-                summary.refused += 1;
-                out_of_money = true;
-                tracing::debug!(id = %id, "input refused by the batch budget; not written");
+            // Runs that finished meanwhile: their lines go out in the same write.
+            match in_flight.try_join_next() {
+                Some(next) => joined = next,
+                None => break,
             }
-            Ok((id, r)) => {
-                let line = ResultLine::from_run(id, r);
-                write_line(&mut file, out, &line, &mut summary, progress)?;
-            }
-            // A run that panicked is a bug; its input is not written, so a later run redoes it.
-            Err(e) => tracing::error!(error = %e, "a batch run panicked"),
         }
+        lines.flush()?;
     }
-    file.flush().map_err(io_err(out))?;
+    lines.flush()?;
     Ok(summary)
 }
 
@@ -273,18 +311,56 @@ fn no_room(ctx: &Ctx) -> bool {
     s.limit_usd.is_some_and(|limit| s.spent_usd >= limit)
 }
 
+/// The output file and the lines not yet written to it. Lines are written before the batch
+/// waits for anything (and whenever 64 KiB are pending), with one write for all the runs that
+/// finished together: once a run is finished its line is in the kernel before the next await,
+/// so a `kill -9` of this process cannot lose it (and its input is never run again); no
+/// user-space buffer outlives that.
+pub(crate) struct Lines {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+    pending: Vec<u8>,
+}
+
+impl Lines {
+    /// Lines for `file`, named `path` in errors.
+    pub(crate) fn new(file: std::fs::File, path: &Path) -> Lines {
+        Lines {
+            file,
+            path: path.to_path_buf(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Writes the pending lines (one write).
+    pub(crate) fn flush(&mut self) -> Result<(), BatchError> {
+        if !self.pending.is_empty() {
+            self.file
+                .write_all(&self.pending)
+                .map_err(io_err(&self.path))?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn write_line(
-    file: &mut std::fs::File,
-    out: &Path,
+    lines: &mut Lines,
     line: &ResultLine,
     summary: &mut Summary,
     progress: &Progress,
 ) -> Result<(), BatchError> {
-    let mut text = line.to_json();
-    text.push('\n');
-    // One write per line, unbuffered: once a run is finished its line is in the kernel, so a
-    // `kill -9` of this process cannot lose it (and its input is never run again).
-    file.write_all(text.as_bytes()).map_err(io_err(out))?;
+    // Straight into the pending bytes: no string per line. (Strings, numbers and JSON values:
+    // this cannot fail; if it did, no partial line would be left behind.)
+    let start = lines.pending.len();
+    if let Err(e) = serde_json::to_writer(&mut lines.pending, line) {
+        lines.pending.truncate(start);
+        return Err(io_err(&lines.path)(e.into()));
+    }
+    lines.pending.push(b'\n');
+    if lines.pending.len() >= 64 << 10 {
+        lines.flush()?;
+    }
     summary.spent_usd = summary.spent_usd.saturating_add(line.cost_usd);
     progress.add_spent(line.cost_usd);
     if line.outcome == Outcome::Completed {

@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::fs::File;
-use std::io::{BufReader, Write};
+use std::io::BufReader;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -18,7 +18,7 @@ use temporalio_sdk::ApplicationFailure;
 use super::messages::{Delivery, Item, LedgerView, ReadReply, ReadRequest};
 use crate::batch::input::{read_line, Line};
 use crate::batch::{
-    parse_input_line, write_line, InvalidLine, Ledger, Progress, ResultLine, Summary,
+    parse_input_line, write_line, InvalidLine, Ledger, Lines, Progress, ResultLine, Summary,
     MAX_LINE_BYTES,
 };
 
@@ -42,8 +42,8 @@ struct State {
     inputs: PathBuf,
     /// The open input file and how many of its lines it has consumed.
     reader: Option<(u64, BufReader<File>)>,
-    out_path: PathBuf,
-    out: File,
+    /// The output file (held, and locked, for the whole batch).
+    out: Lines,
     /// Ids in the output when the starter started.
     ledger: Ledger,
     /// Ids this starter wrote since.
@@ -71,8 +71,7 @@ impl StarterActivities {
                 state: Mutex::new(State {
                     inputs,
                     reader: None,
-                    out_path: out,
-                    out: file,
+                    out: Lines::new(file, &out),
                     ledger,
                     written: HashSet::new(),
                     seen: HashSet::new(),
@@ -216,18 +215,13 @@ impl StarterActivities {
             };
             if let Some(reason) = invalid {
                 let line = ResultLine::invalid(id.clone(), reason);
-                write_line(
-                    &mut s.out,
-                    &s.out_path,
-                    &line,
-                    &mut s.summary,
-                    &self.shared.progress,
-                )
-                .map_err(failure)?;
+                write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
+                    .map_err(failure)?;
                 s.written.insert(id);
             }
         }
         s.reader = Some((at, reader));
+        s.out.flush().map_err(failure)?;
         Ok(ReadReply {
             items,
             cursor: at,
@@ -242,16 +236,12 @@ impl StarterActivities {
             if s.ledger.contains(&line.id) || s.written.contains(&line.id) {
                 continue;
             }
-            write_line(
-                &mut s.out,
-                &s.out_path,
-                &line,
-                &mut s.summary,
-                &self.shared.progress,
-            )
-            .map_err(failure)?;
+            write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
+                .map_err(failure)?;
             s.written.insert(line.id);
         }
+        // Written before the activity reports: a line the workflow counts as delivered is in
+        // the file.
         s.out.flush().map_err(failure)?;
         self.shared
             .progress

@@ -515,3 +515,65 @@ fn ctrl_c_stops_starting_inputs_and_writes_those_in_flight() {
     let ids: HashSet<&str> = all.iter().map(|l| l["id"].as_str().expect("id")).collect();
     assert_eq!((all.len(), ids.len()), (200, 200));
 }
+
+/// A batch locks its output file: a second batch on the same file exits 2 at once, naming the
+/// file, and writes nothing (not even cutting what looks like a torn last line, which may be
+/// the first batch's line in progress).
+#[test]
+fn a_second_batch_on_the_same_out_file_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (inputs, out) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    write_inputs(&inputs, 200);
+    let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let (inputs_s, out_s) = (p(&inputs), p(&out));
+    let args = [
+        "--inputs",
+        inputs_s.as_str(),
+        "--out",
+        out_s.as_str(),
+        "--model",
+        "example",
+        "--concurrency",
+        "10",
+        "-q",
+    ];
+    // The lock held by this test: the batch leaves the file as it is, torn line included.
+    let torn = br#"{"id":"q-0000","outcome":"compl"#;
+    std::fs::write(&out, torn).expect("write");
+    let held = std::fs::File::open(&out).expect("open");
+    held.try_lock().expect("the lock is free");
+    let t0 = Instant::now();
+    let o = batch(&args, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("another batch is writing to {out_s}")),
+        "{}",
+        stderr(&o)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20), "refused at once");
+    assert_eq!(std::fs::read(&out).expect("read"), torn);
+    drop(held);
+
+    // Two batches: the second is refused while the first runs; the first writes every line.
+    let mut first = command(&args, &[("SUBCONTRACT_EXAMPLE_DELAY_MS", "30")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while complete_lines(&out) < 10 {
+        assert!(Instant::now() < deadline, "no progress");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let second = batch(&args, &[]);
+    assert_eq!(second.status.code(), Some(2), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("another batch is writing to"),
+        "{}",
+        stderr(&second)
+    );
+    assert!(first.wait().expect("wait").success());
+    let all = lines(&out);
+    let ids: HashSet<&str> = all.iter().map(|l| l["id"].as_str().expect("id")).collect();
+    assert_eq!((all.len(), ids.len()), (200, 200), "every id exactly once");
+}
