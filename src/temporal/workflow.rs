@@ -40,6 +40,9 @@ const READ_MAX_BYTES: u64 = 512 << 10;
 /// Result lines per `write_results` (at most), and their bytes (about).
 const WRITE_MAX_LINES: usize = 512;
 const WRITE_MAX_BYTES: usize = 512 << 10;
+/// Payload bytes per workflow run before it continues as new (Temporal refuses a history past
+/// 50 MB; inputs and lines each appear in it more than once).
+const HISTORY_BYTES: usize = 12 << 20;
 
 /// The workflow's state: what a continue-as-new carries, visible to the `ledger` query.
 #[workflow]
@@ -97,9 +100,18 @@ impl BatchWorkflow {
         let mut writing = false;
         let mut unwritten: Vec<ResultLine> = Vec::new();
         let mut draining = false;
+        // Payload bytes this run has put in its history (inputs out, lines back): Temporal
+        // also limits a history's size (50 MB), which large inputs reach before its length.
+        let mut history_bytes = 0usize;
+        // A failure the batch cannot work around; it is returned once the children in flight
+        // have reported and their lines are written (their spend is in no line otherwise).
+        let mut failed: Option<ApplicationFailure> = None;
         loop {
             if !draining
-                && (ctx.continue_as_new_suggested() || ctx.history_length() > params.history_events)
+                && (failed.is_some()
+                    || ctx.continue_as_new_suggested()
+                    || ctx.history_length() > params.history_events
+                    || history_bytes > HISTORY_BYTES)
             {
                 draining = true;
             }
@@ -142,6 +154,7 @@ impl BatchWorkflow {
                 });
                 let Some(item) = item else { break };
                 in_flight += 1;
+                history_bytes += item.input.to_string().len();
                 let request = RunRequest {
                     spec: params.spec.clone(),
                     id: item.id,
@@ -182,6 +195,9 @@ impl BatchWorkflow {
             }
             let Some(done) = tasks.next().await else {
                 // Nothing in flight and nothing to start: this generation is over.
+                if let Some(failure) = failed {
+                    return Err(failure.into());
+                }
                 let mut carry = ctx.state(|s| s.carry.clone());
                 let generations = carry.generation;
                 if draining && !(carry.out_of_money || carry.eof && carry.pending.is_empty()) {
@@ -214,7 +230,20 @@ impl BatchWorkflow {
                 }
                 Done::Child { cap, result } => {
                     in_flight -= 1;
-                    let report = result.map_err(|e| fatal("running a sub-agent", e))?;
+                    let report = match result {
+                        Ok(r) => r,
+                        Err(e) => {
+                            // Retries exhausted or refused (a worker without the spec): the
+                            // attempt spent nothing it recorded; the batch stops after draining.
+                            ctx.state_mut(|s| {
+                                s.in_flight -= 1;
+                                s.carry.ledger.settle(cap, Decimal::ZERO);
+                            });
+                            failed.get_or_insert(fatal("running a sub-agent", e));
+                            continue;
+                        }
+                    };
+                    history_bytes += report.line.to_json().len();
                     let written = ctx.state_mut(|s| {
                         s.in_flight -= 1;
                         let c = &mut s.carry;
@@ -306,7 +335,8 @@ fn fatal(doing: &str, e: ActivityExecutionError) -> ApplicationFailure {
 
 /// The starter's activities: retried until the starter is back (it may be restarted).
 fn starter_options(queue: &str) -> ActivityOptions {
-    let mut opts = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(60))
+    // Short: a starter killed mid-call is noticed after this, and its replacement takes over.
+    let mut opts = ActivityOptions::with_start_to_close_timeout(Duration::from_secs(30))
         .retry_policy(
             temporalio_common::RetryPolicy::builder()
                 .initial_interval(Duration::from_millis(200))

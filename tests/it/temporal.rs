@@ -487,3 +487,48 @@ fn the_starter_refuses_what_it_cannot_honour() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("cannot connect to Temporal"));
 }
+
+/// A worker without the batch's spec fails the batch with an error naming the spec and the
+/// specs it has (exit 2), instead of retrying forever; fixed, the same command finishes it.
+#[test]
+fn a_worker_without_the_spec_fails_the_batch_visibly() {
+    let server = DevServer::start();
+    let dir = tempfile::Builder::new()
+        .prefix("tnospec")
+        .tempdir()
+        .expect("tempdir");
+    let dir = dir.path();
+    write_inputs(&dir.join("in.jsonl"), 20);
+    write_prices(&dir.join("prices.toml"));
+    let lonely = Killed(
+        Command::new(BIN)
+            .arg("worker")
+            .args(["--engine", &server.engine(), "--model", "example"])
+            .arg(Path::new(ROOT).join("specs/check_claim.toml"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the worker starts"),
+    );
+    let o = starter(&server, dir, &[])
+        .output()
+        .expect("the starter runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no spec `research_topic`") && err.contains("check_claim"),
+        "{err}"
+    );
+    drop(lonely);
+    let _w = worker(&server, dir, "a", 0);
+    let o = starter(&server, dir, &[])
+        .output()
+        .expect("the starter runs");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(lines(&dir.join("out.jsonl")).len(), 20);
+}
