@@ -26,6 +26,7 @@ use subcontract::temporal::{self, Engine, SubAgentActivities, TemporalBatch};
 use subcontract::{Ctx, FnTool, SubAgentSpec, ToolOutput, ToolSet};
 
 const TURNS: u64 = 3;
+/// Inputs per batch (`--inputs N` to change).
 const INPUTS: usize = 2000;
 const CONCURRENCY: u32 = 200;
 
@@ -79,9 +80,16 @@ fn main() {
         assert!(ready.elapsed() < Duration::from_secs(90), "no server");
         std::thread::sleep(Duration::from_millis(300));
     }
+    let inputs_n: usize = match args.iter().position(|a| a == "--inputs") {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|n| n.parse().ok())
+            .expect("--inputs N"),
+        None => INPUTS,
+    };
     let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
     println!(
-        "cores: {cores}; {INPUTS} inputs, {CONCURRENCY} in flight, {TURNS} turns of 20 ms per child; Temporal dev server on this machine"
+        "cores: {cores}; {inputs_n} inputs, {CONCURRENCY} in flight, {TURNS} turns of 20 ms per child; Temporal dev server on this machine"
     );
     let mut figures = Vec::new();
     for workers in [1usize, 2] {
@@ -100,7 +108,7 @@ fn main() {
         let dir = tempfile::tempdir().expect("tempdir");
         let inputs = dir.path().join("in.jsonl");
         let out = dir.path().join("out.jsonl");
-        write_inputs(&inputs, INPUTS);
+        write_inputs(&inputs, inputs_n);
         let batch = TemporalBatch {
             batch_id: format!("bench-{workers}-{}", std::process::id()),
             spec: "answer".into(),
@@ -128,7 +136,7 @@ fn main() {
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(
             done.summary.completed as usize,
-            INPUTS,
+            inputs_n,
             "{:?}; first line: {}",
             done.summary,
             std::fs::read_to_string(&out)
@@ -137,9 +145,9 @@ fn main() {
                 .next()
                 .unwrap_or_default()
         );
-        let rate = INPUTS as f64 / wall;
+        let rate = inputs_n as f64 / wall;
         println!(
-            "{workers} worker process(es): {wall:.1} s for {INPUTS} children: {rate:.0} children/s ({} workflow runs)",
+            "{workers} worker process(es): {wall:.1} s for {inputs_n} children: {rate:.0} children/s ({} workflow runs)",
             done.outcome.generations + 1
         );
         figures.push(json!({"workers": workers, "wall_s": wall, "children_per_s": rate}));

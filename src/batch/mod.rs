@@ -34,7 +34,7 @@
 //! # Ok(()) }
 //! ```
 
-mod ids;
+pub(crate) mod ids;
 pub(crate) mod input;
 mod ledger;
 

@@ -4,7 +4,6 @@
 //! (and with the same resume rules) as a local batch, and a starter that is restarted simply
 //! serves the queue again: the workflow's calls wait for it.
 
-use std::collections::HashSet;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -16,6 +15,7 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::ApplicationFailure;
 
 use super::messages::{Delivery, Item, LedgerView, ReadReply, ReadRequest};
+use crate::batch::ids::IdSet;
 use crate::batch::input::{read_line, Line};
 use crate::batch::{
     parse_input_line, write_line, InvalidLine, Ledger, Lines, Progress, ResultLine, Summary,
@@ -47,10 +47,10 @@ struct State {
     /// Ids in the output when the starter started.
     ledger: Ledger,
     /// Ids this starter wrote since.
-    written: HashSet<String>,
+    written: IdSet,
     /// Ids read from the input so far (duplicates are reported, not run), complete up to
     /// `seen_upto` lines.
-    seen: HashSet<String>,
+    seen: IdSet,
     seen_upto: u64,
     summary: Summary,
     view: Option<LedgerView>,
@@ -73,8 +73,8 @@ impl StarterActivities {
                     reader: None,
                     out: Lines::new(file, &out),
                     ledger,
-                    written: HashSet::new(),
-                    seen: HashSet::new(),
+                    written: IdSet::default(),
+                    seen: IdSet::default(),
                     seen_upto: 0,
                     summary: Summary::default(),
                     view: None,
@@ -153,7 +153,7 @@ impl StarterActivities {
                 if n > s.seen_upto {
                     if let Line::Text(text) = line {
                         if !text.trim().is_empty() {
-                            s.seen.insert(id_of(n, text));
+                            s.seen.insert(&id_of(n, text));
                         }
                     }
                 }
@@ -190,7 +190,7 @@ impl StarterActivities {
                 self.shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
-            if fresh && !s.seen.insert(id.clone()) {
+            if fresh && !s.seen.insert(&id) {
                 tracing::warn!(line = at, id = %id, "duplicate id: this input line is not run");
                 s.summary.duplicates += 1;
                 continue;
@@ -217,7 +217,7 @@ impl StarterActivities {
                 let line = ResultLine::invalid(id.clone(), reason);
                 write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
                     .map_err(failure)?;
-                s.written.insert(id);
+                s.written.insert(&id);
             }
         }
         s.reader = Some((at, reader));
@@ -238,7 +238,7 @@ impl StarterActivities {
             }
             write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
                 .map_err(failure)?;
-            s.written.insert(line.id);
+            s.written.insert(&line.id);
         }
         // Written before the activity reports: a line the workflow counts as delivered is in
         // the file.
