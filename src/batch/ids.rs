@@ -50,6 +50,25 @@ impl IdSet {
     }
 }
 
+/// The first line each id appears on, with ids kept as [`IdSet`] keeps them: a line is a
+/// duplicate exactly when an earlier line has its id, however often (or out of order) lines are
+/// read again. (The Temporal engine's: its starter may read a line more than once.)
+#[cfg(feature = "temporal")]
+#[derive(Default)]
+pub(crate) struct IdLines {
+    ids: IdSet,
+    first: std::collections::HashMap<u128, u64>,
+}
+
+#[cfg(feature = "temporal")]
+impl IdLines {
+    /// The first line `id` is on, recording `line` if none was yet.
+    pub(crate) fn first(&mut self, id: &str, line: u64) -> u64 {
+        let key = self.ids.key(id);
+        *self.first.entry(key).or_insert(line)
+    }
+}
+
 impl std::fmt::Debug for IdSet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "IdSet({} ids)", self.len())
@@ -59,6 +78,17 @@ impl std::fmt::Debug for IdSet {
 #[cfg(test)]
 mod tests {
     use super::IdSet;
+
+    #[cfg(feature = "temporal")]
+    #[test]
+    fn a_duplicate_is_a_line_after_the_first() {
+        let mut lines = super::IdLines::default();
+        assert_eq!(lines.first("a", 3), 3);
+        assert_eq!(lines.first("b", 1), 1);
+        // Read again (a retried read): still the first line, not a duplicate.
+        assert_eq!(lines.first("a", 3), 3);
+        assert_eq!(lines.first("a", 9), 3);
+    }
 
     #[test]
     fn ids_are_told_apart() {

@@ -41,6 +41,10 @@ pub struct EngineArgs {
     pub history_events: u32,
 }
 
+/// The most inputs in flight on Temporal: the workflow looks at each of them whenever one
+/// finishes.
+const MAX_CONCURRENCY: u32 = 2_000;
+
 /// Runs a batch on the engine (the starter). Exit codes as a local batch's.
 #[allow(clippy::too_many_arguments)]
 pub async fn batch(
@@ -65,6 +69,16 @@ pub async fn batch(
         eprintln!(
             "error: spec `{}` has no max_cost_usd: on Temporal each input's cap is reserved before it is scheduled, so a batch with --max-cost-usd needs one (set [limits] max_cost_usd)",
             spec.name()
+        );
+        return USAGE;
+    }
+    // One workflow run holds `history_events` plus what its children in flight add while it
+    // drains (about six events each) under Temporal's 51,200.
+    if concurrency > MAX_CONCURRENCY
+        || u64::from(engine.history_events) + 6 * u64::from(concurrency) > 45_000
+    {
+        eprintln!(
+            "error: on Temporal --concurrency is at most {MAX_CONCURRENCY}, and --history-events + 6 × --concurrency at most 45,000 (Temporal keeps 51,200 events per workflow run)"
         );
         return USAGE;
     }

@@ -29,15 +29,22 @@ pub struct BatchParams {
     /// History events past which a workflow run stops starting children, drains, and continues
     /// as new.
     pub history_events: u32,
+    /// The input file, as the starter named it (full path): a starter re-attaching with
+    /// another file is refused.
+    pub inputs: String,
 }
 
-/// One input: its id and its value.
+/// One input: its id, its value, and where it is in the input file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {
     /// Its id (the input line's, or its line number).
     pub id: String,
     /// The input.
     pub input: Value,
+    /// Its 1-based line number.
+    pub line: u64,
+    /// The byte offset where its line starts.
+    pub offset: u64,
 }
 
 /// Running totals of one batch.
@@ -62,9 +69,12 @@ pub struct Carry {
     pub ledger: SpendLedger,
     /// Input lines consumed so far (the starter's read position).
     pub cursor: u64,
+    /// The byte offset of line `cursor + 1`.
+    pub offset: u64,
     /// Every input line has been read.
     pub eof: bool,
-    /// Inputs read and not yet started.
+    /// Inputs read and not yet started (never carried over a continue-as-new: the read
+    /// position goes back to the first of them instead, so the carry stays small).
     pub pending: VecDeque<Item>,
     /// Sub-agent runs started so far (numbers run ids).
     pub started: u64,
@@ -74,6 +84,9 @@ pub struct Carry {
     pub out_of_money: bool,
     /// How many times the workflow continued as new.
     pub generation: u32,
+    /// Part of every run id: the first workflow run's id, cut to 8 characters (run ids stay
+    /// unique when a batch id is started anew).
+    pub stamp: String,
 }
 
 /// `read_inputs`: the next inputs after `cursor`.
@@ -81,6 +94,8 @@ pub struct Carry {
 pub struct ReadRequest {
     /// Lines consumed so far.
     pub cursor: u64,
+    /// The byte offset of line `cursor + 1` (where to seek when the reader is elsewhere).
+    pub offset: u64,
     /// At most this many inputs.
     pub max_items: u32,
     /// At most about this many bytes of inputs (one input is always returned whole).
@@ -95,6 +110,8 @@ pub struct ReadReply {
     pub items: Vec<Item>,
     /// Lines consumed after these.
     pub cursor: u64,
+    /// The byte offset of line `cursor + 1`.
+    pub offset: u64,
     /// The file is read to its end.
     pub eof: bool,
 }
@@ -143,6 +160,9 @@ pub struct RunReport {
     pub refused_at_start: bool,
     /// Earlier attempts of this input that were lost.
     pub lost_attempts: u32,
+    /// Why the batch cannot go on (a worker without the spec): it stops once the runs in
+    /// flight have reported, after recording this line if it cost anything.
+    pub fatal: Option<String>,
 }
 
 /// The spend an attempt records before each model call: its heartbeat's details.

@@ -13,15 +13,18 @@
 //!   that call. A worker killed mid-run loses the attempt; Temporal retries it elsewhere, and
 //!   the new attempt starts from the record, so the killed attempt's spend is charged (at most
 //!   the worst case of the call it was making), never forgotten, and the input's cap still
-//!   bounds all its attempts together: the ledger never under-counts and never passes the limit.
+//!   bounds all its attempts together. A record that cannot be read, or an attempt that fails
+//!   in a way nobody planned for, is charged the input's whole cap.
 //! - The **starter** (`subcontract batch … --engine`, [`run_batch`]) reads the inputs and
 //!   writes the results, as activities on a task queue of its own
 //!   ([`StarterActivities`]): the files stay on its machine, and `--out` has the same format
 //!   and resume rules as a local batch. Stopping the starter leaves the batch running; the same
 //!   command re-attaches (same batch id) and writes what finished meanwhile.
 //!
-//! Finished children are never re-run: their results are in the workflow's history, and a
-//! result delivered twice (a write retried) is written once, by id.
+//! A child whose report is in the workflow's history is never run again, and a result
+//! delivered twice (a write retried) is written once, by id. (Reports reach the workflow at
+//! least once: a worker killed after its run finished but before its report arrived runs it
+//! again, charged for both.)
 
 mod ledger;
 mod messages;
@@ -81,6 +84,16 @@ pub enum TemporalError {
         workflow: String,
         /// Why.
         reason: String,
+    },
+    /// A batch with this id is running with other settings.
+    #[error("batch `{batch}` is already running with other settings ({differences}): wait for it to end, stop it (temporal workflow terminate --workflow-id {workflow}), or give this one another --batch-id")]
+    Mismatch {
+        /// The batch id.
+        batch: String,
+        /// The workflow id.
+        workflow: String,
+        /// What differs, `name: running → asked`.
+        differences: String,
     },
     /// The batch ended without a result (failed, terminated, cancelled).
     #[error("the batch workflow `{workflow}` ended without finishing: {reason}")]
@@ -268,6 +281,12 @@ pub async fn run_batch(
             heartbeat_timeout_ms: b.heartbeat_timeout.as_millis() as u64,
             attempt_timeout_ms: b.attempt_timeout.as_millis() as u64,
             history_events: b.history_events,
+            inputs: b
+                .inputs
+                .canonicalize()
+                .unwrap_or_else(|_| b.inputs.clone())
+                .display()
+                .to_string(),
         },
         ledger: SpendLedger {
             limit_usd: b.limit_usd,
@@ -276,17 +295,24 @@ pub async fn run_batch(
             reserved_usd: Decimal::ZERO,
         },
         cursor: 0,
+        offset: 0,
         eof: false,
         pending: Default::default(),
         started: 0,
         tally: Tally::default(),
         out_of_money: false,
         generation: 0,
+        stamp: String::new(),
     };
     let start = WorkflowStartOptions::new(engine.task_queue.clone(), workflow.clone())
         .id_conflict_policy(WorkflowIdConflictPolicy::UseExisting)
         .id_reuse_policy(WorkflowIdReusePolicy::AllowDuplicate)
         .build();
+    let asked = (
+        carry.params.clone(),
+        carry.ledger.limit_usd,
+        carry.ledger.child_cap_usd,
+    );
     let handle = client
         .start_workflow(BatchWorkflow::run, carry, start)
         .await
@@ -294,10 +320,47 @@ pub async fn run_batch(
             workflow: workflow.clone(),
             reason: e.to_string(),
         })?;
+    // A batch already running under this id keeps its settings: re-attaching with others
+    // would be ignored silently (another queue would even leave this starter unheard).
+    let running = started_with(&handle)
+        .await
+        .map_err(|reason| TemporalError::Start {
+            workflow: workflow.clone(),
+            reason,
+        })?;
+    let differences = differences(
+        &(
+            running.params,
+            running.ledger.limit_usd,
+            running.ledger.child_cap_usd,
+        ),
+        &asked,
+    );
+    if !differences.is_empty() {
+        return Err(TemporalError::Mismatch {
+            batch: b.batch_id.clone(),
+            workflow,
+            differences,
+        });
+    }
     tracing::info!(workflow = %workflow, run = ?handle.run_id(), "batch workflow started or attached");
     let waiting = async {
+        // The server going away for a moment is not the batch ending: ask again.
+        let result = async {
+            let mut wait = Duration::from_millis(500);
+            loop {
+                match handle.get_result(WorkflowGetResultOptions::default()).await {
+                    Err(temporalio_client::errors::WorkflowGetResultError::Rpc(status)) => {
+                        tracing::warn!(error = %status, "waiting for the batch: Temporal did not answer; asking again");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(10));
+                    }
+                    r => return r,
+                }
+            }
+        };
         let r = tokio::select! {
-            r = handle.get_result(WorkflowGetResultOptions::default()) => Some(r),
+            r = result => Some(r),
             _ = stop.cancelled() => None,
         };
         shutdown();
@@ -318,4 +381,60 @@ pub async fn run_batch(
         outcome,
         workflow_id: workflow,
     }))
+}
+
+/// What the batch's current workflow run was started with (the input of its first event:
+/// read from the history, so no worker needs to be up).
+async fn started_with<W: temporalio_common::HasWorkflowDefinition>(
+    handle: &temporalio_client::WorkflowHandle<Client, W>,
+) -> Result<Carry, String> {
+    use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
+    let events = handle
+        .fetch_history(Default::default())
+        .into_events()
+        .await
+        .map_err(|e| e.to_string())?;
+    let Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) =
+        events.first().and_then(|e| e.attributes.as_ref())
+    else {
+        return Err("the workflow's history does not start with its input".into());
+    };
+    let payload = started
+        .input
+        .as_ref()
+        .and_then(|p| p.payloads.first())
+        .ok_or("the workflow was started without an input")?;
+    serde_json::from_slice(&payload.data).map_err(|e| {
+        format!("the workflow's input is not a batch's ({e}); is the id another program's?")
+    })
+}
+
+/// The settings that differ between a running batch and the one asked for, or "".
+fn differences(
+    running: &(BatchParams, Option<Decimal>, Option<Decimal>),
+    asked: &(BatchParams, Option<Decimal>, Option<Decimal>),
+) -> String {
+    let (r, a) = (&running.0, &asked.0);
+    let usd = |v: Option<Decimal>| v.map_or("none".to_string(), |d| d.normalize().to_string());
+    let mut out = Vec::new();
+    let mut differ = |name: &str, was: String, now: String| {
+        if was != now {
+            out.push(format!("{name}: {was} → {now}"));
+        }
+    };
+    differ("spec", r.spec.clone(), a.spec.clone());
+    differ("inputs", r.inputs.clone(), a.inputs.clone());
+    differ(
+        "concurrency",
+        r.concurrency.to_string(),
+        a.concurrency.to_string(),
+    );
+    differ(
+        "task queue",
+        r.starter_queue.clone(),
+        a.starter_queue.clone(),
+    );
+    differ("--max-cost-usd", usd(running.1), usd(asked.1));
+    differ("the spec's max_cost_usd", usd(running.2), usd(asked.2));
+    out.join(", ")
 }

@@ -5,8 +5,8 @@
 //! serves the queue again: the workflow's calls wait for it.
 
 use std::fs::File;
-use std::io::BufReader;
-use std::path::PathBuf;
+use std::io::{BufReader, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
@@ -15,16 +15,22 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::ApplicationFailure;
 
 use super::messages::{Delivery, Item, LedgerView, ReadReply, ReadRequest};
-use crate::batch::ids::IdSet;
+use crate::batch::ids::{IdLines, IdSet};
 use crate::batch::input::{read_line, Line};
 use crate::batch::{
     parse_input_line, write_line, InvalidLine, Ledger, Lines, Progress, ResultLine, Summary,
     MAX_LINE_BYTES,
 };
 
-/// The largest input a Temporal batch carries (Temporal refuses payloads past 2 MB, and an
-/// input travels in one with others); a larger one is an `invalid_input` result.
-pub const MAX_INPUT_BYTES: usize = 1 << 20;
+/// The largest input a Temporal batch carries (Temporal refuses payloads past 2 MB and workflow
+/// tasks past 4 MB, and an input travels with others); a larger one is an `invalid_input`
+/// result.
+pub const MAX_INPUT_BYTES: usize = 256 << 10;
+/// The longest id a Temporal batch carries; a longer one is an `invalid_input` result (under
+/// its line number).
+pub const MAX_ID_BYTES: usize = 512;
+/// Input lines one `read_inputs` consumes at most.
+const LINES_PER_READ: usize = 10_000;
 
 /// The starter's activities and what they share: the input file's reader, the output file,
 /// the ids already written, the ids already handed out. Cloning shares them.
@@ -48,10 +54,11 @@ struct State {
     ledger: Ledger,
     /// Ids this starter wrote since.
     written: IdSet,
-    /// Ids read from the input so far (duplicates are reported, not run), complete up to
-    /// `seen_upto` lines.
-    seen: IdSet,
-    seen_upto: u64,
+    /// The first line of every id in the input (read once, when the starter starts): a line
+    /// whose id an earlier line has is a duplicate, reported and not run.
+    first_lines: IdLines,
+    /// The furthest line read (lines up to it were counted when first read).
+    high_water: u64,
     summary: Summary,
     view: Option<LedgerView>,
     buf: Vec<u8>,
@@ -66,6 +73,8 @@ impl StarterActivities {
         progress: Arc<Progress>,
     ) -> Result<Self, crate::batch::BatchError> {
         let file = ledger.open_for_append(&out)?;
+        let mut buf = Vec::new();
+        let first_lines = first_lines(&inputs, &mut buf)?;
         Ok(StarterActivities {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -74,11 +83,11 @@ impl StarterActivities {
                     out: Lines::new(file, &out),
                     ledger,
                     written: IdSet::default(),
-                    seen: IdSet::default(),
-                    seen_upto: 0,
+                    first_lines,
+                    high_water: 0,
                     summary: Summary::default(),
                     view: None,
-                    buf: Vec::new(),
+                    buf,
                 }),
                 progress,
             }),
@@ -97,7 +106,9 @@ impl StarterActivities {
 }
 
 fn failure(e: impl std::fmt::Display) -> ActivityError {
-    // Retryable: a full disk or a moved file may be fixed while the workflow waits.
+    // Retryable: a full disk or a moved file may be fixed while the workflow waits (said on
+    // stderr, as the workflow retries it every few seconds).
+    tracing::warn!(error = %e, "reading the inputs or writing the results failed; retried");
     ApplicationFailure::new(e.to_string()).into()
 }
 
@@ -139,92 +150,108 @@ impl StarterActivities {
         let s = &mut *guard;
         let positioned = matches!(&s.reader, Some((at, _)) if *at == req.cursor);
         if !positioned {
-            // A first call, or a call retried after its answer was lost: read up to `cursor`
-            // again, learning the ids handed out before it (a restarted starter's first call).
-            let file = File::open(&s.inputs)
+            // A first call, a restarted starter, or a call retried after its answer was lost:
+            // seek to where the workflow says its next line starts.
+            let mut file = File::open(&s.inputs)
                 .map_err(|e| failure(format!("{}: {e}", s.inputs.display())))?;
-            let mut reader = BufReader::new(file);
-            let mut n = 0u64;
-            while n < req.cursor {
-                let Some(line) = read_line(&mut reader, &mut s.buf).map_err(failure)? else {
-                    break;
-                };
-                n += 1;
-                if n > s.seen_upto {
-                    if let Line::Text(text) = line {
-                        if !text.trim().is_empty() {
-                            s.seen.insert(&id_of(n, text));
-                        }
-                    }
-                }
-            }
-            s.seen_upto = s.seen_upto.max(n);
-            s.reader = Some((n, reader));
+            file.seek(SeekFrom::Start(req.offset)).map_err(failure)?;
+            s.reader = Some((req.cursor, BufReader::new(file)));
         }
         let (mut at, mut reader) = s.reader.take().expect("positioned above");
         let mut items = Vec::new();
         let mut bytes = 0u64;
         let mut eof = false;
-        while items.len() < req.max_items as usize && bytes < req.max_bytes {
+        let mut consumed = 0usize;
+        // Bounded in lines too (skipped, duplicate and invalid lines return no item), so one
+        // call stays short whatever the file holds.
+        while items.len() < req.max_items as usize
+            && bytes < req.max_bytes
+            && consumed < LINES_PER_READ
+        {
+            let offset = reader.stream_position().map_err(failure)?;
             let Some(line) = read_line(&mut reader, &mut s.buf).map_err(failure)? else {
                 eof = true;
                 break;
             };
             at += 1;
+            consumed += 1;
+            // Lines read before (a read retried, or read again after a continue-as-new) were
+            // counted then.
+            let new = at > s.high_water;
+            s.high_water = s.high_water.max(at);
             let parsed = match line {
                 Line::Text(text) if text.trim().is_empty() => continue,
                 Line::Text(text) => parse_input_line(at, text),
                 Line::TooLong => Err(InvalidLine {
                     id: at.to_string(),
-                    reason: format!("line {at}: longer than {MAX_LINE_BYTES} bytes"),
+                    reason: format!("line {at}: longer than {MAX_LINE_BYTES} bytes, or not UTF-8"),
                 }),
             };
             let id = match &parsed {
                 Ok(l) => l.id.clone(),
                 Err(bad) => bad.id.clone(),
             };
-            let fresh = at > s.seen_upto;
-            s.seen_upto = s.seen_upto.max(at);
             if s.ledger.contains(&id) || s.written.contains(&id) {
-                s.summary.skipped += 1;
-                self.shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
+                if new {
+                    s.summary.skipped += 1;
+                    self.shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
             }
-            if fresh && !s.seen.insert(&id) {
-                tracing::warn!(line = at, id = %id, "duplicate id: this input line is not run");
-                s.summary.duplicates += 1;
+            if s.first_lines.first(&id, at) < at {
+                if new {
+                    tracing::warn!(line = at, id = %id, "duplicate id: this input line is not run");
+                    s.summary.duplicates += 1;
+                }
                 continue;
             }
-            let invalid = match parsed {
-                Err(bad) => Some(bad.reason),
+            let (id, invalid) = match parsed {
+                Err(bad) => (id, Some(bad.reason)),
+                Ok(l) if l.id.len() > MAX_ID_BYTES => (
+                    at.to_string(),
+                    Some(format!(
+                        "line {at}: an id of {} bytes; a batch on Temporal carries ids of at most {MAX_ID_BYTES} bytes",
+                        l.id.len()
+                    )),
+                ),
                 Ok(l) => {
                     let size = l.input.to_string().len();
                     if size > MAX_INPUT_BYTES {
-                        Some(format!(
-                            "line {at}: an input of {size} bytes; a batch on Temporal carries inputs of at most {MAX_INPUT_BYTES} bytes"
-                        ))
+                        (
+                            id,
+                            Some(format!(
+                                "line {at}: an input of {size} bytes; a batch on Temporal carries inputs of at most {MAX_INPUT_BYTES} bytes"
+                            )),
+                        )
                     } else {
-                        bytes += size as u64;
+                        bytes += (size + l.id.len()) as u64;
                         items.push(Item {
                             id: l.id,
                             input: l.input,
+                            line: at,
+                            offset,
                         });
-                        None
+                        (id, None)
                     }
                 }
             };
             if let Some(reason) = invalid {
-                let line = ResultLine::invalid(id.clone(), reason);
-                write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
-                    .map_err(failure)?;
-                s.written.insert(&id);
+                if !(s.ledger.contains(&id) || s.written.contains(&id)) {
+                    let line = ResultLine::invalid(id.clone(), reason);
+                    // Marked written first: a failed flush is retried, never written twice.
+                    s.written.insert(&id);
+                    write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
+                        .map_err(failure)?;
+                }
             }
         }
+        let offset = reader.stream_position().map_err(failure)?;
         s.reader = Some((at, reader));
         s.out.flush().map_err(failure)?;
         Ok(ReadReply {
             items,
             cursor: at,
+            offset,
             eof,
         })
     }
@@ -236,9 +263,11 @@ impl StarterActivities {
             if s.ledger.contains(&line.id) || s.written.contains(&line.id) {
                 continue;
             }
+            // Marked written first: a line that failed to flush stays pending and goes out with
+            // the next flush; the retried delivery does not add it again.
+            s.written.insert(&line.id);
             write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
                 .map_err(failure)?;
-            s.written.insert(&line.id);
         }
         // Written before the activity reports: a line the workflow counts as delivered is in
         // the file.
@@ -252,11 +281,24 @@ impl StarterActivities {
     }
 }
 
-/// The id a line would run under (its `id`, or its line number), for duplicate detection of
-/// lines read before a restart; a line that does not parse is under its line number.
-fn id_of(line_no: u64, text: &str) -> String {
-    match parse_input_line(line_no, text) {
-        Ok(l) => l.id,
-        Err(bad) => bad.id,
+/// The first line of every id in `inputs` (a line that does not parse is under its line
+/// number, as it is when it is read for the batch).
+fn first_lines(inputs: &Path, buf: &mut Vec<u8>) -> Result<IdLines, crate::batch::BatchError> {
+    let io = crate::batch::io_err(inputs);
+    let mut reader = BufReader::new(File::open(inputs).map_err(io)?);
+    let mut lines = IdLines::default();
+    let mut at = 0u64;
+    while let Some(line) = read_line(&mut reader, buf).map_err(crate::batch::io_err(inputs))? {
+        at += 1;
+        let id = match line {
+            Line::Text(text) if text.trim().is_empty() => continue,
+            Line::Text(text) => match parse_input_line(at, text) {
+                Ok(l) => l.id,
+                Err(bad) => bad.id,
+            },
+            Line::TooLong => at.to_string(),
+        };
+        lines.first(&id, at);
     }
+    Ok(lines)
 }

@@ -48,25 +48,45 @@ impl SubAgentActivities {
         ctx: ActivityContext,
         req: RunRequest,
     ) -> Result<RunReport, ActivityError> {
-        let before: SpendRecord = ctx
-            .heartbeat_details()
-            .deserialize::<SpendRecord>()
-            .ok()
-            .flatten()
-            .unwrap_or(SpendRecord {
-                charged_usd: Decimal::ZERO,
-            });
         // An attempt after the first runs only because an earlier one was lost.
         let lost_attempts = ctx.info().attempt.saturating_sub(1);
+        let before: SpendRecord = match ctx.heartbeat_details().deserialize::<SpendRecord>() {
+            Ok(record) => record.unwrap_or(SpendRecord {
+                charged_usd: Decimal::ZERO,
+            }),
+            Err(e) => {
+                // An earlier attempt's record that cannot be read (another version of the
+                // worker, a codec): what it spent is unknown, so the input is charged its whole
+                // cap and not run again, rather than charged nothing.
+                let cost = req.cap_usd.unwrap_or(Decimal::ZERO);
+                return Ok(report(
+                    &req,
+                    Outcome::BudgetExhausted,
+                    format!("an earlier attempt's spend record could not be read ({e}); the input is charged its whole cap ({cost} USD) and not run again"),
+                    cost,
+                    lost_attempts,
+                    None,
+                ));
+            }
+        };
         let Some(spec) = self.specs.get(&req.spec).cloned() else {
             let mut known: Vec<&str> = self.specs.keys().map(String::as_str).collect();
             known.sort_unstable();
-            return Err(ApplicationFailure::non_retryable(format!(
+            let why = format!(
                 "this worker has no spec `{}` (it has: {}); start workers with the spec's directory",
                 req.spec,
                 known.join(", ")
-            ))
-            .into());
+            );
+            // A report, not a failure: it carries what earlier attempts spent, so the batch
+            // can record it before it stops.
+            return Ok(report(
+                &req,
+                Outcome::Denied,
+                why.clone(),
+                before.charged_usd,
+                lost_attempts,
+                Some(why),
+            ));
         };
         // What earlier attempts may have spent is gone from this input's cap.
         let limit = req
@@ -74,6 +94,7 @@ impl SubAgentActivities {
             .map(|cap| cap.saturating_sub(before.charged_usd).max(Decimal::ZERO));
         let budget = Budget::with_label(req.run_id.clone(), limit, None);
         let journal = Arc::new(Journal {
+            ctx: ctx.clone(),
             handle: AsyncActivityHandle::new(
                 ctx.client(),
                 ActivityIdentifier::from_task_token(TaskToken::from(ctx.info().task_token.clone())),
@@ -133,7 +154,33 @@ impl SubAgentActivities {
             line,
             refused_at_start,
             lost_attempts,
+            fatal: None,
         })
+    }
+}
+
+/// The report of an input that was not run.
+fn report(
+    req: &RunRequest,
+    outcome: Outcome,
+    error: String,
+    cost_usd: Decimal,
+    lost_attempts: u32,
+    fatal: Option<String>,
+) -> RunReport {
+    RunReport {
+        line: ResultLine {
+            id: req.id.clone(),
+            outcome,
+            output: None,
+            error: Some(error),
+            turns: 0,
+            cost_usd,
+            run_id: req.run_id.clone(),
+        },
+        refused_at_start: false,
+        lost_attempts,
+        fatal,
     }
 }
 
@@ -141,6 +188,10 @@ impl SubAgentActivities {
 /// is made only once Temporal has the record, so a worker killed during it leaves a record that
 /// covers it.
 struct Journal {
+    /// The activity, whose own (throttled) heartbeat keeps the SDK's timer for the attempt
+    /// alive and carries the same record.
+    ctx: ActivityContext,
+    /// The same activity through the client: a heartbeat that returns once Temporal has it.
     handle: AsyncActivityHandle<Client>,
     /// What earlier attempts recorded.
     before: SpendRecord,
@@ -163,6 +214,13 @@ impl Journal {
                 .saturating_add(s.spent_usd)
                 .saturating_add(s.reserved_usd),
         };
+        // The SDK's own heartbeat first: the SDK cancels an attempt whose heartbeats it has not
+        // seen for the heartbeat timeout, and it sends its latest details when an attempt
+        // fails. It is throttled, so it is no proof; the call below is.
+        self.ctx
+            .record_heartbeat(record)
+            .await
+            .map_err(|e| format!("the attempt's spend record could not be encoded: {e}"))?;
         let opts = RpcOptions::builder()
             .timeout(Duration::from_secs(10))
             .build();

@@ -40,6 +40,8 @@ const READ_MAX_BYTES: u64 = 512 << 10;
 /// Result lines per `write_results` (at most), and their bytes (about).
 const WRITE_MAX_LINES: usize = 512;
 const WRITE_MAX_BYTES: usize = 512 << 10;
+/// Input bytes scheduled per workflow activation (at most, after the first input).
+const ACTIVATION_BYTES: usize = 1 << 20;
 /// Payload bytes per workflow run before it continues as new (Temporal refuses a history past
 /// 50 MB; inputs and lines each appear in it more than once).
 const HISTORY_BYTES: usize = 12 << 20;
@@ -57,6 +59,8 @@ enum Done {
     Wrote(Result<(), ActivityExecutionError>),
     Child {
         cap: Option<Decimal>,
+        id: String,
+        run_id: String,
         result: Result<RunReport, ActivityExecutionError>,
     },
 }
@@ -95,6 +99,13 @@ impl BatchWorkflow {
         // then no more children start.
         let max_unwritten = concurrency.max(WRITE_MAX_LINES) * 2;
         let mut tasks = Running::default();
+        // Run ids stay unique across the workflows of one batch id (a batch started anew
+        // numbers its inputs from 1 again): the first run id's first 8 characters.
+        if ctx.state(|s| s.carry.stamp.is_empty()) {
+            let stamp: String = ctx.run_id().chars().take(8).collect();
+            ctx.state_mut(|s| s.carry.stamp = stamp);
+        }
+        let run_stamp: String = ctx.state(|s| s.carry.stamp.clone());
         let mut in_flight = 0usize;
         let mut reading = false;
         let mut writing = false;
@@ -121,7 +132,14 @@ impl BatchWorkflow {
                 reading = true;
                 let request = ReadRequest {
                     cursor: ctx.state(|s| s.carry.cursor),
-                    max_items: READ_MAX_ITEMS.min(concurrency as u32 * 2).max(16),
+                    offset: ctx.state(|s| s.carry.offset),
+                    max_items: READ_MAX_ITEMS
+                        .min(
+                            u32::try_from(concurrency)
+                                .unwrap_or(u32::MAX)
+                                .saturating_mul(2),
+                        )
+                        .max(16),
                     max_bytes: READ_MAX_BYTES,
                 };
                 let c = ctx.clone();
@@ -133,7 +151,14 @@ impl BatchWorkflow {
                     )
                 }));
             }
-            while !draining && in_flight < concurrency && unwritten.len() < max_unwritten {
+            // Payload bytes scheduled in this activation: Temporal also bounds one workflow
+            // task's commands (4 MB), so large inputs are scheduled over several.
+            let mut scheduled_bytes = 0usize;
+            while !draining
+                && in_flight < concurrency
+                && unwritten.len() < max_unwritten
+                && scheduled_bytes < ACTIVATION_BYTES
+            {
                 if ctx.state(|s| s.carry.pending.is_empty() || s.carry.out_of_money) {
                     break;
                 }
@@ -145,31 +170,40 @@ impl BatchWorkflow {
                         break;
                     }
                 };
-                let (item, n) = ctx.state_mut(|s| {
+                let Some((item, n)) = ctx.state_mut(|s| {
+                    let item = s.carry.pending.pop_front()?;
                     s.carry.ledger.reserve(cap);
                     s.carry.started += 1;
                     s.in_flight += 1;
-                    let item = s.carry.pending.pop_front();
-                    (item, s.carry.started)
-                });
-                let Some(item) = item else { break };
+                    Some((item, s.carry.started))
+                }) else {
+                    break;
+                };
                 in_flight += 1;
-                history_bytes += item.input.to_string().len();
+                let size = item.input.to_string().len() + item.id.len();
+                history_bytes += size;
+                scheduled_bytes += size;
                 let request = RunRequest {
                     spec: params.spec.clone(),
                     id: item.id,
                     input: item.input,
                     cap_usd: cap,
-                    run_id: format!("{}-{n}", params.batch_id),
+                    run_id: format!("{}-{run_stamp}-{n}", params.batch_id),
                 };
                 let mut opts = child_options.clone();
                 opts.activity_id = Some(format!("run-{n}"));
                 let c = ctx.clone();
+                let (id, run_id) = (request.id.clone(), request.run_id.clone());
                 tasks.push(Box::pin(async move {
                     let result = c
                         .execute_activity(SubAgentActivities::run_subagent, request, opts)
                         .await;
-                    Done::Child { cap, result }
+                    Done::Child {
+                        cap,
+                        id,
+                        run_id,
+                        result,
+                    }
                 }));
             }
             if !writing && !unwritten.is_empty() {
@@ -202,6 +236,13 @@ impl BatchWorkflow {
                 let generations = carry.generation;
                 if draining && !(carry.out_of_money || carry.eof && carry.pending.is_empty()) {
                     carry.generation += 1;
+                    // Inputs read and not started are read again by the next run.
+                    if let Some(first) = carry.pending.front() {
+                        carry.cursor = first.line - 1;
+                        carry.offset = first.offset;
+                        carry.eof = false;
+                    }
+                    carry.pending.clear();
                     return match ctx.continue_as_new(carry, ContinueAsNewOptions::default()) {
                         Err(next) => Err(next),
                         Ok(never) => match never {},
@@ -217,32 +258,64 @@ impl BatchWorkflow {
             match done {
                 Done::Read(r) => {
                     reading = false;
-                    let reply = r.map_err(|e| fatal("reading the inputs", e))?;
-                    ctx.state_mut(|s| {
-                        s.carry.pending.extend(reply.items);
-                        s.carry.cursor = reply.cursor;
-                        s.carry.eof = reply.eof;
-                    });
+                    match r {
+                        Ok(reply) => ctx.state_mut(|s| {
+                            s.carry.pending.extend(reply.items);
+                            s.carry.cursor = reply.cursor;
+                            s.carry.offset = reply.offset;
+                            s.carry.eof = reply.eof;
+                        }),
+                        // (Retried without end: only a cancellation gets here.)
+                        Err(e) => {
+                            failed.get_or_insert(fatal("reading the inputs", e));
+                        }
+                    }
                 }
                 Done::Wrote(r) => {
                     writing = false;
-                    r.map_err(|e| fatal("writing the results", e))?;
+                    if let Err(e) = r {
+                        failed.get_or_insert(fatal("writing the results", e));
+                    }
                 }
-                Done::Child { cap, result } => {
+                Done::Child {
+                    cap,
+                    id,
+                    run_id,
+                    result,
+                } => {
                     in_flight -= 1;
                     let report = match result {
                         Ok(r) => r,
                         Err(e) => {
-                            // Retries exhausted or refused (a worker without the spec): the
-                            // attempt spent nothing it recorded; the batch stops after draining.
+                            // Attempts are retried without end, so only a cancellation or a
+                            // failure nobody planned for gets here, with no report of what the
+                            // attempts spent: the input is charged its whole cap (never less
+                            // than it spent), recorded, and the batch stops after draining.
+                            let failure = fatal("running a sub-agent", e);
+                            let line = ResultLine {
+                                id: id.clone(),
+                                outcome: crate::Outcome::ModelError,
+                                output: None,
+                                error: Some(format!(
+                                    "the run failed on Temporal ({failure}); charged its whole cap, as what it spent is unknown"
+                                )),
+                                turns: 0,
+                                cost_usd: cap.unwrap_or(Decimal::ZERO),
+                                run_id: run_id.clone(),
+                            };
                             ctx.state_mut(|s| {
                                 s.in_flight -= 1;
-                                s.carry.ledger.settle(cap, Decimal::ZERO);
+                                s.carry.ledger.settle(cap, line.cost_usd);
+                                s.carry.tally.failed += 1;
                             });
-                            failed.get_or_insert(fatal("running a sub-agent", e));
+                            unwritten.push(line);
+                            failed.get_or_insert(failure);
                             continue;
                         }
                     };
+                    if let Some(why) = &report.fatal {
+                        failed.get_or_insert(ApplicationFailure::non_retryable(why.clone()));
+                    }
                     history_bytes += report.line.to_json().len();
                     let written = ctx.state_mut(|s| {
                         s.in_flight -= 1;
@@ -256,14 +329,16 @@ impl BatchWorkflow {
                             (Some(_), None) => true,
                             (None, _) => false,
                         };
-                        if report.refused_at_start && lowered {
+                        if report.refused_at_start && lowered && report.line.cost_usd.is_zero() {
+                            // Nothing spent: not written, so a later batch can run it. (An
+                            // input whose lost attempts spent its lowered cap is a result.)
                             c.out_of_money = true;
-                            // Nothing spent: not written, so a later batch can run it. (Lost
-                            // attempts that spent something keep their record below.)
-                            if report.line.cost_usd.is_zero() {
-                                c.tally.refused += 1;
-                                return false;
-                            }
+                            c.tally.refused += 1;
+                            return false;
+                        }
+                        if report.fatal.is_some() && report.line.cost_usd.is_zero() {
+                            // Not run and nothing spent: left for the batch started anew.
+                            return false;
                         }
                         if report.line.outcome == crate::Outcome::Completed {
                             c.tally.completed += 1;
