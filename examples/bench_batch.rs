@@ -12,7 +12,6 @@
 //! file, as the command line does. CPU per child is measured on the same batch with zero model
 //! latency; `ideal` is `ceil(n / concurrency) × turns × latency`.
 
-use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,10 +19,12 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress};
-use subcontract::model::{ModelRequest, Price, PriceTable, ScriptStep, ScriptedModel};
-use subcontract::{Budget, Ctx, FnTool, SubAgentSpec, ToolOutput, ToolSet};
+use subcontract::Budget;
 
-const TURNS: u64 = 3;
+#[path = "shared/child.rs"]
+mod child;
+
+use child::TURNS;
 const CONCURRENCY: usize = 1000;
 
 fn main() {
@@ -89,31 +90,11 @@ fn child(n: usize, latency_ms: u64) -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
     let inputs = dir.path().join("in.jsonl");
     let out = dir.path().join("out.jsonl");
-    write_inputs(&inputs, n);
-    let delay = Duration::from_millis(latency_ms);
-    let model = ScriptedModel::from_fn("scripted:bench", move |req: ModelRequest<'_>| {
-        // One user message, then two messages per turn.
-        let turn = req.messages.len().div_ceil(2) as u64;
-        let step = if turn < TURNS {
-            ScriptStep::tool_call("lookup", json!({}))
-        } else {
-            ScriptStep::submit(json!({"answer": "The build script generates the parser."}))
-        };
-        step.with_usage(100, 20).delayed(delay)
-    });
-    let mut tools = ToolSet::new();
-    tools.insert(lookup()).expect("one tool");
-    let mut prices = PriceTable::new();
-    prices.insert(
-        "scripted:bench",
-        Price::per_mtok(Decimal::new(2, 0), Decimal::new(8, 0)),
-    );
-    let ctx = Ctx::builder(Arc::new(model))
-        .tools(tools)
-        .prices(prices)
+    child::write_inputs(&inputs, n);
+    let ctx = child::host(Duration::from_millis(latency_ms))
         .budget(Budget::new(Some(Decimal::new(1000, 0)), None))
         .build();
-    let spec = Arc::new(spec());
+    let spec = Arc::new(child::spec());
     let c0 = cpu_time();
     let t0 = Instant::now();
     let summary = runtime
@@ -138,41 +119,6 @@ fn child(n: usize, latency_ms: u64) -> Value {
         "peak_rss_mb": status_kb("VmHWM:") / 1024.0,
         "spent_usd": summary.spent_usd.to_string(),
     })
-}
-
-fn write_inputs(path: &Path, n: usize) {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    for i in 0..n {
-        let line = json!({"id": format!("t-{i}"), "input": {"question": format!("What does component {i} do?")}});
-        writeln!(f, "{line}").expect("write");
-    }
-    f.flush().expect("flush");
-}
-
-fn spec() -> SubAgentSpec<Value, Value> {
-    SubAgentSpec::dynamic(
-        "answer",
-        json!({"type": "object", "required": ["question"], "additionalProperties": false,
-               "properties": {"question": {"type": "string", "maxLength": 500}}}),
-        json!({"type": "object", "required": ["answer"], "additionalProperties": false,
-               "properties": {"answer": {"type": "string", "maxLength": 500}}}),
-    )
-    .description("Answer a question about the code.")
-    .system("You answer questions about the code. Use lookup, then submit the answer.")
-    .tools(["lookup"])
-    .max_turns(4)
-    .build()
-    .expect("the benchmark spec is valid")
-}
-
-fn lookup() -> Arc<dyn subcontract::Tool> {
-    FnTool::new(
-        "lookup",
-        "Trivial local tool returning a constant.",
-        json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        |_| async { ToolOutput::text("component: parser generator") },
-    )
 }
 
 fn status_kb(field: &str) -> f64 {

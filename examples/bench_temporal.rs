@@ -13,7 +13,7 @@
 //! install into `target/tmp/temporal-venv`. Workers are processes of this example
 //! (`--worker ADDRESS`); the starter runs in the main process.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,11 +21,12 @@ use std::time::{Duration, Instant};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use subcontract::batch::{Ledger, Progress};
-use subcontract::model::{ModelRequest, Price, PriceTable, ScriptStep, ScriptedModel};
 use subcontract::temporal::{self, Engine, SubAgentActivities, TemporalBatch};
-use subcontract::{Ctx, FnTool, SubAgentSpec, ToolOutput, ToolSet};
 
-const TURNS: u64 = 3;
+#[path = "shared/child.rs"]
+mod child;
+
+use child::TURNS;
 /// Inputs per batch (`--inputs N` to change).
 const INPUTS: usize = 2000;
 const CONCURRENCY: u32 = 200;
@@ -108,11 +109,11 @@ fn main() {
         let dir = tempfile::tempdir().expect("tempdir");
         let inputs = dir.path().join("in.jsonl");
         let out = dir.path().join("out.jsonl");
-        write_inputs(&inputs, inputs_n);
+        child::write_inputs(&inputs, inputs_n);
         let batch = TemporalBatch {
             batch_id: format!("bench-{workers}-{}", std::process::id()),
             spec: "answer".into(),
-            spec_cap_usd: spec().limits().max_cost_usd,
+            spec_cap_usd: child::spec().limits().max_cost_usd,
             limit_usd: Some(Decimal::new(1000, 0)),
             concurrency: CONCURRENCY,
             heartbeat_timeout: Duration::from_secs(30),
@@ -158,26 +159,8 @@ fn main() {
 /// A worker process: the benchmark's spec and scripted model, until killed.
 async fn worker(address: &str) {
     let engine = Engine::parse(&format!("temporal://{address}"), None, None).expect("engine");
-    let delay = Duration::from_millis(20);
-    let model = ScriptedModel::from_fn("scripted:bench", move |req: ModelRequest<'_>| {
-        // One user message, then two messages per turn.
-        let turn = req.messages.len().div_ceil(2) as u64;
-        let step = if turn < TURNS {
-            ScriptStep::tool_call("lookup", json!({}))
-        } else {
-            ScriptStep::submit(json!({"answer": "The build script generates the parser."}))
-        };
-        step.with_usage(100, 20).delayed(delay)
-    });
-    let mut tools = ToolSet::new();
-    tools.insert(lookup()).expect("one tool");
-    let mut prices = PriceTable::new();
-    prices.insert(
-        "scripted:bench",
-        Price::per_mtok(Decimal::new(2, 0), Decimal::new(8, 0)),
-    );
-    let host = Ctx::builder(Arc::new(model)).tools(tools).prices(prices);
-    let activities = SubAgentActivities::new(vec![spec()], host);
+    let host = child::host(Duration::from_millis(20));
+    let activities = SubAgentActivities::new(vec![child::spec()], host);
     temporal::run_worker(
         &engine,
         activities,
@@ -202,40 +185,4 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
-}
-
-fn write_inputs(path: &Path, n: usize) {
-    use std::io::Write;
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    for i in 0..n {
-        let line = json!({"id": format!("t-{i}"), "input": {"question": format!("What does component {i} do?")}});
-        writeln!(f, "{line}").expect("write");
-    }
-    f.flush().expect("flush");
-}
-
-fn spec() -> SubAgentSpec<Value, Value> {
-    SubAgentSpec::dynamic(
-        "answer",
-        json!({"type": "object", "required": ["question"], "additionalProperties": false,
-               "properties": {"question": {"type": "string", "maxLength": 500}}}),
-        json!({"type": "object", "required": ["answer"], "additionalProperties": false,
-               "properties": {"answer": {"type": "string", "maxLength": 500}}}),
-    )
-    .description("Answer a question about the code.")
-    .system("You answer questions about the code. Use lookup, then submit the answer.")
-    .tools(["lookup"])
-    .max_turns(4)
-    .max_cost_usd(Decimal::new(10, 2))
-    .build()
-    .expect("the benchmark spec is valid")
-}
-
-fn lookup() -> Arc<dyn subcontract::Tool> {
-    FnTool::new(
-        "lookup",
-        "Trivial local tool returning a constant.",
-        json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        |_| async { ToolOutput::text("component: parser generator") },
-    )
 }

@@ -78,17 +78,7 @@ pub struct HostArgs {
 /// Runs `batch`; returns the exit code: 0 every input completed, 1 some did not (or were not
 /// started), 2 usage or I/O error.
 pub fn main(args: BatchArgs, quiet: bool) -> u8 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return USAGE;
-        }
-    };
-    runtime.block_on(batch(args, quiet))
+    super::block_on(batch(args, quiet))
 }
 
 /// Wraps each model in one shared [`RateLimited`] per model id, so every run of the batch

@@ -24,6 +24,20 @@ pub const VIOLATIONS: u8 = 1;
 /// Exit code: usage or I/O error.
 pub const USAGE: u8 = 2;
 
+/// Runs `work` to its exit code on a multi-threaded runtime (exit 2 if there is none).
+pub fn block_on(work: impl std::future::Future<Output = u8>) -> u8 {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(work),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            USAGE
+        }
+    }
+}
+
 /// Writes to stdout without panicking when the reader went away (`| head`).
 pub fn emit(text: &str) {
     use std::io::Write;

@@ -278,17 +278,7 @@ mod imp {
     /// Runs `worker` until Ctrl-C; exit 0 after a clean stop, 1 when the worker failed, 2 on
     /// usage errors.
     pub fn worker(args: WorkerArgs) -> u8 {
-        let runtime = match tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("error: cannot start the async runtime: {e}");
-                return USAGE;
-            }
-        };
-        runtime.block_on(async move {
+        super::super::block_on(async move {
             let engine = match Engine::parse(
                 &args.engine,
                 args.namespace.as_deref(),

@@ -38,7 +38,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// `n` wrapped inputs `q-0000`…, all of the same length (so each costs the same).
-fn write_inputs(path: &Path, n: usize) {
+pub(crate) fn write_inputs(path: &Path, n: usize) {
     let text: String = (0..n)
         .map(|i| {
             format!(
@@ -52,7 +52,7 @@ fn write_inputs(path: &Path, n: usize) {
 
 /// Prices for the `example` model: input tokens only (a call reserves its worst case, every
 /// byte of the request a token: some 50 times what it costs).
-fn write_prices(path: &Path) {
+pub(crate) fn write_prices(path: &Path) {
     std::fs::write(
         path,
         "[prices.\"example\"]\ninput_per_mtok = \"10\"\noutput_per_mtok = \"0\"\n",
@@ -60,9 +60,9 @@ fn write_prices(path: &Path) {
     .expect("write prices");
 }
 
-fn lines(path: &Path) -> Vec<Value> {
+pub(crate) fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
-        .expect("read out")
+        .unwrap_or_default()
         .lines()
         .map(|l| serde_json::from_str(l).expect("a result line"))
         .collect()
@@ -84,7 +84,7 @@ fn model_calls(trace: &Path) -> usize {
         .count()
 }
 
-fn complete_lines(path: &Path) -> usize {
+pub(crate) fn complete_lines(path: &Path) -> usize {
     std::fs::read(path)
         .map(|b| b.iter().filter(|&&c| c == b'\n').count())
         .unwrap_or(0)

