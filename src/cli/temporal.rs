@@ -136,24 +136,6 @@ mod imp {
 
     use super::*;
 
-    /// A default batch id: the spec's name and a stable hash of --out's full path, so the same
-    /// command (from any directory) finds the same batch.
-    fn default_batch_id(spec: &str, out: &Path) -> String {
-        let full = out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .map_or_else(|| std::env::current_dir().ok(), |p| p.canonicalize().ok())
-            .map(|dir| dir.join(out.file_name().unwrap_or_default()))
-            .unwrap_or_else(|| out.to_path_buf());
-        // FNV-1a: stable across builds and machines (std's hasher is not promised to be).
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in full.to_string_lossy().bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("{spec}-{h:016x}")
-    }
-
     pub async fn batch(
         engine: &EngineArgs,
         spec: &SubAgentSpec<Value, Value>,
@@ -189,7 +171,7 @@ mod imp {
         let batch_id = engine
             .batch_id
             .clone()
-            .unwrap_or_else(|| default_batch_id(spec.name(), out));
+            .unwrap_or_else(|| temporal::default_batch_id(spec.name(), out));
         let b = TemporalBatch {
             batch_id,
             spec: spec.name().to_string(),

@@ -32,6 +32,9 @@ pub struct BatchParams {
     /// The input file, as the starter named it (full path): a starter re-attaching with
     /// another file is refused.
     pub inputs: String,
+    /// The output file, `host:full path`: a second starter writing elsewhere is refused (the
+    /// results would be split between two files).
+    pub out: String,
 }
 
 /// One input: its id, its value, and where it is in the input file.

@@ -156,7 +156,11 @@ impl Engine {
         let url = temporalio_client::Url::parse(&format!("http://{}", self.target))
             .map_err(|e| err(e.to_string()))?;
         let options = ConnectionOptions::new(url)
-            .identity(format!("subcontract@{}", std::process::id()))
+            .identity(format!(
+                "subcontract-{}@{}",
+                std::process::id(),
+                host_name()
+            ))
             .connect_timeout(Duration::from_secs(10))
             .build();
         let connection = Connection::connect(options)
@@ -244,6 +248,18 @@ pub struct TemporalSummary {
     pub workflow_id: String,
 }
 
+/// A batch id for `spec` writing to `out`: the spec's name and a stable hash of `out`'s full
+/// path, so the same command (from any directory) finds the same batch.
+pub fn default_batch_id(spec: &str, out: &std::path::Path) -> String {
+    // FNV-1a: stable across builds and machines (std's hasher is not promised to be).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in full_path(out).to_string_lossy().bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{spec}-{h:016x}")
+}
+
 /// The workflow id of batch `batch_id`.
 pub fn workflow_id(batch_id: &str) -> String {
     format!("subcontract-batch-{batch_id}")
@@ -260,7 +276,12 @@ pub async fn run_batch(
     stop: crate::CancellationToken,
 ) -> Result<Option<TemporalSummary>, TemporalError> {
     let spent_before = ledger.spent_usd();
-    let activities = StarterActivities::new(b.inputs.clone(), b.out.clone(), ledger, progress)?;
+    // The input file is read once here (its ids): a blocking read, off the async threads.
+    let (inputs, out) = (b.inputs.clone(), b.out.clone());
+    let activities =
+        tokio::task::spawn_blocking(move || StarterActivities::new(inputs, out, ledger, progress))
+            .await
+            .map_err(|e| TemporalError::Worker(e.to_string()))??;
     let client = engine.connect().await?;
     let runtime = Runtime::from_current_tokio(Default::default())
         .map_err(|e| TemporalError::Worker(e.to_string()))?;
@@ -287,6 +308,7 @@ pub async fn run_batch(
                 .unwrap_or_else(|_| b.inputs.clone())
                 .display()
                 .to_string(),
+            out: format!("{}:{}", host_name(), full_path(&b.out).display()),
         },
         ledger: SpendLedger {
             limit_usd: b.limit_usd,
@@ -388,14 +410,17 @@ pub async fn run_batch(
 async fn started_with<W: temporalio_common::HasWorkflowDefinition>(
     handle: &temporalio_client::WorkflowHandle<Client, W>,
 ) -> Result<Carry, String> {
+    use futures::StreamExt;
     use temporalio_common::protos::temporal::api::history::v1::history_event::Attributes;
-    let events = handle
+    // The first event only (a history can be tens of MB).
+    let first = handle
         .fetch_history(Default::default())
-        .into_events()
+        .next()
         .await
+        .transpose()
         .map_err(|e| e.to_string())?;
     let Some(Attributes::WorkflowExecutionStartedEventAttributes(started)) =
-        events.first().and_then(|e| e.attributes.as_ref())
+        first.as_ref().and_then(|e| e.attributes.as_ref())
     else {
         return Err("the workflow's history does not start with its input".into());
     };
@@ -424,6 +449,7 @@ fn differences(
     };
     differ("spec", r.spec.clone(), a.spec.clone());
     differ("inputs", r.inputs.clone(), a.inputs.clone());
+    differ("--out", r.out.clone(), a.out.clone());
     differ(
         "concurrency",
         r.concurrency.to_string(),
@@ -437,4 +463,24 @@ fn differences(
     differ("--max-cost-usd", usd(running.1), usd(asked.1));
     differ("the spec's max_cost_usd", usd(running.2), usd(asked.2));
     out.join(", ")
+}
+
+/// This machine's name, for telling starters apart (`unknown` where it cannot be read).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `path` made absolute (its directory resolved; the file itself may not exist yet).
+fn full_path(path: &std::path::Path) -> PathBuf {
+    let dir = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.canonicalize().unwrap_or_else(|_| p.to_path_buf()),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    dir.join(path.file_name().unwrap_or_default())
 }

@@ -187,11 +187,8 @@ impl StarterActivities {
                     reason: format!("line {at}: longer than {MAX_LINE_BYTES} bytes, or not UTF-8"),
                 }),
             };
-            let id = match &parsed {
-                Ok(l) => l.id.clone(),
-                Err(bad) => bad.id.clone(),
-            };
-            if s.ledger.contains(&id) || s.written.contains(&id) {
+            let id = key(at, &parsed);
+            if s.ledger.contains(&id) {
                 if new {
                     s.summary.skipped += 1;
                     self.shared.progress.skipped.fetch_add(1, Ordering::Relaxed);
@@ -205,10 +202,14 @@ impl StarterActivities {
                 }
                 continue;
             }
+            if s.written.contains(&id) {
+                // Read again (a read retried, or after a continue-as-new): already done.
+                continue;
+            }
             let (id, invalid) = match parsed {
                 Err(bad) => (id, Some(bad.reason)),
                 Ok(l) if l.id.len() > MAX_ID_BYTES => (
-                    at.to_string(),
+                    id,
                     Some(format!(
                         "line {at}: an id of {} bytes; a batch on Temporal carries ids of at most {MAX_ID_BYTES} bytes",
                         l.id.len()
@@ -236,13 +237,11 @@ impl StarterActivities {
                 }
             };
             if let Some(reason) = invalid {
-                if !(s.ledger.contains(&id) || s.written.contains(&id)) {
-                    let line = ResultLine::invalid(id.clone(), reason);
-                    // Marked written first: a failed flush is retried, never written twice.
-                    s.written.insert(&id);
-                    write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
-                        .map_err(failure)?;
-                }
+                let line = ResultLine::invalid(id.clone(), reason);
+                // Marked written first: a failed flush is retried, never written twice.
+                s.written.insert(&id);
+                write_line(&mut s.out, &line, &mut s.summary, &self.shared.progress)
+                    .map_err(failure)?;
             }
         }
         let offset = reader.stream_position().map_err(failure)?;
@@ -292,13 +291,20 @@ fn first_lines(inputs: &Path, buf: &mut Vec<u8>) -> Result<IdLines, crate::batch
         at += 1;
         let id = match line {
             Line::Text(text) if text.trim().is_empty() => continue,
-            Line::Text(text) => match parse_input_line(at, text) {
-                Ok(l) => l.id,
-                Err(bad) => bad.id,
-            },
+            Line::Text(text) => key(at, &parse_input_line(at, text)),
             Line::TooLong => at.to_string(),
         };
         lines.first(&id, at);
     }
     Ok(lines)
+}
+
+/// The id line `at` is known by here: its own, or its line number when it holds no input or
+/// its id is too long to carry (its result is written under that number).
+fn key(at: u64, parsed: &Result<crate::batch::InputLine, InvalidLine>) -> String {
+    match parsed {
+        Ok(l) if l.id.len() <= MAX_ID_BYTES => l.id.clone(),
+        Ok(_) => at.to_string(),
+        Err(bad) => bad.id.clone(),
+    }
 }

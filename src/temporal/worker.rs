@@ -14,6 +14,10 @@ use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::ApplicationFailure;
 
 use super::messages::{RunReport, RunRequest, SpendRecord};
+
+/// How long after a record made before a call it is sent again (at most: the liveness beat
+/// comes sooner with a short heartbeat timeout).
+const RESEND_AFTER: Duration = Duration::from_secs(2);
 use crate::batch::ResultLine;
 use crate::{Budget, CtxBuilder, Outcome, SpendJournal, SubAgentSpec};
 
@@ -102,6 +106,7 @@ impl SubAgentActivities {
             before,
             budget: budget.clone(),
             failure: std::sync::Mutex::new(None),
+            recorded: tokio::sync::Notify::new(),
             order: tokio::sync::Mutex::new(()),
         });
         let stop = crate::CancellationToken::new();
@@ -123,7 +128,15 @@ impl SubAgentActivities {
             let journal = journal.clone();
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(beat_every.max(Duration::from_millis(100))).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(beat_every.max(Duration::from_millis(100))) => {}
+                        // The SDK's throttled heartbeat (an older record) may reach the server
+                        // after a record made before a call: the record is sent again shortly
+                        // after each call starts, so that window stays short.
+                        _ = journal.recorded.notified() => {
+                            tokio::time::sleep(RESEND_AFTER.min(beat_every)).await;
+                        }
+                    }
                     let _ = journal.record().await;
                 }
             })
@@ -198,6 +211,8 @@ struct Journal {
     /// This attempt's root budget (spent + reserved is what it has at stake).
     budget: Budget,
     failure: std::sync::Mutex<Option<String>>,
+    /// Told after each record made before a call.
+    recorded: tokio::sync::Notify,
     /// Records go out one at a time, each read just before it is sent, so the last one
     /// Temporal keeps is never older than a call already under way.
     order: tokio::sync::Mutex<()>,
@@ -244,8 +259,12 @@ impl SpendJournal for Journal {
     async fn before_call(&self) -> Result<(), String> {
         // A record that does not get through stops the run before the call (a liveness record
         // that does not is only retried at the next tick).
-        self.record().await.inspect_err(|why| {
+        let recorded = self.record().await.inspect_err(|why| {
             *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.clone());
-        })
+        });
+        if recorded.is_ok() {
+            self.recorded.notify_one();
+        }
+        recorded
     }
 }

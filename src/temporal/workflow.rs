@@ -31,7 +31,7 @@ use crate::batch::ResultLine;
 
 /// The default of [`BatchParams::history_events`](super::BatchParams): Temporal warns at 10,240
 /// events and refuses past 51,200; one child costs about six (its activity's three and its
-/// share of workflow tasks), so a run handles about 1,500 children before it continues as new.
+/// share of workflow tasks). A run also continues as new when Temporal suggests it.
 pub const DEFAULT_HISTORY_EVENTS: u32 = 9_000;
 /// Inputs read per `read_inputs` (at most), and their bytes (about): well inside Temporal's
 /// 2 MB payload limit.
@@ -42,9 +42,9 @@ const WRITE_MAX_LINES: usize = 512;
 const WRITE_MAX_BYTES: usize = 512 << 10;
 /// Input bytes scheduled per workflow activation (at most, after the first input).
 const ACTIVATION_BYTES: usize = 1 << 20;
-/// Payload bytes per workflow run before it continues as new (Temporal refuses a history past
-/// 50 MB; inputs and lines each appear in it more than once).
-const HISTORY_BYTES: usize = 12 << 20;
+/// Payload bytes per workflow run, those of the children in flight included, before it
+/// continues as new (Temporal refuses a history past 50 MB).
+const HISTORY_BYTES: usize = 24 << 20;
 
 /// The workflow's state: what a continue-as-new carries, visible to the `ledger` query.
 #[workflow]
@@ -55,6 +55,8 @@ pub struct BatchWorkflow {
 
 /// One finished activity of the workflow's.
 enum Done {
+    /// A timer: another activation, to schedule what one activation's byte bound held back.
+    Tick,
     Read(Result<ReadReply, ActivityExecutionError>),
     Wrote(Result<(), ActivityExecutionError>),
     Child {
@@ -114,15 +116,19 @@ impl BatchWorkflow {
         // Payload bytes this run has put in its history (inputs out, lines back): Temporal
         // also limits a history's size (50 MB), which large inputs reach before its length.
         let mut history_bytes = 0usize;
+        let mut largest_line = 0usize;
+        let mut ticking = false;
         // A failure the batch cannot work around; it is returned once the children in flight
         // have reported and their lines are written (their spend is in no line otherwise).
         let mut failed: Option<ApplicationFailure> = None;
         loop {
+            // Children in flight add their line twice more (their report, its delivery).
+            let projected = history_bytes + in_flight * 2 * largest_line;
             if !draining
                 && (failed.is_some()
                     || ctx.continue_as_new_suggested()
                     || ctx.history_length() > params.history_events
-                    || history_bytes > HISTORY_BYTES)
+                    || projected > HISTORY_BYTES)
             {
                 draining = true;
             }
@@ -181,7 +187,8 @@ impl BatchWorkflow {
                 };
                 in_flight += 1;
                 let size = item.input.to_string().len() + item.id.len();
-                history_bytes += size;
+                // Twice in the history: in the read's reply and in the run's request.
+                history_bytes += 2 * size;
                 scheduled_bytes += size;
                 let request = RunRequest {
                     spec: params.spec.clone(),
@@ -204,6 +211,20 @@ impl BatchWorkflow {
                         run_id,
                         result,
                     }
+                }));
+            }
+            // Held back by the byte bound with room left: come back in a moment rather than
+            // when a child finishes (which may take minutes).
+            if scheduled_bytes >= ACTIVATION_BYTES
+                && !ticking
+                && in_flight < concurrency
+                && ctx.state(|s| !s.carry.pending.is_empty())
+            {
+                ticking = true;
+                let c = ctx.clone();
+                tasks.push(Box::pin(async move {
+                    c.timer(Duration::from_millis(1)).await;
+                    Done::Tick
                 }));
             }
             if !writing && !unwritten.is_empty() {
@@ -256,6 +277,7 @@ impl BatchWorkflow {
                 });
             };
             match done {
+                Done::Tick => ticking = false,
                 Done::Read(r) => {
                     reading = false;
                     match r {
@@ -316,7 +338,9 @@ impl BatchWorkflow {
                     if let Some(why) = &report.fatal {
                         failed.get_or_insert(ApplicationFailure::non_retryable(why.clone()));
                     }
-                    history_bytes += report.line.to_json().len();
+                    let size = report.line.to_json().len();
+                    history_bytes += 2 * size;
+                    largest_line = largest_line.max(size);
                     let written = ctx.state_mut(|s| {
                         s.in_flight -= 1;
                         let c = &mut s.carry;

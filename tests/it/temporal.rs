@@ -607,3 +607,43 @@ fn long_runs_odd_lines_and_a_conflicting_starter() {
         "long runs were retried: {last}"
     );
 }
+
+/// Duplicates are decided by each id's first line, however the reads fall: a repeated id read
+/// long after its first copy was written is a duplicate (not "already done"), and a line whose
+/// id is too long is known by its line number, which an earlier wrapped id may already have.
+#[test]
+fn duplicates_are_judged_by_first_line_whenever_they_are_read() {
+    let server = DevServer::start();
+    let dir = tempfile::Builder::new()
+        .prefix("tdup")
+        .tempdir()
+        .expect("tempdir");
+    let dir = dir.path();
+    let q =
+        |id: &str| json!({"id": id, "input": {"question": format!("What is {id}?")}}).to_string();
+    // 40 inputs (reads of at most 16 at concurrency 2), then q-0 again (line 41), a wrapped id
+    // "43" (line 42) and a 600-byte id on line 43, known as "43".
+    let mut text: Vec<String> = (0..40).map(|i| q(&format!("q-{i}"))).collect();
+    text.push(q("q-0"));
+    text.push(q("43"));
+    text.push(q(&"y".repeat(600)));
+    std::fs::write(dir.join("in.jsonl"), text.join("\n") + "\n").expect("inputs");
+    write_prices(&dir.join("prices.toml"));
+    let _w = worker(&server, dir, "a", 0);
+    let o = starter(&server, dir, &["--concurrency", "2"])
+        .output()
+        .expect("runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("2 duplicate id(s) not run"), "{err}");
+    let out = lines(&dir.join("out.jsonl"));
+    let ids: HashSet<&str> = out.iter().filter_map(|l| l["id"].as_str()).collect();
+    assert_eq!((out.len(), ids.len()), (41, 41), "{err}");
+    let by_id = |id: &str| out.iter().find(|l| l["id"] == id).expect("a line");
+    assert_eq!(
+        by_id("43")["outcome"],
+        "completed",
+        "the wrapped id's own result"
+    );
+    assert_eq!(by_id("q-0")["outcome"], "completed");
+}
