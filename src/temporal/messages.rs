@@ -87,8 +87,8 @@ pub struct Carry {
     pub out_of_money: bool,
     /// How many times the workflow continued as new.
     pub generation: u32,
-    /// Part of every run id: the first workflow run's id, cut to 8 characters (run ids stay
-    /// unique when a batch id is started anew).
+    /// Part of every run id: a hash of the first workflow run's id (run ids stay unique when a
+    /// batch id is started anew).
     pub stamp: String,
 }
 

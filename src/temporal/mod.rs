@@ -251,13 +251,21 @@ pub struct TemporalSummary {
 /// A batch id for `spec` writing to `out`: the spec's name and a stable hash of `out`'s full
 /// path, so the same command (from any directory) finds the same batch.
 pub fn default_batch_id(spec: &str, out: &std::path::Path) -> String {
-    // FNV-1a: stable across builds and machines (std's hasher is not promised to be).
+    format!(
+        "{spec}-{:016x}",
+        fnv1a(full_path(out).to_string_lossy().as_bytes())
+    )
+}
+
+/// FNV-1a: a hash stable across builds and machines (std's hasher is not promised to be), for
+/// ids, never for anything an adversary could exploit by colliding.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in full_path(out).to_string_lossy().bytes() {
+    for &b in bytes {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    format!("{spec}-{h:016x}")
+    h
 }
 
 /// The workflow id of batch `batch_id`.

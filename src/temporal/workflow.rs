@@ -102,9 +102,11 @@ impl BatchWorkflow {
         let max_unwritten = concurrency.max(WRITE_MAX_LINES) * 2;
         let mut tasks = Running::default();
         // Run ids stay unique across the workflows of one batch id (a batch started anew
-        // numbers its inputs from 1 again): the first run id's first 8 characters.
+        // numbers its inputs from 1 again): a hash of the first workflow run's id.
         if ctx.state(|s| s.carry.stamp.is_empty()) {
-            let stamp: String = ctx.run_id().chars().take(8).collect();
+            // Hashed: run ids are time-ordered, so their first characters repeat for runs
+            // started close together.
+            let stamp = format!("{:08x}", super::fnv1a(ctx.run_id().as_bytes()) as u32);
             ctx.state_mut(|s| s.carry.stamp = stamp);
         }
         let run_stamp: String = ctx.state(|s| s.carry.stamp.clone());
