@@ -122,7 +122,7 @@ pub struct WorkerArgs {
     #[command(flatten)]
     pub host: HostArgs,
     /// Spec files or directories (searched recursively for *.toml): the specs batches may name.
-    #[arg(required = true)]
+    #[arg(default_value = "specs/")]
     pub specs: Vec<PathBuf>,
 }
 
