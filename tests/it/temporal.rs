@@ -231,6 +231,28 @@ fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Runs a worker's trace shows started and not finished (complete lines only).
+fn open_runs(trace: &Path) -> usize {
+    let text = std::fs::read_to_string(trace).unwrap_or_default();
+    let mut open = HashSet::new();
+    for line in text.lines() {
+        let Ok(e) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let run = e["run_id"].as_str().unwrap_or_default().to_string();
+        match e["event"].as_str() {
+            Some("started") if e["depth"] == 1 => {
+                open.insert(run);
+            }
+            Some("finished") if e["depth"] == 1 => {
+                open.remove(&run);
+            }
+            _ => {}
+        }
+    }
+    open.len()
+}
+
 /// Every model call the workers' traces record (complete lines only: a killed worker's last
 /// line may be torn): the cost billed, and the run ids that finished, per input run.
 fn traces(dir: &Path) -> (Decimal, HashMap<String, usize>) {
@@ -273,8 +295,9 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
     write_inputs(&dir.join("in.jsonl"), 1000);
     write_prices(&dir.join("prices.toml"));
     let out = dir.join("out.jsonl");
-    let mut a = worker(&server, dir, "a", 40);
-    let _b = worker(&server, dir, "b", 40);
+    // 200 ms calls: long enough that a run is still open when the kill lands.
+    let mut a = worker(&server, dir, "a", 200);
+    let _b = worker(&server, dir, "b", 200);
     // 50 in flight at most, each reserving its spec's 0.20 USD cap: the 5 USD limit binds (25
     // reservations), so the ledger's admission is what is under test, not only its sums.
     // A workflow run continues as new every 1,500 events, so the batch spans several.
@@ -320,14 +343,11 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
     wait_for("300 results", Duration::from_secs(180), || {
         complete_lines(&out) >= 300
     });
-    // Killed while it takes part (a worker slow to start could leave all the work to b).
+    // Killed while it holds runs (started, not finished, by its trace): a worker slow to start
+    // could otherwise leave all the work to b, or be caught between runs.
     let a_trace = dir.join("a.trace.jsonl");
-    wait_for("worker a to run inputs", Duration::from_secs(60), || {
-        std::fs::read_to_string(&a_trace)
-            .unwrap_or_default()
-            .matches("\"event\":\"finished\"")
-            .count()
-            >= 20
+    wait_for("worker a to hold runs", Duration::from_secs(120), || {
+        open_runs(&a_trace) >= 2
     });
     a.0.kill().expect("SIGKILL the worker");
     let _ = a.0.wait();
