@@ -221,6 +221,9 @@ mod imp {
             ))
         });
         let before = ledger.failed();
+        // Lines already in --out when this starter started (a re-attached starter does not read
+        // the inputs before the workflow's position, so its own count of skips is partial).
+        let already = ledger.len() as u64;
         let result = temporal::run_batch(&e, &b, ledger, progress, stop.clone()).await;
         interrupt.abort();
         super::super::batch::stop_progress(ticker).await;
@@ -248,6 +251,7 @@ mod imp {
                     o.generations + 1
                 );
                 let summary = Summary {
+                    skipped: already,
                     refused: o.tally.refused,
                     not_started: o.not_started,
                     ..t.summary

@@ -405,7 +405,7 @@ pub async fn run_batch(
         workflow: workflow.clone(),
         reason: crate::redact::redact(&e.to_string()).into_owned(),
     })?;
-    let (summary, _) = activities.report();
+    let summary = activities.report();
     Ok(Some(TemporalSummary {
         summary,
         outcome,

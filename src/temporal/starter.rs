@@ -14,7 +14,7 @@ use temporalio_macros::activities;
 use temporalio_sdk::activities::{ActivityContext, ActivityError};
 use temporalio_sdk::ApplicationFailure;
 
-use super::messages::{Delivery, Item, LedgerView, ReadReply, ReadRequest};
+use super::messages::{Delivery, Item, ReadReply, ReadRequest};
 use crate::batch::ids::{IdLines, IdSet};
 use crate::batch::input::{read_line, Line};
 use crate::batch::{
@@ -60,7 +60,6 @@ struct State {
     /// The furthest line read (lines up to it were counted when first read).
     high_water: u64,
     summary: Summary,
-    view: Option<LedgerView>,
     buf: Vec<u8>,
 }
 
@@ -86,7 +85,6 @@ impl StarterActivities {
                     first_lines,
                     high_water: 0,
                     summary: Summary::default(),
-                    view: None,
                     buf,
                 }),
                 progress,
@@ -94,10 +92,9 @@ impl StarterActivities {
         })
     }
 
-    /// What this starter wrote and skipped, and the last ledger the workflow sent.
-    pub fn report(&self) -> (Summary, Option<LedgerView>) {
-        let s = self.lock();
-        (s.summary.clone(), s.view.clone())
+    /// What this starter wrote and skipped.
+    pub fn report(&self) -> Summary {
+        self.lock().summary.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -275,7 +272,6 @@ impl StarterActivities {
             .progress
             .running
             .store(delivery.view.in_flight, Ordering::Relaxed);
-        s.view = Some(delivery.view);
         Ok(())
     }
 }
