@@ -172,7 +172,20 @@ pub struct ToolDefinition {
 
 /// What the run loop asks of a model for one turn. Everything is borrowed: building a request
 /// costs nothing proportional to the history.
+///
+/// Built with [`ModelRequest::new`] and the `with_*` methods, so that fields added later do
+/// not break a caller:
+///
+/// ```
+/// use subcontract::model::{ModelRequest, Sampling, ToolChoice};
+///
+/// let req = ModelRequest::new("Be brief.", &[], &[], 256)
+///     .with_sampling(Sampling { temperature: Some(0.0), ..Sampling::default() })
+///     .with_tool_choice(ToolChoice::Required);
+/// assert_eq!(req.sampling.temperature, Some(0.0));
+/// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ModelRequest<'a> {
     /// The system prompt.
     pub system: &'a str,
@@ -182,6 +195,88 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolDefinition],
     /// Upper bound on output tokens for this turn.
     pub max_tokens: u32,
+    /// Sampling settings; each one absent leaves the provider's default.
+    pub sampling: Sampling,
+    /// Whether the model may answer in text, must call a tool, or must call one named tool.
+    pub tool_choice: ToolChoice<'a>,
+    /// A JSON Schema the answer's text must follow (a provider's structured output), if any.
+    pub response_format: Option<&'a ResponseFormat>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request with the provider's default sampling, free tool choice and no response format.
+    pub fn new(
+        system: &'a str,
+        messages: &'a [Message],
+        tools: &'a [ToolDefinition],
+        max_tokens: u32,
+    ) -> Self {
+        ModelRequest {
+            system,
+            messages,
+            tools,
+            max_tokens,
+            sampling: Sampling::default(),
+            tool_choice: ToolChoice::Auto,
+            response_format: None,
+        }
+    }
+
+    /// The same request with these sampling settings.
+    pub fn with_sampling(mut self, sampling: Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+
+    /// The same request with this tool choice.
+    pub fn with_tool_choice(mut self, tool_choice: ToolChoice<'a>) -> Self {
+        self.tool_choice = tool_choice;
+        self
+    }
+
+    /// The same request asking for text that follows `format`'s schema.
+    pub fn with_response_format(mut self, format: &'a ResponseFormat) -> Self {
+        self.response_format = Some(format);
+        self
+    }
+}
+
+/// Sampling settings sent with every model call of a run. `None` sends nothing, leaving the
+/// provider's (or local server's) default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sampling {
+    /// Sampling temperature (`0` is the most deterministic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling: the probability mass the next token is drawn from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// A seed, for providers that sample reproducibly with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// What a model may do with the tools it is offered this turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ToolChoice<'a> {
+    /// Answer in text or call any tool (the providers' default).
+    #[default]
+    Auto,
+    /// Call at least one of the offered tools.
+    Required,
+    /// Call this tool.
+    Tool(&'a str),
+}
+
+/// A schema the answer's text must follow: a provider's structured output
+/// (`response_format: {type: json_schema}` on OpenAI-compatible servers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseFormat {
+    /// A name for the schema (`[A-Za-z0-9_-]{1,64}`), as the APIs require one.
+    pub name: Arc<str>,
+    /// JSON Schema (draft 2020-12) in full; providers convert it to their dialect.
+    pub schema: Arc<Value>,
 }
 
 /// Token usage of one model call.

@@ -189,12 +189,7 @@ mod tests {
     }
 
     fn request() -> ModelRequest<'static> {
-        ModelRequest {
-            system: "",
-            messages: &[],
-            tools: &[],
-            max_tokens: 10,
-        }
+        ModelRequest::new("", &[], &[], 10)
     }
 
     #[tokio::test(start_paused = true)]

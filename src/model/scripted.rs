@@ -107,7 +107,7 @@ enum Script {
 /// use subcontract::model::{Model, ModelRequest, ScriptStep, ScriptedModel};
 ///
 /// let model = ScriptedModel::queue("scripted:demo", vec![ScriptStep::text("hello")]);
-/// let req = ModelRequest { system: "", messages: &[], tools: &[], max_tokens: 100 };
+/// let req = ModelRequest::new("", &[], &[], 100);
 /// assert_eq!(model.complete(req).await.unwrap().text.as_deref(), Some("hello"));
 /// assert!(model.complete(req).await.is_err()); // the script is used up
 /// # });

@@ -16,7 +16,7 @@ use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
-use crate::spec::core::{OutputMode, SpecCore};
+use crate::spec::core::{OutputKind, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
 /// Where one tool call of a response stands. One slot per call, in call order, so a turn
@@ -76,7 +76,7 @@ pub(super) async fn run_tool_calls(
         };
         let Some(entry) = entry else {
             let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
-            if spec.output_mode == OutputMode::Tool {
+            if spec.output_kind == OutputKind::Json {
                 offered.push(SUBMIT_TOOL);
             }
             slots.push(Slot::Done(ToolOutput::error(format!(

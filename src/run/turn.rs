@@ -16,7 +16,7 @@ use crate::model::{
     Arguments, Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Outcome;
-use crate::spec::core::{with_value, OutputMode, OutputText, SpecCore};
+use crate::spec::core::{with_value, OutputKind, OutputText, SpecCore};
 use crate::tool::ToolOutput;
 
 /// Reports a rejected output (an event with where and why, never the output) and returns the
@@ -171,12 +171,10 @@ async fn call_model(
     st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &spec.system, &convo.messages, max_tokens);
-    let call = model.complete(ModelRequest {
-        system: &spec.system,
-        messages: &convo.messages,
-        tools: offered,
-        max_tokens,
-    });
+    let call = model.complete(
+        ModelRequest::new(&spec.system, &convo.messages, offered, max_tokens)
+            .with_sampling(spec.sampling),
+    );
     // A call in flight when the run stops is dropped, and its reservation released. Biased,
     // so a call is never first polled (started) after the cancellation.
     let response = tokio::select! {
@@ -267,9 +265,9 @@ fn answer_in_text(
     text: Option<&str>,
     out: OutputText,
 ) -> Result<Decoded, (String, Option<String>)> {
-    let v = match spec.output_mode {
-        OutputMode::Text => Value::String(text.unwrap_or_default().to_owned()),
-        OutputMode::Tool => match text.and_then(parse_json_lenient) {
+    let v = match spec.output_kind {
+        OutputKind::Text => Value::String(text.unwrap_or_default().to_owned()),
+        OutputKind::Json => match text.and_then(parse_json_lenient) {
             Some(v) => v,
             None => {
                 return Err((
@@ -284,9 +282,9 @@ fn answer_in_text(
     match spec.accept_output(&v, out) {
         Ok((t, d)) => Ok((t, with_value(d, || v))),
         Err(viol) => {
-            let hint = match spec.output_mode {
-                OutputMode::Text => "Answer again with corrected text.".to_string(),
-                OutputMode::Tool => format!("Call `{SUBMIT_TOOL}` with the corrected answer."),
+            let hint = match spec.output_kind {
+                OutputKind::Text => "Answer again with corrected text.".to_string(),
+                OutputKind::Json => format!("Call `{SUBMIT_TOOL}` with the corrected answer."),
             };
             let r = reject(ctx, turn, &viol, &hint);
             Err((r.repair, Some(r.summary)))

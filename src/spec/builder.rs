@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::core::{Decoder, Limits, OutputMode, Source, SpecCore};
+use super::core::{Decoder, Limits, OutputKind, OutputMode, Source, SpecCore};
 use super::SubAgentSpec;
 use crate::contract::{violations_from_rules, Contract, Violation};
 use crate::diag::{codes, shown};
@@ -100,6 +100,8 @@ pub struct SpecBuilder<I, O> {
     tools: Vec<String>,
     limits: Limits,
     model: Option<String>,
+    output_mode: OutputMode,
+    sampling: crate::model::Sampling,
     input_schema: Result<Value, String>,
     output_schema: Result<Value, String>,
     decode_input: Box<Decoder>,
@@ -218,6 +220,8 @@ impl<I, O> SpecBuilder<I, O> {
             tools: Vec::new(),
             limits: Limits::default(),
             model: None,
+            output_mode: OutputMode::default(),
+            sampling: crate::model::Sampling::default(),
             input_schema,
             output_schema,
             decode_input,
@@ -300,6 +304,21 @@ impl<I, O> SpecBuilder<I, O> {
         self.allow_unbounded = true;
         self
     }
+    /// How a JSON output travels from the model (default [`OutputMode::Auto`]).
+    pub fn output_mode(mut self, mode: OutputMode) -> Self {
+        self.output_mode = mode;
+        self
+    }
+    /// Sampling settings for every model call of the run (default: the provider's).
+    pub fn sampling(mut self, sampling: crate::model::Sampling) -> Self {
+        self.sampling = sampling;
+        self
+    }
+    /// The sampling temperature of every model call of the run.
+    pub fn temperature(mut self, temperature: f32) -> Self {
+        self.sampling.temperature = Some(temperature);
+        self
+    }
     /// A contract example; both sides must validate when the spec is built.
     pub fn example(mut self, input: Value, output: Value) -> Self {
         self.examples.push((input, output));
@@ -337,13 +356,13 @@ impl<I, O> SpecBuilder<I, O> {
                 problems,
             });
         };
-        let output_mode = if output.schema().get("type").and_then(Value::as_str) == Some("string") {
-            OutputMode::Text
+        let output_kind = if output.schema().get("type").and_then(Value::as_str) == Some("string") {
+            OutputKind::Text
         } else {
-            OutputMode::Tool
+            OutputKind::Json
         };
         let output_schema_bytes = crate::json::compact_bytes(output.schema());
-        let submit_tool = (output_mode == OutputMode::Tool).then(|| ToolDefinition {
+        let submit_tool = (output_kind == OutputKind::Json).then(|| ToolDefinition {
             name: Arc::from(SUBMIT_TOOL),
             description: Arc::from(SUBMIT_DESCRIPTION),
             input_schema: output.schema().clone(),
@@ -358,7 +377,9 @@ impl<I, O> SpecBuilder<I, O> {
             model: self.model,
             input,
             output,
-            output_mode,
+            output_kind,
+            output_mode: self.output_mode,
+            sampling: self.sampling,
             submit_tool,
             output_schema_bytes,
             decode_input: self.decode_input,

@@ -64,13 +64,67 @@ impl Default for Limits {
     }
 }
 
-/// How the sub-agent hands back its output.
+/// What the output is, as the run loop receives it; follows from the output schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputMode {
-    /// By calling the submission tool, whose arguments are the output (any non-string schema).
-    Tool,
-    /// As its final text (an output schema of `type: string`).
+pub enum OutputKind {
+    /// A JSON value (any non-string schema).
+    Json,
+    /// The final text itself (an output schema of `type: string`).
     Text,
+}
+
+/// How a sub-agent's JSON output travels from the model to the run loop. Whatever the mode,
+/// the output is validated against the full contract and repaired the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum OutputMode {
+    /// The submission tool, and a text answer that holds a JSON value (bare or in one fenced
+    /// block) taken as the submission.
+    #[default]
+    Auto,
+    /// Only the submission tool.
+    Tool,
+    /// The provider's structured output (a response format the server enforces).
+    Native,
+    /// The schema in the system prompt; the JSON taken from the text answer.
+    Prompted,
+}
+
+impl OutputMode {
+    /// Every mode, in the order the docs list them.
+    pub const ALL: [OutputMode; 4] = [
+        OutputMode::Auto,
+        OutputMode::Tool,
+        OutputMode::Native,
+        OutputMode::Prompted,
+    ];
+
+    /// The mode's stable name (`auto`, `tool`, `native`, `prompted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputMode::Auto => "auto",
+            OutputMode::Tool => "tool",
+            OutputMode::Native => "native",
+            OutputMode::Prompted => "prompted",
+        }
+    }
+}
+
+impl std::fmt::Display for OutputMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for OutputMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        OutputMode::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                format!("unknown output mode `{s}`: expected auto, tool, native or prompted")
+            })
+    }
 }
 
 /// What a decoder reads: a JSON value, or JSON text already parsed into a tape.
@@ -97,8 +151,12 @@ pub struct SpecCore {
     pub(crate) model: Option<String>,
     pub(crate) input: Contract,
     pub(crate) output: Contract,
+    pub(crate) output_kind: OutputKind,
+    /// How the output travels (a JSON output only).
     pub(crate) output_mode: OutputMode,
-    /// The submission tool offered in [`OutputMode::Tool`], built once: every run offers it.
+    /// Sampling settings sent with each model call.
+    pub(crate) sampling: crate::model::Sampling,
+    /// The submission tool offered for [`OutputKind::Json`], built once: every run offers it.
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.
     pub(crate) output_schema_bytes: usize,

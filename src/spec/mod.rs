@@ -9,7 +9,7 @@ mod typed;
 
 pub use builder::{SpecBuilder, SpecError, SpecLocation, SpecProblem};
 pub use core::{
-    Limits, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS,
+    Limits, OutputKind, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_CALLS_PER_TURN, DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::core::{downcast_output, with_value, Limits, OutputMode, OutputText, SpecCore};
+use super::core::{
+    downcast_output, with_value, Limits, OutputKind, OutputMode, OutputText, SpecCore,
+};
 use crate::contract::{Contract, Violation};
 use crate::ctx::{Ctx, SpawnError};
 use crate::outcome::RunResult;
@@ -84,9 +86,17 @@ impl<I, O> SubAgentSpec<I, O> {
     pub fn output_contract(&self) -> &Contract {
         &self.core.output
     }
-    /// How the output is handed back.
+    /// What the output is: JSON, or the final text (an output schema of `type: string`).
+    pub fn output_kind(&self) -> OutputKind {
+        self.core.output_kind
+    }
+    /// How a JSON output travels from the model.
     pub fn output_mode(&self) -> OutputMode {
         self.core.output_mode
+    }
+    /// Sampling settings sent with each model call.
+    pub fn sampling(&self) -> crate::model::Sampling {
+        self.core.sampling
     }
     /// Contract examples (input, output), each already validated when the spec was built.
     pub fn examples(&self) -> &[(Value, Value)] {

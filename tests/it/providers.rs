@@ -193,12 +193,7 @@ fn tools() -> Vec<ToolDefinition> {
 }
 
 fn request<'a>(messages: &'a [Message], tools: &'a [ToolDefinition]) -> ModelRequest<'a> {
-    ModelRequest {
-        system: "You are a careful researcher.",
-        messages,
-        tools,
-        max_tokens: 1024,
-    }
+    ModelRequest::new("You are a careful researcher.", messages, tools, 1024)
 }
 
 /// Asserts that no rendering of `err` shows the key.
