@@ -140,6 +140,16 @@ pub mod codes {
     pub const INVALID_VALUE: &str = "invalid-value";
     /// Warning: the spec has no `[[examples]]`, so its contracts are checked against nothing.
     pub const NO_EXAMPLES: &str = "no-examples";
+    /// A schema keyword outside the draft 2020-12 vocabulary (a typo such as `maxLenght`):
+    /// JSON Schema ignores it, so it constrains nothing. `x-` extension keywords are allowed.
+    pub const UNKNOWN_KEYWORD: &str = "unknown-keyword";
+    /// A `required` property that a closed object (`additionalProperties = false`) does not
+    /// declare, or declares as `false`: no instance satisfies the contract.
+    pub const UNSATISFIABLE_REQUIRED: &str = "unsatisfiable-required";
+    /// Warning: on a model the spec will run on, one model call's worst case (the reservation
+    /// made before it) is over the spec's `max_cost_usd`, so the run spends nothing and ends
+    /// `budget_exhausted` after 0 turns (for its largest inputs, or for every input).
+    pub const CALL_OVER_BUDGET: &str = "call-over-budget";
 }
 
 /// A 1-based line and column; the column counts characters, not bytes.
@@ -257,6 +267,29 @@ pub(crate) fn shown(s: &str) -> String {
         Some((cut, _)) => format!("{}…", &s[..cut]),
         None => s.to_owned(),
     }
+}
+
+/// The known name closest to `key`, if within edit distance 2 (and not a wholesale rewrite of
+/// a very short key): the "did you mean" of unknown keys, tools and schema keywords.
+pub(crate) fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .filter_map(|k| edit_distance(key, k, 2).map(|d| (d, *k)))
+        .filter(|(d, _)| *d < key.chars().count())
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance between `a` and `b` in characters, or `None` when it exceeds `limit`.
+/// The length check first keeps a 10 MB key from costing a full table.
+pub(crate) fn edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
+    let b_len = b.chars().count();
+    let a_len = a.chars().take(b_len + limit + 1).count();
+    if a_len.abs_diff(b_len) > limit {
+        return None;
+    }
+    let d = strsim::levenshtein(a, b);
+    (d <= limit).then_some(d)
 }
 
 /// Characters in a byte slice of UTF-8: every byte that is not a continuation byte starts one.

@@ -1,5 +1,6 @@
 #![doc = include_str!("../docs/check.md")]
 
+mod budget;
 mod catalog;
 pub mod compat;
 pub mod render;
@@ -11,8 +12,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{LineIndex, Pos};
+use crate::model::PriceTable;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SpecProblem, SubAgentSpec};
 use crate::tool::workspace::BUILTIN_TOOLS;
@@ -26,6 +30,12 @@ pub struct CheckOptions {
     pub max_depth: u32,
     /// Whether warnings fail the run too.
     pub deny_warnings: bool,
+    /// Models (`provider:model`) the specs that name none will run on: each spec's first model
+    /// call is priced on them, and on a spec's own model, against its `max_cost_usd`
+    /// (`call-over-budget`).
+    pub models: Vec<String>,
+    /// The prices those calls are priced at (default: the built-in table).
+    pub prices: PriceTable,
 }
 
 impl Default for CheckOptions {
@@ -34,6 +44,8 @@ impl Default for CheckOptions {
             catalogue: Vec::new(),
             max_depth: DEFAULT_MAX_DEPTH,
             deny_warnings: false,
+            models: Vec::new(),
+            prices: PriceTable::builtin(),
         }
     }
 }
@@ -149,6 +161,8 @@ pub fn check_sources(sources: &[(PathBuf, String)], opts: &CheckOptions) -> Chec
 #[derive(Default)]
 struct SetBuilder {
     parsed: Vec<RawSpec>,
+    /// The specs that built, by index into `parsed`.
+    built: Vec<(usize, SubAgentSpec<Value, Value>)>,
     diagnostics: Vec<Diagnostic>,
     sources: HashMap<String, Arc<LineIndex>>,
     files: usize,
@@ -169,8 +183,11 @@ impl SetBuilder {
     ) {
         self.files += 1;
         if let Some(raw) = &raw {
-            let found = check_raw(raw, &diags);
-            diags.extend(found);
+            match check_raw(raw, &diags) {
+                Ok(spec) => self.built.push((self.parsed.len(), spec)),
+                Err(found) => diags.extend(found),
+            }
+            diags.extend(contract_findings(raw));
         }
         // Kept for every file: set-wide findings (a duplicate name) may point into a file
         // that had no findings of its own, and human output shows the offending line.
@@ -182,6 +199,13 @@ impl SetBuilder {
 
     fn finish(mut self, opts: &CheckOptions) -> CheckReport {
         self.diagnostics.extend(check_set(&self.parsed, opts));
+        let built: Vec<_> = self
+            .built
+            .iter()
+            .map(|(i, spec)| (&self.parsed[*i], spec))
+            .collect();
+        self.diagnostics
+            .extend(budget::call_over_budget(&built, opts));
         self.diagnostics
             .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
         CheckReport {
@@ -218,19 +242,24 @@ impl Locator<'_> {
     }
 }
 
-/// Builds one parsed spec file, the same way `load_spec` does, and reports every problem the
+/// Builds one parsed spec file, the same way `load_spec` does: the spec, or every problem the
 /// builder finds that the file layer has not already reported at the same place (an invalid
 /// name or an empty description is found by both).
-fn check_raw(raw: &RawSpec, parsed: &[Diagnostic]) -> Vec<Diagnostic> {
-    let Err(e) = crate::spec::load::builder(raw).build() else {
-        return Vec::new();
+fn check_raw(
+    raw: &RawSpec,
+    parsed: &[Diagnostic],
+) -> Result<SubAgentSpec<Value, Value>, Vec<Diagnostic>> {
+    let e = match crate::spec::load::builder(raw).build() {
+        Ok(spec) => return Ok(spec),
+        Err(e) => e,
     };
     let loc = Locator {
         file: raw.path.display().to_string(),
         spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
         raw: Some(raw),
     };
-    e.problems
+    Err(e
+        .problems
         .iter()
         .map(|p| loc.problem(p))
         .filter(|d| {
@@ -238,13 +267,48 @@ fn check_raw(raw: &RawSpec, parsed: &[Diagnostic]) -> Vec<Diagnostic> {
                 .iter()
                 .any(|q| q.code == d.code && q.pos() == d.pos())
         })
+        .collect())
+}
+
+/// Contracts that can never hold, or that do not say what their author meant: a `required`
+/// property a closed object forbids, a keyword JSON Schema does not know (`maxLenght`).
+fn contract_findings(raw: &RawSpec) -> Vec<Diagnostic> {
+    let loc = Locator {
+        file: raw.path.display().to_string(),
+        spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
+        raw: Some(raw),
+    };
+    let mut out = lint_diagnostics(&loc, "input", &raw.input.value, |at| {
+        raw.positions.locate_pointer("input", at)
+    });
+    out.extend(lint_diagnostics(&loc, "output", &raw.output.value, |at| {
+        raw.positions.locate_pointer("output", at)
+    }));
+    out
+}
+
+/// [`lint`](crate::contract::analysis::lint)'s findings in one schema, as errors placed by
+/// `pos` (given the pointer to the keyword or `required` entry).
+fn lint_diagnostics(
+    loc: &Locator<'_>,
+    which: &str,
+    schema: &Value,
+    pos: impl Fn(&str) -> Pos,
+) -> Vec<Diagnostic> {
+    crate::contract::analysis::lint(schema)
+        .into_iter()
+        .map(|f| {
+            let message = format!("{which}{}: {}", f.schema_path, f.message);
+            loc.diag(pos(&f.at), Severity::Error, f.kind.code(), message)
+        })
         .collect()
 }
 
 impl<I, O> SubAgentSpec<I, O> {
     /// The contract checks of `subcontract check`, on a spec built in Rust: an unbounded or
     /// too-large output (possible with `allow_unbounded_output`), examples that do not
-    /// validate, and a warning when there are no examples. Diagnostics name the spec in place
+    /// validate, unknown schema keywords and `required` properties a closed object forbids,
+    /// and a warning when there are no examples. Diagnostics name the spec in place
     /// of a file, at line 1, column 1.
     ///
     /// ```
@@ -274,6 +338,14 @@ impl<I, O> SubAgentSpec<I, O> {
             .iter()
             .map(|p| loc.problem(p))
             .collect();
+        for (which, contract) in [
+            ("input", self.input_contract()),
+            ("output", self.output_contract()),
+        ] {
+            out.extend(lint_diagnostics(&loc, which, contract.schema(), |_| {
+                Pos::START
+            }));
+        }
         if self.examples().is_empty() {
             out.push(loc.diag(
                 Pos::START,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::ValueEnum;
 use subcontract::check::{self, render, CheckOptions};
+use subcontract::model::PriceTable;
 use subcontract::DEFAULT_MAX_DEPTH;
 
 use super::{emit, OK, USAGE, VIOLATIONS};
@@ -26,6 +27,13 @@ pub struct CheckArgs {
     /// Deepest sub-agent depth allowed (the host is depth 0).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_DEPTH)]
     max_depth: u32,
+    /// A model the specs that name none will run on (repeatable): warn when one model call's
+    /// worst case on it is over a spec's max_cost_usd (a spec's own model is always checked).
+    #[arg(long = "model", value_name = "PROVIDER:MODEL")]
+    models: Vec<String>,
+    /// Extra or overriding model prices (TOML, USD per million tokens).
+    #[arg(long, value_name = "FILE")]
+    prices: Option<PathBuf>,
     #[command(flatten)]
     compat: super::compat::CompatArgs,
 }
@@ -46,8 +54,22 @@ pub fn main(args: CheckArgs) -> u8 {
         format,
         deny_warnings,
         max_depth,
+        models,
+        prices,
         compat,
     } = args;
+    let mut price_table = PriceTable::builtin();
+    if let Some(path) = &prices {
+        match PriceTable::from_toml_file(path) {
+            Ok(t) => {
+                price_table.extend(t);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return USAGE;
+            }
+        }
+    }
     let catalogue = match tools.as_deref().map(check::load_catalogue).transpose() {
         Ok(c) => c.unwrap_or_default(),
         Err(e) => {
@@ -59,6 +81,8 @@ pub fn main(args: CheckArgs) -> u8 {
         catalogue,
         max_depth,
         deny_warnings,
+        models,
+        prices: price_table,
     };
     let report = match check::check_paths(&paths, &opts) {
         Ok(r) if compat.against.is_some() => {

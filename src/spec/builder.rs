@@ -36,6 +36,9 @@ pub enum SpecLocation {
     Tool(usize),
     /// One limit, by its [`Limits`] field name (`max_turns`, `timeout`, `max_cost_usd`, …).
     Limit(&'static str),
+    /// One sampling setting, by its [`Sampling`](crate::model::Sampling) field name
+    /// (`temperature`, `top_p`, `seed`).
+    Sampling(&'static str),
     /// A place in the input or output schema.
     Schema {
         /// `input` or `output`.
@@ -336,6 +339,7 @@ impl<I, O> SpecBuilder<I, O> {
             &self.limits,
             &mut problems,
         );
+        sampling_problems(&self.sampling, &mut problems);
         let input = compile("input", self.input_schema, &mut problems);
         let output = compile("output", self.output_schema, &mut problems);
         let max = self.limits.max_output_chars;
@@ -485,6 +489,44 @@ pub(crate) fn limit_problems(l: &Limits, out: &mut Vec<SpecProblem>) {
     }
     if l.max_model_calls == Some(0) {
         out.push(zero("max_model_calls"));
+    }
+    if l.max_tokens_per_turn > MAX_TOKENS_PER_TURN {
+        out.push(SpecProblem {
+            code: codes::BAD_LIMITS,
+            message: format!(
+                "`max_tokens_per_turn` must be at most {MAX_TOKENS_PER_TURN} (no model writes \
+                 more in one call, and each call reserves this much), found {}",
+                l.max_tokens_per_turn
+            ),
+            at: SpecLocation::Limit("max_tokens_per_turn"),
+        });
+    }
+}
+
+/// The most output tokens one call may ask for. The largest published per-call output limits
+/// are a fraction of this, so a larger value is a typo, and it would reserve that many tokens'
+/// worth of budget before every call.
+pub const MAX_TOKENS_PER_TURN: u32 = 1_000_000;
+
+/// The ranges providers accept: temperature 0 to 2 (OpenAI's range; Anthropic's is 0 to 1),
+/// top_p above 0 and at most 1. Not-a-number and infinities are out of range.
+pub(crate) fn sampling_problems(s: &crate::model::Sampling, out: &mut Vec<SpecProblem>) {
+    if let Some(t) = s.temperature.filter(|t| !(0.0..=2.0).contains(t)) {
+        out.push(SpecProblem {
+            code: codes::INVALID_VALUE,
+            message: format!("`temperature` must be a number from 0 to 2, found {t}"),
+            at: SpecLocation::Sampling("temperature"),
+        });
+    }
+    if let Some(p) = s.top_p.filter(|p| !(*p > 0.0 && *p <= 1.0)) {
+        out.push(SpecProblem {
+            code: codes::INVALID_VALUE,
+            message: format!(
+                "`top_p` must be a number above 0 and at most 1 (the probability mass \
+                 sampled from), found {p}"
+            ),
+            at: SpecLocation::Sampling("top_p"),
+        });
     }
 }
 

@@ -70,8 +70,8 @@ pub fn load_spec_str(path: &Path, text: &str) -> Result<SubAgentSpec<Value, Valu
     }
 }
 
-/// The builder for a parsed file: its parts as written, limits passed on unchecked (the
-/// builder checks them, once, for files and for Rust alike).
+/// The builder for a parsed file: its parts as written, limits and sampling settings passed
+/// on unchecked (the builder checks them, once, for files and for Rust alike).
 pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
     let mut b = SubAgentSpec::dynamic(
         raw.name.value.clone(),
@@ -81,7 +81,11 @@ pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
     .description(raw.description.value.clone())
     .system(raw.system.value.clone())
     .tools(raw.tools.iter().map(|t| t.value.clone()))
-    .limits(raw.limits.to_limits());
+    .limits(raw.limits.to_limits())
+    .sampling(raw.sampling.to_sampling());
+    if let Some(m) = &raw.output_mode {
+        b = b.output_mode(m.value);
+    }
     if let Some(m) = &raw.model {
         b = b.model(m.value.clone());
     }

@@ -2,6 +2,7 @@
 
 mod batch;
 mod budget_stress;
+mod call_cost;
 mod check;
 mod cli;
 mod common;

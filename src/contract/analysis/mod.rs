@@ -24,10 +24,15 @@
 //! * The analysis stops descending after [`MAX_DEPTH`] nested subschemas (including `$ref`
 //!   expansions) and after [`MAX_VISITS`] subschema visits, reporting the schema as unbounded.
 
+mod keywords;
+mod required;
 mod size;
+mod subschemas;
 #[cfg(test)]
 mod tests;
 mod walk;
+
+pub use keywords::KEYWORDS;
 
 use serde_json::Value;
 
@@ -103,6 +108,73 @@ impl UnboundedKind {
             UnboundedKind::OpenObject | UnboundedKind::AnyValue => codes::OPEN_OBJECT,
         }
     }
+}
+
+/// Something a schema says that cannot be what its author meant: see [`lint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What kind of finding this is.
+    pub kind: FindingKind,
+    /// JSON Pointer to the subschema it is in ("" for the root).
+    pub schema_path: String,
+    /// JSON Pointer to the exact place: the unknown keyword, or the `required` entry.
+    pub at: String,
+    /// A sentence a person can act on.
+    pub message: String,
+}
+
+/// The kinds of [`Finding`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// A keyword outside the draft 2020-12 vocabulary (and not an `x-` extension): JSON Schema
+    /// ignores it, so a typo such as `maxLenght` leaves the value unconstrained.
+    UnknownKeyword,
+    /// A `required` property that the object cannot have (closed by `additionalProperties:
+    /// false` without declaring it, or declared as `false`): no object satisfies the schema.
+    UnsatisfiableRequired,
+}
+
+impl FindingKind {
+    /// The stable diagnostic code `subcontract check` reports for this kind.
+    pub fn code(self) -> &'static str {
+        use crate::diag::codes;
+        match self {
+            FindingKind::UnknownKeyword => codes::UNKNOWN_KEYWORD,
+            FindingKind::UnsatisfiableRequired => codes::UNSATISFIABLE_REQUIRED,
+        }
+    }
+}
+
+/// Finds what a schema says that cannot be meant: unknown keywords (with the closest known one)
+/// and `required` properties a closed object forbids, in every subschema (`properties`,
+/// `items`, `$defs`, `allOf`, …; not inside `enum`, `const`, `default` or `examples`, which hold
+/// data). Visits at most [`MAX_VISITS`] subschemas.
+///
+/// ```
+/// use serde_json::json;
+/// use subcontract::contract::analysis::{lint, FindingKind};
+///
+/// let schema = json!({
+///     "type": "object",
+///     "additionalProperties": false,
+///     "required": ["q", "lang"],
+///     "properties": {"q": {"type": "string", "maxLenght": 200}},
+/// });
+/// let found = lint(&schema);
+/// assert_eq!(found[0].kind, FindingKind::UnsatisfiableRequired);
+/// assert_eq!(found[0].at, "/required/1");
+/// assert_eq!(found[1].kind, FindingKind::UnknownKeyword);
+/// assert_eq!(found[1].at, "/properties/q/maxLenght");
+/// assert!(found[1].message.ends_with("did you mean `maxLength`?"));
+/// ```
+pub fn lint(schema: &Value) -> Vec<Finding> {
+    let mut out = Vec::new();
+    subschemas::each(schema, |path, map| {
+        required::unsatisfiable(path, map, &mut out);
+        keywords::unknown(path, map, &mut out);
+    });
+    out
 }
 
 /// Analyse a schema. `schema` may be a boolean schema or an object.

@@ -15,7 +15,7 @@ use crate::json::pointer::{child, escape, parse_local_ref, resolve};
 
 /// Keywords that evaluate properties/items of the same instance in place; beside them,
 /// `unevaluated*: false` cannot be judged locally.
-const IN_PLACE_APPLICATORS: &[&str] = &[
+pub(super) const IN_PLACE_APPLICATORS: &[&str] = &[
     "allOf",
     "anyOf",
     "oneOf",

@@ -2,38 +2,55 @@
 //! key ("did you mean"), or the table it belongs in.
 //!
 //! Each table's keys are one list here; adding a key is one line in its list plus reading it
-//! in the parser.
+//! in the parser. `src/docs/specs.md` lists the same keys, and a test compares the two.
 
 use super::{shown, Key, Parser};
 use crate::diag::codes;
+#[cfg(test)]
+pub(super) use crate::diag::edit_distance;
+pub(crate) use crate::diag::suggest;
 
-pub(super) const TOP_KEYS: &[&str] = &[
+pub(crate) const TOP_KEYS: &[&str] = &[
     "name",
     "description",
     "system",
     "system_file",
     "tools",
     "model",
+    "output_mode",
     "limits",
     "input",
     "output",
     "examples",
 ];
-pub(super) const LIMIT_KEYS: &[&str] = &[
+pub(crate) const LIMIT_KEYS: &[&str] = &[
     "max_turns",
     "max_cost_usd",
     "timeout_secs",
     "max_output_chars",
+    "max_tokens_per_turn",
     "max_tool_calls_per_turn",
     "max_tool_result_chars_per_turn",
 ];
-pub(super) const EXAMPLE_KEYS: &[&str] = &["name", "input", "output"];
+/// Keys of the `[model]` table (`model` may also be a plain string, the name alone).
+pub(crate) const MODEL_KEYS: &[&str] = &["name", "temperature", "top_p", "seed"];
+pub(crate) const EXAMPLE_KEYS: &[&str] = &["name", "input", "output"];
 
 pub(super) const TOP_LEVEL: &str = "at the top level";
+pub(super) const IN_LIMITS: &str = "in [limits]";
+pub(super) const IN_MODEL: &str = "in [model]";
+
+/// Where a key written in the wrong table belongs: `(table, its keys)`. `name` is left out of
+/// `[model]`'s keys here, since a top-level `name` is the spec's own.
+const HOMES: &[(&str, &str, &[&str])] = &[
+    (IN_LIMITS, "[limits]", LIMIT_KEYS),
+    (IN_MODEL, "[model]", &["temperature", "top_p", "seed"]),
+];
 
 impl Parser<'_> {
-    /// Reports an unknown key, suggesting the closest known one. Returns the suggestion, so a
-    /// caller does not also report that key as missing: one typo, one diagnostic.
+    /// Reports an unknown key, suggesting the closest known one, or the table it belongs in
+    /// when it is another table's key. Returns the suggestion, so a caller does not also report
+    /// that key as missing: one typo, one diagnostic.
     pub(super) fn unknown_key<'k>(
         &mut self,
         key: &Key<'_>,
@@ -43,8 +60,11 @@ impl Parser<'_> {
         let k = key.get_ref().as_ref();
         let mut message = format!("unknown key `{}` {place}", shown(k));
         let mut suggested = None;
-        if place == TOP_LEVEL && LIMIT_KEYS.contains(&k) {
-            message.push_str(&format!("; `{k}` belongs in the [limits] table"));
+        if let Some((_, table, _)) = HOMES
+            .iter()
+            .find(|(home, _, keys)| *home != place && keys.contains(&k))
+        {
+            message.push_str(&format!("; `{k}` belongs in the {table} table"));
         } else if let Some(best) = suggest(k, known) {
             message.push_str(&format!("; did you mean `{best}`?"));
             suggested = Some(best);
@@ -54,27 +74,4 @@ impl Parser<'_> {
         self.error(key.span(), codes::UNKNOWN_KEY, message);
         suggested
     }
-}
-
-/// The known key closest to `key`, if within edit distance 2 (and not a wholesale rewrite of a
-/// very short key).
-pub fn suggest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .filter_map(|k| edit_distance(key, k, 2).map(|d| (d, *k)))
-        .filter(|(d, _)| *d < key.chars().count())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
-
-/// Levenshtein distance between `a` and `b` in characters, or `None` when it exceeds `limit`.
-/// The length check first keeps a 10 MB key from costing a full table.
-pub(super) fn edit_distance(a: &str, b: &str, limit: usize) -> Option<usize> {
-    let b_len = b.chars().count();
-    let a_len = a.chars().take(b_len + limit + 1).count();
-    if a_len.abs_diff(b_len) > limit {
-        return None;
-    }
-    let d = strsim::levenshtein(a, b);
-    (d <= limit).then_some(d)
 }

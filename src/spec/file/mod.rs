@@ -12,6 +12,7 @@
 mod keys;
 mod positions;
 mod raw;
+mod settings;
 mod values;
 
 use std::collections::HashMap;
@@ -25,10 +26,13 @@ use toml::Spanned;
 pub(crate) use crate::diag::shown;
 use crate::diag::{codes, Diagnostic, LineIndex, Pos};
 
-pub use keys::suggest;
-use keys::{EXAMPLE_KEYS, LIMIT_KEYS, TOP_KEYS, TOP_LEVEL};
+pub(crate) use keys::suggest;
+#[cfg(test)]
+use keys::MODEL_KEYS;
+use keys::{EXAMPLE_KEYS, LIMIT_KEYS, TOP_KEYS};
+use keys::{IN_LIMITS, TOP_LEVEL};
 pub use positions::PositionMap;
-pub use raw::{Located, RawExample, RawLimits, RawSpec};
+pub use raw::{Located, RawExample, RawLimits, RawSampling, RawSpec};
 
 pub use crate::tool::is_valid_name;
 
@@ -224,15 +228,11 @@ impl Parser<'_> {
             .map_or_else(Vec::new, |(_, v)| self.tools(v));
         let model = fields
             .get("model")
-            .and_then(|(_, v)| self.string("model", v, "a string such as \"openai:gpt-4.1-mini\""))
-            .and_then(|m| {
-                if m.value.trim().is_empty() {
-                    self.error_at(m.pos, codes::INVALID_VALUE, "`model` must not be empty");
-                    None
-                } else {
-                    Some(m)
-                }
-            });
+            .map(|(_, v)| self.model(v))
+            .unwrap_or_default();
+        let output_mode = fields
+            .get("output_mode")
+            .and_then(|(_, v)| self.output_mode(v));
         let limits = match fields.get("limits") {
             Some((_, v)) => match v.get_ref() {
                 DeValue::Table(t) => self.limits(t),
@@ -267,17 +267,19 @@ impl Parser<'_> {
             || description.is_none()
             || system.is_none()
         {
-            // Too broken to build, so the builder will not check the limits: ask it here, so
-            // one run still shows every mistake.
+            // Too broken to build, so the builder will not check the limits and sampling
+            // settings: ask it here, so one run still shows every mistake.
             let mut problems = Vec::new();
             crate::spec::builder::limit_problems(&limits.to_limits(), &mut problems);
+            crate::spec::builder::sampling_problems(&model.sampling.to_sampling(), &mut problems);
             for p in problems {
-                let at = match p.at {
-                    crate::spec::SpecLocation::Limit(key) => limits.pos(key),
-                    _ => None,
+                let (at, table) = match p.at {
+                    crate::spec::SpecLocation::Limit(key) => (limits.pos(key), "limits"),
+                    crate::spec::SpecLocation::Sampling(key) => (model.sampling.pos(key), "model"),
+                    _ => (None, "limits"),
                 };
                 let pos = at
-                    .or_else(|| positions.locate(&["limits"]))
+                    .or_else(|| positions.locate(&[table]))
                     .unwrap_or(Pos::START);
                 self.error_at(pos, p.code, p.message);
             }
@@ -290,7 +292,9 @@ impl Parser<'_> {
                     description,
                     system,
                     tools,
-                    model,
+                    model: model.name,
+                    sampling: model.sampling,
+                    output_mode,
                     limits,
                     input,
                     output,
@@ -431,6 +435,15 @@ impl Parser<'_> {
                         });
                 }
                 "max_cost_usd" => limits.max_cost_usd = self.cost(v),
+                k @ "max_tokens_per_turn" => {
+                    limits.max_tokens_per_turn =
+                        self.limit_int(k, v, u64::from(u32::MAX)).and_then(|l| {
+                            Some(Located {
+                                value: u32::try_from(l.value).ok()?,
+                                pos: l.pos,
+                            })
+                        });
+                }
                 "timeout_secs" => limits.timeout_secs = self.limit_int("timeout_secs", v, u64::MAX),
                 "max_output_chars" => {
                     limits.max_output_chars = self.limit_int("max_output_chars", v, u64::MAX);
@@ -442,7 +455,7 @@ impl Parser<'_> {
                     limits.max_tool_result_chars_per_turn = self.limit_int(k, v, u64::MAX);
                 }
                 _ => {
-                    self.unknown_key(key, LIMIT_KEYS, "in [limits]");
+                    self.unknown_key(key, LIMIT_KEYS, IN_LIMITS);
                 }
             }
         }

@@ -8,7 +8,8 @@ use serde_json::Value;
 
 use super::PositionMap;
 use crate::diag::Pos;
-use crate::spec::{Limits, SpecLocation};
+use crate::model::Sampling;
+use crate::spec::{Limits, OutputMode, SpecLocation};
 
 /// A value and the position it was written at (the value's own position, e.g. the opening quote
 /// of a string or the `[input]` header of a table).
@@ -33,10 +34,48 @@ pub struct RawLimits {
     pub timeout_secs: Option<Located<u64>>,
     /// Longest compact JSON output the parent may receive, in characters.
     pub max_output_chars: Option<Located<u64>>,
+    /// Output tokens of one model call (what each call reserves).
+    pub max_tokens_per_turn: Option<Located<u32>>,
     /// Tool calls of one model response that run.
     pub max_tool_calls_per_turn: Option<Located<u64>>,
     /// Characters the tool results of one turn may add to the conversation.
     pub max_tool_result_chars_per_turn: Option<Located<u64>>,
+}
+
+/// The sampling settings of a `[model]` table, as written, not range-checked (the spec builder
+/// checks them). A key is `None` when absent or not of its type (those have a diagnostic).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RawSampling {
+    /// Sampling temperature.
+    pub temperature: Option<Located<f64>>,
+    /// Nucleus sampling mass.
+    pub top_p: Option<Located<f64>>,
+    /// Sampling seed.
+    pub seed: Option<Located<u64>>,
+}
+
+impl RawSampling {
+    /// The settings as the spec builder takes them. A value is narrowed to `f32` here; one too
+    /// large for it becomes infinite, which the builder's range check refuses.
+    pub fn to_sampling(&self) -> Sampling {
+        #[allow(clippy::cast_possible_truncation)]
+        let narrow = |v: &Option<Located<f64>>| v.as_ref().map(|v| v.value as f32);
+        Sampling {
+            temperature: narrow(&self.temperature),
+            top_p: narrow(&self.top_p),
+            seed: self.seed.as_ref().map(|v| v.value),
+        }
+    }
+
+    /// Where a setting was written, by its [`Sampling`] field name.
+    pub fn pos(&self, key: &str) -> Option<Pos> {
+        match key {
+            "temperature" => self.temperature.as_ref().map(|v| v.pos),
+            "top_p" => self.top_p.as_ref().map(|v| v.pos),
+            "seed" => self.seed.as_ref().map(|v| v.pos),
+            _ => None,
+        }
+    }
 }
 
 /// One `[[examples]]` entry that had both an `input` and an `output`.
@@ -75,8 +114,12 @@ pub struct RawSpec {
     pub system: Located<String>,
     /// Tools the sub-agent may use, in file order.
     pub tools: Vec<Located<String>>,
-    /// `provider:model`, when the spec names one.
+    /// `provider:model`, when the spec names one (`model = "…"`, or `name` in `[model]`).
     pub model: Option<Located<String>>,
+    /// The sampling settings of the `[model]` table.
+    pub sampling: RawSampling,
+    /// `output_mode`, when written.
+    pub output_mode: Option<Located<OutputMode>>,
     /// The `[limits]` table.
     pub limits: RawLimits,
     /// The `[input]` JSON Schema, converted from TOML.
@@ -106,6 +149,9 @@ impl RawLimits {
         if let Some(v) = &self.max_output_chars {
             limits.max_output_chars = size(v.value);
         }
+        if let Some(v) = &self.max_tokens_per_turn {
+            limits.max_tokens_per_turn = v.value;
+        }
         if let Some(v) = &self.max_tool_calls_per_turn {
             limits.max_tool_calls_per_turn = size(v.value);
         }
@@ -122,6 +168,7 @@ impl RawLimits {
             "max_cost_usd" => self.max_cost_usd.as_ref().map(|v| v.pos),
             "timeout" => self.timeout_secs.as_ref().map(|v| v.pos),
             "max_output_chars" => self.max_output_chars.as_ref().map(|v| v.pos),
+            "max_tokens_per_turn" => self.max_tokens_per_turn.as_ref().map(|v| v.pos),
             "max_tool_calls_per_turn" => self.max_tool_calls_per_turn.as_ref().map(|v| v.pos),
             "max_tool_result_chars_per_turn" => {
                 self.max_tool_result_chars_per_turn.as_ref().map(|v| v.pos)
@@ -145,6 +192,11 @@ impl RawSpec {
                 .limits
                 .pos(key)
                 .or_else(|| p.locate(&["limits"]))
+                .unwrap_or(self.name.pos),
+            SpecLocation::Sampling(key) => self
+                .sampling
+                .pos(key)
+                .or_else(|| p.locate(&["model"]))
                 .unwrap_or(self.name.pos),
             SpecLocation::Schema { which, pointer } => p.locate_pointer(which, pointer),
             SpecLocation::MaxOutputChars => p

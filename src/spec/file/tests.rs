@@ -790,3 +790,320 @@ fn edit_distance_basics() {
     assert_eq!(suggest("x", TOP_KEYS), None);
     assert_eq!(shown(&"é".repeat(100)).chars().count(), 61);
 }
+
+/// [`MINIMAL`] with a bounded output, so that it loads; the same lines.
+const LOADABLE: &str = r#"name = "s"
+description = "d"
+system = "p"
+[input]
+type = "object"
+[output]
+type = "boolean"
+[[examples]]
+input = {}
+output = true
+"#;
+
+/// Diagnostics of loading `src` (file and builder), in file order.
+fn load_diags(src: &str) -> Vec<Diagnostic> {
+    match crate::spec::load_spec_str(Path::new("specs/t.toml"), src) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.diagnostics,
+    }
+}
+
+#[test]
+fn model_as_a_string_or_a_table_with_sampling_settings() {
+    use crate::model::Sampling;
+    // As before: the name alone.
+    let src = format!("model = \"openai:gpt-4.1-mini\"\n{LOADABLE}");
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+    assert_eq!(spec.model(), Some("openai:gpt-4.1-mini"));
+    assert_eq!(spec.sampling(), Sampling::default());
+
+    // A table: the name and the sampling settings, each with its position.
+    let table =
+        "[model]\nname = \"anthropic:claude-sonnet-4-5\"\ntemperature = 0.2\ntop_p = 1\nseed = 7\n";
+    let src = format!("{LOADABLE}{table}");
+    let (raw, diags) = parse(&src);
+    assert!(diags.is_empty(), "{diags:#?}");
+    let raw = raw.unwrap();
+    assert_eq!(raw.model.as_ref().unwrap().pos, p(12, 8));
+    assert_eq!(raw.sampling.temperature.as_ref().unwrap().pos, p(13, 15));
+    assert_eq!(raw.sampling.top_p.as_ref().unwrap().value, 1.0);
+    assert_eq!(raw.sampling.seed.as_ref().unwrap().pos, p(15, 8));
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+    assert_eq!(spec.model(), Some("anthropic:claude-sonnet-4-5"));
+    assert_eq!(
+        spec.sampling(),
+        Sampling {
+            temperature: Some(0.2),
+            top_p: Some(1.0),
+            seed: Some(7)
+        }
+    );
+
+    // Without a name the caller's model is used, with these settings.
+    let src = format!("{LOADABLE}[model]\ntemperature = 0\n");
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+    assert_eq!(spec.model(), None);
+    assert_eq!(spec.sampling().temperature, Some(0.0));
+
+    // Inline table, same thing.
+    let src = format!("model = {{ name = \"m:x\", seed = 0 }}\n{LOADABLE}");
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+    assert_eq!((spec.model(), spec.sampling().seed), (Some("m:x"), Some(0)));
+}
+
+#[test]
+fn sampling_settings_are_range_checked_at_their_values() {
+    let src = format!("{LOADABLE}[model]\ntemperature = 2.5\ntop_p = 0\n");
+    let diags = load_diags(&src);
+    assert_eq!(
+        summary(&diags),
+        [("invalid-value", 12, 15), ("invalid-value", 13, 9)],
+        "{diags:#?}"
+    );
+    assert_eq!(
+        diags[0].message,
+        "`temperature` must be a number from 0 to 2, found 2.5"
+    );
+    assert!(
+        diags[1].message.contains("above 0 and at most 1"),
+        "{}",
+        diags[1].message
+    );
+    for bad in ["-0.1", "nan", "inf", "1e300"] {
+        let diags = load_diags(&format!("{LOADABLE}[model]\ntemperature = {bad}\n"));
+        assert_eq!(
+            summary(&diags),
+            [("invalid-value", 12, 15)],
+            "{bad}: {diags:#?}"
+        );
+    }
+    for bad in ["1.5", "-1", "nan"] {
+        let diags = load_diags(&format!("{LOADABLE}[model]\ntop_p = {bad}\n"));
+        assert_eq!(
+            summary(&diags),
+            [("invalid-value", 12, 9)],
+            "{bad}: {diags:#?}"
+        );
+    }
+    for good in [
+        "temperature = 0",
+        "temperature = 2",
+        "temperature = 0.7",
+        "top_p = 1",
+        "top_p = 0.01",
+    ] {
+        let diags = load_diags(&format!("{LOADABLE}[model]\n{good}\n"));
+        assert!(diags.is_empty(), "{good}: {diags:#?}");
+    }
+    // Wrong types are this layer's, at the value.
+    let src = format!("{LOADABLE}[model]\ntemperature = \"0.2\"\nseed = -1\nname = \"\"\n");
+    let (_, diags) = parse(&src);
+    assert_eq!(
+        summary(&diags),
+        [
+            ("invalid-value", 12, 15),
+            ("invalid-value", 13, 8),
+            ("invalid-value", 14, 8)
+        ],
+        "{diags:#?}"
+    );
+    assert_eq!(
+        diags[0].message,
+        "`temperature` must be a number, found string"
+    );
+    assert_eq!(
+        diags[1].message,
+        "`seed` must be a positive integer, found -1"
+    );
+    let (_, diags) = parse(&format!("model = 4\n{LOADABLE}"));
+    assert!(
+        diags[0].message.contains("or a [model] table"),
+        "{diags:#?}"
+    );
+    // A spec too broken to build still has its settings checked.
+    let src = "name = \"s\"\ndescription = \"d\"\nsystem = \"p\"\n[model]\ntemperature = 9\n";
+    let (spec, diags) = parse(src);
+    assert!(spec.is_none());
+    assert!(
+        summary(&diags).contains(&("invalid-value", 5, 15)),
+        "{diags:#?}"
+    );
+}
+
+#[test]
+fn a_key_in_the_wrong_table_is_pointed_home() {
+    let src = format!(
+        "temperature = 0\n{LOADABLE}[limits]\nseed = 1\n[model]\nmax_tokens_per_turn = 9\ntemprature = 1\nnmae = \"x\"\n"
+    );
+    let (_, diags) = parse(&src);
+    assert_eq!(
+        summary(&diags),
+        [
+            ("unknown-key", 1, 1),
+            ("unknown-key", 13, 1),
+            ("unknown-key", 15, 1),
+            ("unknown-key", 16, 1),
+            ("unknown-key", 17, 1)
+        ],
+        "{diags:#?}"
+    );
+    let m: Vec<&str> = diags.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(
+        m,
+        [
+            "unknown key `temperature` at the top level; `temperature` belongs in the [model] table",
+            "unknown key `seed` in [limits]; `seed` belongs in the [model] table",
+            "unknown key `max_tokens_per_turn` in [model]; `max_tokens_per_turn` belongs in the [limits] table",
+            "unknown key `temprature` in [model]; did you mean `temperature`?",
+            "unknown key `nmae` in [model]; did you mean `name`?",
+        ]
+    );
+}
+
+#[test]
+fn output_mode_takes_the_four_modes() {
+    use crate::spec::OutputMode;
+    for mode in OutputMode::ALL {
+        let src = format!("output_mode = \"{mode}\"\n{LOADABLE}");
+        let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+        assert_eq!(spec.output_mode(), mode);
+    }
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), LOADABLE).expect("valid");
+    assert_eq!(spec.output_mode(), OutputMode::Auto);
+    let (_, diags) = parse(&format!("output_mode = \"nativ\"\n{LOADABLE}"));
+    assert_eq!(summary(&diags), [("invalid-value", 1, 15)]);
+    assert_eq!(
+        diags[0].message,
+        "`output_mode` must be one of \"auto\", \"tool\", \"native\", \"prompted\", found \"nativ\"; did you mean \"native\"?"
+    );
+    let (_, diags) = parse(&format!("output_mode = true\n{LOADABLE}"));
+    assert_eq!(summary(&diags), [("invalid-value", 1, 15)]);
+    let (_, diags) = parse(&format!("output_mod = \"tool\"\n{LOADABLE}"));
+    assert!(
+        diags[0].message.ends_with("did you mean `output_mode`?"),
+        "{diags:#?}"
+    );
+}
+
+#[test]
+fn max_tokens_per_turn_is_a_limit() {
+    let src = format!("{LOADABLE}[limits]\nmax_tokens_per_turn = 1024\n");
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+    assert_eq!(spec.limits().max_tokens_per_turn, 1024);
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), LOADABLE).expect("valid");
+    assert_eq!(
+        spec.limits().max_tokens_per_turn,
+        crate::spec::DEFAULT_MAX_TOKENS
+    );
+    for (bad, message) in [
+        ("0", "`max_tokens_per_turn` must be at least 1, found 0"),
+        (
+            "1000001",
+            "`max_tokens_per_turn` must be at most 1000000 (no model writes more in one call, \
+             and each call reserves this much), found 1000001",
+        ),
+        (
+            "-5",
+            "`max_tokens_per_turn` must be a positive integer, found -5",
+        ),
+        (
+            "4294967296",
+            "`max_tokens_per_turn` is too large (at most 4294967295), found 4294967296",
+        ),
+        (
+            "1.5",
+            "`max_tokens_per_turn` must be a positive integer, found float",
+        ),
+    ] {
+        let diags = load_diags(&format!(
+            "{LOADABLE}[limits]\nmax_tokens_per_turn = {bad}\n"
+        ));
+        assert_eq!(
+            summary(&diags),
+            [("bad-limits", 12, 23)],
+            "{bad}: {diags:#?}"
+        );
+        assert_eq!(diags[0].message, message);
+    }
+    assert!(load_diags(&format!(
+        "{LOADABLE}[limits]\nmax_tokens_per_turn = 1000000\n"
+    ))
+    .is_empty());
+}
+
+/// The keys of the table under `heading` in `src/docs/specs.md`: the first column of each row,
+/// unquoted and unbracketed (`[limits]` → `limits`), with the default column non-empty.
+fn documented_keys(heading: &str) -> Vec<String> {
+    let doc = include_str!("../../docs/specs.md");
+    let section = doc
+        .split("\n## ")
+        .find(|s| s.starts_with(heading))
+        .unwrap_or_else(|| panic!("no section `## {heading}` in specs.md"));
+    // The first table of the section, up to its first blank line.
+    let table = section
+        .split("\n\n")
+        .find(|block| block.starts_with("| key | default |"))
+        .unwrap_or_else(|| panic!("no `| key | default |` table under `## {heading}`"));
+    table
+        .lines()
+        .skip(2)
+        .map(|row| {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            assert!(
+                cells.len() >= 4 && !cells[2].is_empty(),
+                "row without a default: {row}"
+            );
+            cells[1]
+                .trim_matches('`')
+                .trim_matches(|c| c == '[' || c == ']')
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn the_documented_keys_are_the_keys_the_loader_accepts() {
+    for (heading, keys) in [
+        ("Top-level keys", TOP_KEYS),
+        ("`[model]`", MODEL_KEYS),
+        ("`[limits]`", LIMIT_KEYS),
+        ("`[[examples]]`", EXAMPLE_KEYS),
+    ] {
+        let mut documented = documented_keys(heading);
+        let mut accepted: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        documented.sort();
+        accepted.sort();
+        assert_eq!(documented, accepted, "specs.md, `## {heading}`");
+    }
+    // And each accepted key really is read: a spec using every one loads without an
+    // unknown-key diagnostic.
+    let src = format!(
+        "output_mode = \"tool\"\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
+         [limits]\nmax_turns = 1\nmax_cost_usd = \"1\"\ntimeout_secs = 1\nmax_output_chars = 10\n\
+         max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n"
+    );
+    let src = src.replace("[[examples]]\n", "[[examples]]\nname = \"e\"\n");
+    let (spec, diags) = parse(&src);
+    assert!(diags.is_empty(), "{diags:#?}");
+    let raw = spec.unwrap();
+    assert_eq!(raw.limits.to_limits().max_tool_result_chars_per_turn, 1);
+    assert!(crate::spec::load_spec_str(Path::new("t.toml"), &src).is_ok());
+    let exclusive = ["system_file"]; // with `system`, an error of its own (tested above)
+    for key in LIMIT_KEYS
+        .iter()
+        .chain(MODEL_KEYS)
+        .chain(TOP_KEYS)
+        .filter(|k| !exclusive.contains(k))
+    {
+        assert!(
+            src.contains(&format!("{key} ="))
+                || src.contains(&format!("[{key}]"))
+                || src.contains(&format!("[[{key}]]")),
+            "{key} is not exercised"
+        );
+    }
+}

@@ -45,6 +45,17 @@ impl Parser<'_> {
     /// A limit's integer: the type and range of its field, nothing more (zero is passed on:
     /// the spec builder checks limits, once, for files and Rust alike).
     pub(super) fn limit_int(&mut self, key: &str, v: &Item<'_>, max: u64) -> Option<Located<u64>> {
+        self.int(key, v, max, codes::BAD_LIMITS)
+    }
+
+    /// A non-negative integer up to `max`; anything else is a diagnostic with `code`.
+    pub(super) fn int(
+        &mut self,
+        key: &str,
+        v: &Item<'_>,
+        max: u64,
+        code: &str,
+    ) -> Option<Located<u64>> {
         if v.span().is_empty() {
             return None;
         }
@@ -62,8 +73,36 @@ impl Parser<'_> {
                 other.type_str()
             ),
         };
-        self.error(v.span(), codes::BAD_LIMITS, problem);
+        self.error(v.span(), code, problem);
         None
+    }
+
+    /// A number (a TOML float or integer) as `f64`; its range is the builder's to check.
+    pub(super) fn float(&mut self, key: &str, v: &Item<'_>) -> Option<Located<f64>> {
+        if v.span().is_empty() {
+            return None;
+        }
+        let parsed = match v.get_ref() {
+            DeValue::Float(f) => f.as_str().parse::<f64>().ok(),
+            DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix())
+                .ok()
+                .map(|n| n as f64),
+            other => {
+                self.invalid_type(v, key, "a number", other);
+                return None;
+            }
+        };
+        match parsed {
+            Some(x) => Some(self.located(x, v.span())),
+            None => {
+                self.error(
+                    v.span(),
+                    codes::INVALID_VALUE,
+                    format!("`{key}` must be a number"),
+                );
+                None
+            }
+        }
     }
 
     /// `max_cost_usd` as an exact decimal; its range is the builder's to check.

@@ -1,0 +1,293 @@
+//! What one model call reserves before it is made, so that a cap which cannot hold a single
+//! call is known before anything is spent: `subcontract check` warns (`call-over-budget`), and
+//! a host can say so before it starts a run.
+//!
+//! The run reserves a call's worst case: every prompt byte counted as one token (a token never
+//! spans less than a byte) at the dearest input price, plus `max_tokens_per_turn` output
+//! tokens. The first call's prompt is the system prompt, the offered tool definitions (the
+//! spec's tools and the submission tool) and the input; later calls add the conversation.
+
+use rust_decimal::{Decimal, RoundingStrategy};
+use serde_json::Value;
+
+use super::core::SpecCore;
+use super::SubAgentSpec;
+use crate::model::{Price, PriceTable, SUBMIT_DESCRIPTION, SUBMIT_TOOL};
+use crate::tool::ToolSet;
+
+/// Bytes the run loop counts for each message beside its text (role, framing).
+const MESSAGE_OVERHEAD: u64 = 16;
+
+/// The most the first model call of a run can cost, as the run reserves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallCost {
+    /// Prompt bytes, each counted as a token: system prompt, tool definitions, input.
+    pub prompt_tokens: u64,
+    /// Output tokens reserved: the spec's `max_tokens_per_turn`.
+    pub output_tokens: u32,
+    /// The reservation, in USD.
+    pub usd: Decimal,
+}
+
+impl CallCost {
+    /// The reservation for a prompt of `prompt_tokens` and `output_tokens` at `price`.
+    pub fn at(price: &Price, prompt_tokens: u64, output_tokens: u32) -> Self {
+        CallCost {
+            prompt_tokens,
+            output_tokens,
+            usd: price.worst_case_cost(prompt_tokens, u64::from(output_tokens)),
+        }
+    }
+}
+
+/// A first call whose reservation is over the spec's own `max_cost_usd`: the run would end
+/// `budget_exhausted` after 0 turns. Its `Display` is the one line that says so and how to fix
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CallOverBudget {
+    /// The model the call was priced for.
+    pub model: String,
+    /// What the call reserves.
+    pub cost: CallCost,
+    /// The spec's `max_cost_usd`.
+    pub cap: Decimal,
+    /// The largest `max_tokens_per_turn` at which the call fits under the cap; `None` when the
+    /// prompt alone does not fit.
+    pub max_tokens_that_fit: Option<u32>,
+}
+
+impl CallOverBudget {
+    /// `cost` priced at `price` against `cap`: `Some` when it does not fit.
+    pub fn check(model: &str, price: &Price, cost: CallCost, cap: Decimal) -> Option<Self> {
+        (cost.usd > cap).then(|| CallOverBudget {
+            model: model.to_owned(),
+            cost,
+            cap,
+            max_tokens_that_fit: max_tokens_within(price, cost.prompt_tokens, cap),
+        })
+    }
+
+    /// The cap the call needs, rounded up to a hundredth of a cent.
+    pub fn cap_needed(&self) -> Decimal {
+        self.cost
+            .usd
+            .round_dp_with_strategy(4, RoundingStrategy::AwayFromZero)
+            .normalize()
+    }
+}
+
+impl std::fmt::Display for CallOverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = &self.cost;
+        write!(
+            f,
+            "one model call on {} reserves up to {} USD ({} prompt tokens + {} output tokens \
+             at max_tokens_per_turn), over max_cost_usd = {}: no call can be made; ",
+            self.model,
+            c.usd.round_dp(6).normalize(),
+            c.prompt_tokens,
+            c.output_tokens,
+            self.cap.normalize(),
+        )?;
+        match self.max_tokens_that_fit {
+            Some(n) => write!(
+                f,
+                "lower max_tokens_per_turn to {n} or raise max_cost_usd to {}",
+                self.cap_needed()
+            ),
+            None => write!(
+                f,
+                "the prompt alone is over the cap: raise max_cost_usd to {}",
+                self.cap_needed()
+            ),
+        }
+    }
+}
+
+/// The largest output-token count whose call, with this prompt, fits under `cap`.
+fn max_tokens_within(price: &Price, prompt_tokens: u64, cap: Decimal) -> Option<u32> {
+    let prompt = price.worst_case_cost(prompt_tokens, 0);
+    let left = cap.checked_sub(prompt).filter(|d| d.is_sign_positive())?;
+    if price.output_per_mtok.is_zero() {
+        return Some(u32::MAX);
+    }
+    let n = left
+        .checked_mul(Decimal::from(1_000_000u32))
+        .and_then(|x| x.checked_div(price.output_per_mtok))
+        .map_or(u32::MAX, |x| u32::try_from(x.floor()).unwrap_or(u32::MAX));
+    // The division is exact to 28 digits; step down past any rounding so the answer fits.
+    let fits = |n: u32| price.worst_case_cost(prompt_tokens, u64::from(n)) <= cap;
+    let n = (0..4).map(|k| n.saturating_sub(k)).find(|&n| fits(n))?;
+    (n > 0).then_some(n)
+}
+
+impl SpecCore {
+    /// Prompt bytes of the first call that do not depend on the caller: the system prompt and
+    /// the submission tool (for a JSON output), plus the input message's framing.
+    pub(crate) fn own_prompt_bytes(&self) -> u64 {
+        let submit = self.submit_tool.as_ref().map_or(0, |_| {
+            SUBMIT_TOOL.len() + SUBMIT_DESCRIPTION.len() + self.output_schema_bytes
+        });
+        (self.system.len() + submit) as u64 + MESSAGE_OVERHEAD
+    }
+}
+
+impl<I, O> SubAgentSpec<I, O> {
+    /// What the first model call of a run of this spec reserves at `price`, when its tools come
+    /// from `tools` (those it names that `tools` lacks are not counted: such a run is denied
+    /// before any call) and its input is `input`.
+    ///
+    /// ```
+    /// use rust_decimal::Decimal;
+    /// use serde_json::json;
+    /// use subcontract::model::Price;
+    /// use subcontract::{SubAgentSpec, ToolSet};
+    ///
+    /// let spec = SubAgentSpec::dynamic(
+    ///     "echo",
+    ///     json!({"type": "object"}),
+    ///     json!({"type": "string", "maxLength": 10}),
+    /// )
+    /// .description("Echoes.")
+    /// .system("Echo.")
+    /// .max_tokens_per_turn(1000)
+    /// .build()
+    /// .unwrap();
+    /// // 1 USD per million tokens in and out: 1,000 output tokens cost 0.001 USD.
+    /// let price = Price::per_mtok(Decimal::ONE, Decimal::ONE).with_cache(Decimal::ONE, Decimal::ONE);
+    /// let cost = spec.first_call_cost(&price, &ToolSet::new(), &json!({}));
+    /// assert_eq!(cost.output_tokens, 1000);
+    /// assert_eq!(cost.prompt_tokens, 5 + 16 + 2); // "Echo.", framing, "{}"
+    /// assert_eq!(cost.usd, Decimal::new(1023, 6));
+    /// ```
+    pub fn first_call_cost(&self, price: &Price, tools: &ToolSet, input: &Value) -> CallCost {
+        self.first_call_cost_sized(price, tools, crate::json::compact_bytes(input) as u64)
+    }
+
+    /// [`first_call_cost`](Self::first_call_cost) for an input of `input_bytes` bytes of
+    /// compact JSON.
+    pub(crate) fn first_call_cost_sized(
+        &self,
+        price: &Price,
+        tools: &ToolSet,
+        input_bytes: u64,
+    ) -> CallCost {
+        let core = self.core();
+        let tools_bytes: u64 = core
+            .tools
+            .iter()
+            .filter_map(|t| tools.get(t))
+            .map(|e| {
+                let d = &e.definition;
+                (d.name.len() + d.description.len() + e.schema_bytes) as u64
+            })
+            .sum();
+        let prompt = core
+            .own_prompt_bytes()
+            .saturating_add(tools_bytes)
+            .saturating_add(input_bytes);
+        CallCost::at(price, prompt, core.limits.max_tokens_per_turn)
+    }
+
+    /// The first call's reservation on `model` (priced from `prices`) when it is over this
+    /// spec's `max_cost_usd`: the run would spend nothing and end `budget_exhausted` after 0
+    /// turns. `None` when it fits, when the spec has no cap, or when the model has no price
+    /// (its calls are counted as free). A host prints it before it starts the run:
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use subcontract::model::PriceTable;
+    /// use subcontract::{SubAgentSpec, ToolSet};
+    ///
+    /// let spec = SubAgentSpec::dynamic(
+    ///     "echo",
+    ///     json!({"type": "object"}),
+    ///     json!({"type": "string", "maxLength": 10}),
+    /// )
+    /// .description("Echoes.")
+    /// .system("Echo.")
+    /// .max_cost_usd("0.01".parse().unwrap())
+    /// .build()
+    /// .unwrap();
+    /// let prices = PriceTable::builtin();
+    /// // 4,096 output tokens at 15 USD per million are over 0.01 USD.
+    /// let over = spec
+    ///     .call_over_budget(&prices, "anthropic:claude-sonnet-4-5", &ToolSet::new(), &json!({}))
+    ///     .unwrap();
+    /// assert_eq!(over.max_tokens_that_fit, Some(660));
+    /// assert!(over.to_string().ends_with("lower max_tokens_per_turn to 660 or raise max_cost_usd to 0.0616"));
+    /// assert!(spec.call_over_budget(&prices, "openai:gpt-4.1-nano", &ToolSet::new(), &json!({})).is_none());
+    /// ```
+    pub fn call_over_budget(
+        &self,
+        prices: &PriceTable,
+        model: &str,
+        tools: &ToolSet,
+        input: &Value,
+    ) -> Option<CallOverBudget> {
+        let cap = self.limits().max_cost_usd?;
+        let price = prices.get(model)?;
+        let cost = self.first_call_cost(&price, tools, input);
+        CallOverBudget::check(model, &price, cost, cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn price(input: i64, output: i64) -> Price {
+        let (i, o) = (Decimal::from(input), Decimal::from(output));
+        Price::per_mtok(i, o).with_cache(i, i)
+    }
+
+    #[test]
+    fn the_tokens_that_fit_are_the_most_that_fit() {
+        let p = price(1, 10);
+        let cap = Decimal::new(1, 2); // 0.01 USD
+                                      // 1,000 prompt tokens cost 0.001; 900 output tokens at 10/M cost the other 0.009.
+        assert_eq!(max_tokens_within(&p, 1_000, cap), Some(900));
+        assert!(p.worst_case_cost(1_000, 900) <= cap);
+        assert!(p.worst_case_cost(1_000, 901) > cap);
+        // The prompt alone over the cap, or exactly at it: no output fits.
+        assert_eq!(max_tokens_within(&p, 20_000, cap), None);
+        assert_eq!(max_tokens_within(&p, 10_000, cap), None);
+        // Free output: any count fits once the prompt does.
+        assert_eq!(max_tokens_within(&price(1, 0), 1_000, cap), Some(u32::MAX));
+        // Absurd prices and caps saturate rather than overflow.
+        let huge = Price::per_mtok(Decimal::MAX, Decimal::MAX);
+        let _ = max_tokens_within(&huge, 1, Decimal::MAX);
+        assert_eq!(
+            max_tokens_within(&price(0, 1), 0, Decimal::MAX),
+            Some(u32::MAX)
+        );
+    }
+
+    #[test]
+    fn the_message_names_the_model_the_cost_and_both_fixes() {
+        let p = price(1, 10);
+        let cost = CallCost::at(&p, 1_000, 4_096);
+        let over = CallOverBudget::check("m:x", &p, cost, Decimal::new(1, 2)).unwrap();
+        assert_eq!(
+            over.to_string(),
+            "one model call on m:x reserves up to 0.04196 USD (1000 prompt tokens + 4096 output \
+             tokens at max_tokens_per_turn), over max_cost_usd = 0.01: no call can be made; \
+             lower max_tokens_per_turn to 900 or raise max_cost_usd to 0.042"
+        );
+        let over =
+            CallOverBudget::check("m:x", &p, CallCost::at(&p, 20_000, 10), Decimal::new(1, 2))
+                .unwrap();
+        assert!(
+            over.to_string()
+                .ends_with("the prompt alone is over the cap: raise max_cost_usd to 0.0201"),
+            "{over}"
+        );
+        // A call that fits is no finding.
+        assert!(
+            CallOverBudget::check("m:x", &p, CallCost::at(&p, 1_000, 900), Decimal::new(1, 2))
+                .is_none()
+        );
+    }
+}

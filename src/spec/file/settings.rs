@@ -1,0 +1,107 @@
+//! How the sub-agent calls its model: `model` (a name, or a `[model]` table with the name and
+//! the sampling settings) and `output_mode`.
+//!
+//! Values are read and typed here; their ranges are the spec builder's to check, once, for
+//! files and Rust alike.
+
+use toml::de::DeValue;
+
+use super::keys::{suggest, IN_MODEL, MODEL_KEYS};
+use super::{shown, Item, Located, Parser, RawSampling};
+use crate::diag::codes;
+use crate::spec::OutputMode;
+
+/// What the `model` key held.
+#[derive(Default)]
+pub(super) struct ModelSetting {
+    pub(super) name: Option<Located<String>>,
+    pub(super) sampling: RawSampling,
+}
+
+impl Parser<'_> {
+    /// `model = "provider:model"` as before, or a `[model]` table of `name` (optional: absent,
+    /// the caller's model is used) and sampling settings.
+    pub(super) fn model(&mut self, v: &Item<'_>) -> ModelSetting {
+        let expected = "a string such as \"openai:gpt-4.1-mini\", or a [model] table \
+                        (name, temperature, top_p, seed)";
+        match v.get_ref() {
+            DeValue::String(_) => ModelSetting {
+                name: self.model_name("model", v, expected),
+                sampling: RawSampling::default(),
+            },
+            DeValue::Table(t) => {
+                let mut out = ModelSetting::default();
+                for (key, item) in t.iter() {
+                    match key.get_ref().as_ref() {
+                        "name" => {
+                            out.name = self.model_name(
+                                "name",
+                                item,
+                                "a string such as \"openai:gpt-4.1-mini\"",
+                            );
+                        }
+                        k @ "temperature" => out.sampling.temperature = self.float(k, item),
+                        k @ "top_p" => out.sampling.top_p = self.float(k, item),
+                        k @ "seed" => {
+                            out.sampling.seed = self.int(k, item, u64::MAX, codes::INVALID_VALUE);
+                        }
+                        _ => {
+                            self.unknown_key(key, MODEL_KEYS, IN_MODEL);
+                        }
+                    }
+                }
+                out
+            }
+            _ if v.span().is_empty() => ModelSetting::default(),
+            other => {
+                self.invalid_type(v, "model", expected, other);
+                ModelSetting::default()
+            }
+        }
+    }
+
+    fn model_name(&mut self, key: &str, v: &Item<'_>, expected: &str) -> Option<Located<String>> {
+        let m = self.string(key, v, expected)?;
+        if m.value.trim().is_empty() {
+            self.error_at(
+                m.pos,
+                codes::INVALID_VALUE,
+                format!("`{key}` must not be empty"),
+            );
+            return None;
+        }
+        Some(m)
+    }
+
+    /// `output_mode`: one of the [`OutputMode`] names, with the closest one suggested.
+    pub(super) fn output_mode(&mut self, v: &Item<'_>) -> Option<Located<OutputMode>> {
+        let names = OutputMode::ALL.map(OutputMode::as_str);
+        let expected = format!("one of {}", quoted(&names));
+        let s = self.string("output_mode", v, &expected)?;
+        match s.value.parse::<OutputMode>() {
+            Ok(mode) => Some(Located {
+                value: mode,
+                pos: s.pos,
+            }),
+            Err(_) => {
+                let mut message = format!(
+                    "`output_mode` must be {expected}, found \"{}\"",
+                    shown(&s.value)
+                );
+                if let Some(best) = suggest(&s.value, &names) {
+                    message.push_str(&format!("; did you mean \"{best}\"?"));
+                }
+                self.error_at(s.pos, codes::INVALID_VALUE, message);
+                None
+            }
+        }
+    }
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
