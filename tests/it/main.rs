@@ -13,6 +13,7 @@ mod mcp;
 #[cfg(feature = "otel")]
 mod otel;
 mod output_text;
+mod provider_wire;
 mod providers;
 mod rejected_output;
 mod replay;
