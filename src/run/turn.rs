@@ -186,13 +186,26 @@ async fn call_model(
     let response = match response {
         Ok(r) => r,
         Err(e) => {
-            drop(reservation);
-            let msg = e.to_string();
+            // A call answered with a usage that cannot be read happened and is billed: it is
+            // charged its whole reservation, its worst case, never nothing.
+            let (charged, msg) = if e.cost_unknown() {
+                let charged = reservation.amount();
+                reservation.settle(charged);
+                st.cost = st.cost.saturating_add(charged);
+                let msg = format!(
+                    "{e}; the call is charged its whole reservation, {} USD",
+                    charged.round_dp(6).normalize()
+                );
+                (charged, msg)
+            } else {
+                drop(reservation);
+                (Decimal::ZERO, e.to_string())
+            };
             crate::telemetry::chat_failed(chat, &msg);
             ctx.emit(EventKind::ModelCall {
                 turn,
                 usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
+                cost_usd: charged,
                 duration_ms,
                 stop_reason: None,
                 error: Some(msg.clone()),
@@ -227,13 +240,22 @@ async fn call_model(
         over_reserved_usd: over,
     });
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
+        let u = response.usage;
+        let saturated = [
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+        ]
+        .contains(&u64::MAX);
         return Err((
             Outcome::BudgetExhausted,
             None,
             Some(format!(
-                "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made",
+                "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens){}: the budget is exhausted and no further call is made",
                 cost.normalize(),
-                reserved.round_dp(6).normalize()
+                reserved.round_dp(6).normalize(),
+                if saturated { ", a token count of its usage being past 2^64 (counted as 2^64 - 1)" } else { "" }
             )),
         ));
     }

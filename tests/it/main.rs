@@ -12,6 +12,7 @@ mod layers;
 mod mcp;
 #[cfg(feature = "otel")]
 mod otel;
+mod hostile_provider;
 mod output_text;
 mod provider_wire;
 mod providers;
