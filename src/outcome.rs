@@ -135,7 +135,7 @@ pub enum Failure {
     },
     /// A provider billed more than the call had reserved (its worst case), which exhausts
     /// every limited budget above the run.
-    #[error("the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made", billed.normalize(), reserved.round_dp(6).normalize())]
+    #[error("the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens){}: the budget is exhausted and no further call is made", billed.normalize(), reserved.round_dp(6).normalize(), if *saturated { ", a token count of its usage being past 2^64 (counted as 2^64 - 1)" } else { "" })]
     Overbilled {
         /// The turn.
         turn: u32,
@@ -145,6 +145,8 @@ pub enum Failure {
         reserved: Decimal,
         /// The call's output-token limit.
         max_tokens: u32,
+        /// Whether a token count of the usage was past `u64` (counted as `u64::MAX`).
+        saturated: bool,
     },
     /// The spend at stake could not be recorded before a call, so the call was not made.
     #[error("the spend at stake could not be recorded, so the call was not made: {0}")]
@@ -152,6 +154,15 @@ pub enum Failure {
     /// A model call failed.
     #[error("{0}")]
     Model(ModelError),
+    /// A model call was answered, but its usage could not be read: the call happened, so it
+    /// is charged its whole reservation (its worst case), never nothing.
+    #[error("{error}; the call is charged its whole reservation, {} USD", charged.round_dp(6).normalize())]
+    UnreadableUsage {
+        /// The provider's malformed answer.
+        error: ModelError,
+        /// What the call was charged.
+        charged: Decimal,
+    },
     /// Every turn was used without an output.
     #[error("no output within {turns} turns")]
     MaxTurns {
@@ -186,7 +197,9 @@ impl Failure {
             Failure::InvalidInput(_) | Failure::InputNotSerialisable(_) => Outcome::InvalidInput,
             Failure::Spawn(_) | Failure::ToolsNotHeld { .. } => Outcome::Denied,
             Failure::Budget { .. } | Failure::Overbilled { .. } => Outcome::BudgetExhausted,
-            Failure::SpendNotRecorded(_) | Failure::Model(_) => Outcome::ModelError,
+            Failure::SpendNotRecorded(_) | Failure::Model(_) | Failure::UnreadableUsage { .. } => {
+                Outcome::ModelError
+            }
             Failure::MaxTurns { .. } => Outcome::MaxTurns,
             Failure::InvalidOutput(_) | Failure::OutputType(_) => Outcome::InvalidOutput,
             Failure::Timeout(_) => Outcome::Timeout,

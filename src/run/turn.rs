@@ -168,19 +168,32 @@ async fn call_model(
     let response = match response {
         Ok(r) => r,
         Err(e) => {
-            drop(reservation);
-            let msg = e.to_string();
+            // A call answered with a usage that cannot be read happened and is billed: it is
+            // charged its whole reservation, its worst case, never nothing.
+            let failure = if e.cost_unknown() {
+                let charged = reservation.amount();
+                reservation.settle(charged);
+                st.cost = st.cost.saturating_add(charged);
+                Failure::UnreadableUsage { error: e, charged }
+            } else {
+                drop(reservation);
+                Failure::Model(e)
+            };
+            let (charged, msg) = match &failure {
+                Failure::UnreadableUsage { charged, .. } => (*charged, failure.to_string()),
+                _ => (Decimal::ZERO, failure.to_string()),
+            };
             crate::telemetry::chat_failed(chat, &msg);
             ctx.emit(EventKind::ModelCall {
                 turn,
                 usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
+                cost_usd: charged,
                 duration_ms,
                 stop_reason: None,
                 error: Some(msg),
                 over_reserved_usd: None,
             });
-            return Err(Failure::Model(e));
+            return Err(failure);
         }
     };
     let cost = crate::model::cost_at(price, model.id(), response.usage);
@@ -209,11 +222,20 @@ async fn call_model(
         over_reserved_usd: over,
     });
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
+        let u = response.usage;
+        let saturated = [
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+        ]
+        .contains(&u64::MAX);
         return Err(Failure::Overbilled {
             turn,
             billed: cost,
             reserved,
             max_tokens,
+            saturated,
         });
     }
     Ok(response)
