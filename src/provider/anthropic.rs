@@ -11,7 +11,8 @@ use serde_json::{json, Map, Value};
 use super::http::{ProviderConfig, Transport};
 use super::usage::token_count;
 use crate::model::{
-    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
+    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall,
+    ToolChoice, ToolDefinition, Usage,
 };
 
 /// The default API root (without `/v1`, as Anthropic's SDKs take it).
@@ -117,10 +118,37 @@ impl AnthropicModel {
             body.insert("system".into(), Value::String(request.system.to_string()));
         }
         body.insert("messages".into(), Value::Array(messages));
-        if !request.tools.is_empty() {
-            let tools = request
-                .tools
-                .iter()
+        let sampling = request.sampling;
+        if let Some(t) = sampling.temperature.and_then(super::sampling_number) {
+            body.insert("temperature".into(), t);
+        }
+        if let Some(p) = sampling.top_p.and_then(super::sampling_number) {
+            body.insert("top_p".into(), p);
+        }
+        // The Messages API has no response format: a schema the answer must follow is asked
+        // for as the one tool the model must call, whose input is then read back as the text.
+        let format_tool = request.response_format.map(|f| ToolDefinition {
+            name: f.name.clone(),
+            description: "Give your answer as this tool's input.".into(),
+            input_schema: f.schema.clone(),
+        });
+        let tools: Vec<&ToolDefinition> = match &format_tool {
+            Some(t) => vec![t],
+            None => request.tools.iter().collect(),
+        };
+        let choice = match (&format_tool, request.tool_choice) {
+            (Some(t), _) => Some(json!({"type": "tool", "name": t.name})),
+            (None, _) if tools.is_empty() => None,
+            (None, ToolChoice::Auto) => None,
+            (None, ToolChoice::Required) => Some(json!({"type": "any"})),
+            (None, ToolChoice::Tool(name)) => Some(json!({"type": "tool", "name": name})),
+        };
+        if let Some(choice) = choice {
+            body.insert("tool_choice".into(), choice);
+        }
+        if !tools.is_empty() {
+            let tools = tools
+                .into_iter()
                 .map(|t| {
                     if self.strict {
                         json!({
@@ -286,6 +314,18 @@ impl Model for AnthropicModel {
             ));
         }
         let answer = self.transport.post("/v1/messages", headers, &body).await?;
-        self.parse(&answer)
+        let mut response = self.parse(&answer)?;
+        if let Some(f) = request.response_format {
+            // The forced call of the format's tool is the answer's text.
+            if let Some(i) = response.tool_calls.iter().position(|c| *c.name == *f.name) {
+                let call = response.tool_calls.swap_remove(i);
+                response.text = Some(match call.arguments {
+                    Arguments::Text(t) => t,
+                    Arguments::Value(v) => v.to_string(),
+                });
+                response.stop_reason = StopReason::EndTurn;
+            }
+        }
+        Ok(response)
     }
 }

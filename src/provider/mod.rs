@@ -25,6 +25,13 @@ pub use openai::{MaxTokensField, OpenAiModel, OPENAI_DEFAULT_BASE_URL};
 
 use crate::model::{Model, ModelError};
 
+/// A sampling setting as a JSON number written as it was given (`0.2`, not the nearest `f64`
+/// to the `f32`, `0.20000000298023224`); nothing for a value that is not finite.
+pub(crate) fn sampling_number(x: f32) -> Option<serde_json::Value> {
+    let shortest: f64 = x.to_string().parse().ok()?;
+    serde_json::Number::from_f64(shortest).map(serde_json::Value::Number)
+}
+
 /// A model from its name, `openai:MODEL` or `anthropic:MODEL`, with credentials and endpoint
 /// from the environment:
 ///

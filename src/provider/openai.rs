@@ -12,7 +12,8 @@ use serde_json::{json, Map, Value};
 use super::http::{ProviderConfig, Transport};
 use super::usage::token_count;
 use crate::model::{
-    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall, Usage,
+    Arguments, Message, Model, ModelError, ModelRequest, ModelResponse, StopReason, ToolCall,
+    ToolChoice, Usage,
 };
 
 /// The default API root.
@@ -172,6 +173,46 @@ impl OpenAiModel {
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));
+        }
+        let sampling = request.sampling;
+        if let Some(t) = sampling.temperature.and_then(super::sampling_number) {
+            body.insert("temperature".into(), t);
+        }
+        if let Some(p) = sampling.top_p.and_then(super::sampling_number) {
+            body.insert("top_p".into(), p);
+        }
+        if let Some(seed) = sampling.seed {
+            body.insert("seed".into(), seed.into());
+        }
+        // A choice only means something with tools; `auto` is the default and is not sent.
+        if !request.tools.is_empty() {
+            match request.tool_choice {
+                ToolChoice::Auto => {}
+                ToolChoice::Required => {
+                    body.insert("tool_choice".into(), "required".into());
+                }
+                ToolChoice::Tool(name) => {
+                    body.insert(
+                        "tool_choice".into(),
+                        json!({"type": "function", "function": {"name": name}}),
+                    );
+                }
+            }
+        }
+        if let Some(f) = request.response_format {
+            let schema = if self.strict {
+                crate::provider::dialect::openai_strict(&f.schema)
+            } else {
+                (*f.schema).clone()
+            };
+            let mut spec = json!({"name": f.name, "schema": schema});
+            if self.strict {
+                spec["strict"] = true.into();
+            }
+            body.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": spec}),
+            );
         }
         let field = match self.max_tokens_field {
             MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
