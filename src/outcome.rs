@@ -16,6 +16,9 @@ pub enum Outcome {
     Completed,
     /// It used every turn without producing an output.
     MaxTurns,
+    /// It kept repeating tool calls it had already made (same tool, same arguments), after
+    /// being told so, and was stopped before spending its remaining turns.
+    Stalled,
     /// Its budget (or an ancestor's) could not afford the next model call.
     BudgetExhausted,
     /// It ran past its timeout.
@@ -38,6 +41,7 @@ impl Outcome {
         match self {
             Outcome::Completed => "completed",
             Outcome::MaxTurns => "max_turns",
+            Outcome::Stalled => "stalled",
             Outcome::BudgetExhausted => "budget_exhausted",
             Outcome::Timeout => "timeout",
             Outcome::Cancelled => "cancelled",
