@@ -18,6 +18,9 @@ pub enum Outcome {
     Completed,
     /// It used every turn without producing an output.
     MaxTurns,
+    /// It kept repeating tool calls it had already made (same tool, same arguments), after
+    /// being told so, and was stopped before spending its remaining turns.
+    Stalled,
     /// Its budget (or an ancestor's) could not afford the next model call.
     BudgetExhausted,
     /// It ran past its timeout.
@@ -40,6 +43,7 @@ impl Outcome {
         match self {
             Outcome::Completed => "completed",
             Outcome::MaxTurns => "max_turns",
+            Outcome::Stalled => "stalled",
             Outcome::BudgetExhausted => "budget_exhausted",
             Outcome::Timeout => "timeout",
             Outcome::Cancelled => "cancelled",
@@ -169,6 +173,17 @@ pub enum Failure {
         /// The turn limit.
         turns: u32,
     },
+    /// The model kept repeating tool calls it had made before (same tool, same arguments),
+    /// so the run stopped before spending its remaining turns.
+    #[error("stalled: {repeating_turns} turns repeated a tool call of an earlier turn (same tool, same arguments); stopped after turn {turn} of {max_turns}")]
+    Stalled {
+        /// Turns that repeated an earlier call.
+        repeating_turns: u32,
+        /// The turn it stopped after.
+        turn: u32,
+        /// The turn limit.
+        max_turns: u32,
+    },
     /// The last output broke the contract and no turn was left to repair it.
     #[error("the last output was invalid: {}", join(.0))]
     InvalidOutput(Vec<Violation>),
@@ -201,6 +216,7 @@ impl Failure {
                 Outcome::ModelError
             }
             Failure::MaxTurns { .. } => Outcome::MaxTurns,
+            Failure::Stalled { .. } => Outcome::Stalled,
             Failure::InvalidOutput(_) | Failure::OutputType(_) => Outcome::InvalidOutput,
             Failure::Timeout(_) => Outcome::Timeout,
             Failure::Cancelled => Outcome::Cancelled,

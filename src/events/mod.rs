@@ -3,6 +3,7 @@
 
 pub mod tree;
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,17 @@ pub enum EventKind {
             skip_serializing_if = "Option::is_none"
         )]
         over_reserved_usd: Option<Decimal>,
+        /// How the run's output travels (`auto`, `tool`, `native`, `prompted`); absent for a
+        /// run whose output is text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_mode: Option<Cow<'static, str>>,
+        /// Why this call asked for the output alone (the submission tool forced, or the
+        /// response format with no tools), when it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forced: Option<Forced>,
+        /// What the answer's text was read as, when it was read as more than text.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text_read_as: Option<TextRead>,
     },
     /// A tool call finished.
     ToolCall {
@@ -104,6 +116,53 @@ pub enum EventKind {
         /// What went wrong, if it did not complete.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+    },
+}
+
+/// Why a model call asked for the output alone: in the tool modes it offered only the
+/// submission tool and made the model call it; in `native` it sent the response format and no
+/// tools; in `prompted` (and for text) it offered no tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Forced {
+    /// It was the run's last allowed turn.
+    LastTurn,
+    /// The spec has no tools: every turn asks for the output.
+    NoTools,
+    /// The previous turn repeated a tool call it had made before.
+    RepeatedCall,
+    /// The previous turn answered in text without a valid output.
+    TextAnswer,
+}
+
+impl Forced {
+    /// The reason's stable name (`last_turn`, `no_tools`, `repeated_call`, `text_answer`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forced::LastTurn => "last_turn",
+            Forced::NoTools => "no_tools",
+            Forced::RepeatedCall => "repeated_call",
+            Forced::TextAnswer => "text_answer",
+        }
+    }
+}
+
+/// What a text answer (one without a tool call) was read as.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "as", rename_all = "snake_case")]
+pub enum TextRead {
+    /// A JSON value checked as the output.
+    Output {
+        /// Whether it was in a fenced code block rather than the whole text.
+        fenced: bool,
+    },
+    /// One call of an offered tool written as JSON (`{"name": …, "arguments": {…}}`), run
+    /// (or, for the submission tool, checked) as that call.
+    Call {
+        /// The tool it called.
+        tool: Arc<str>,
+        /// Whether it was in a fenced code block rather than the whole text.
+        fenced: bool,
     },
 }
 

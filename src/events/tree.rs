@@ -266,6 +266,9 @@ mod tests {
                 stop_reason: None,
                 error: None,
                 over_reserved_usd: None,
+                output_mode: None,
+                forced: None,
+                text_read_as: None,
             },
         }
     }

@@ -40,15 +40,17 @@ enum Slot {
 
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
 /// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
-/// Every call settles; results come back in call order.
+/// A call whose entry in `answered` holds an output (a rejected submission's repair request,
+/// a tool the turn did not offer) gets that output and does not run. Every call settles;
+/// results come back in call order.
 pub(super) async fn run_tool_calls(
     spec: &SpecCore,
     calls: &[ToolCall],
-    submit: Option<(usize, ToolOutput)>,
+    answered: Vec<Option<ToolOutput>>,
     ctx: &Ctx,
     turn: u32,
 ) -> (Vec<ToolResult>, Option<String>) {
-    let mut submit = submit;
+    let mut answered = answered;
     let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
     // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
     // sub-agent call, so a turn of ordinary tools pays for none of it.
@@ -56,11 +58,9 @@ pub(super) async fn run_tool_calls(
     let mut permits: Option<Arc<Semaphore>> = None;
     let mut taken = 0;
     for (i, c) in calls.iter().enumerate() {
-        if submit.as_ref().is_some_and(|(s, _)| *s == i) {
-            if let Some((_, o)) = submit.take() {
-                slots.push(Slot::Done(o));
-                continue;
-            }
+        if let Some(o) = answered.get_mut(i).and_then(Option::take) {
+            slots.push(Slot::Done(o));
+            continue;
         }
         if taken == spec.limits.max_tool_calls_per_turn {
             slots.push(Slot::Done(over_call_limit(

@@ -1,7 +1,19 @@
-//! One run's conversation, turn by turn: offer the tools, reserve and call the model, check
-//! an answer or a submission against the output contract (asking for a repair when it fails),
-//! and hand the other tool calls to [`fanout`](super::fanout).
+//! One run's conversation, turn by turn: offer the tools, reserve and call the model, read the
+//! answer (a submission, tool calls, or text that holds the output or a call), check an output
+//! against the contract (asking for a repair when it fails), and hand the other tool calls to
+//! [`fanout`](super::fanout).
+//!
+//! How the output travels is the spec's [`OutputMode`]; whatever it is, the output is checked
+//! against the full contract and repaired the same way. Some turns ask for the output alone
+//! ([`Forced`]): the last allowed one, every turn of a spec without tools, and the turn after a
+//! repeated tool call or a text answer that held no valid output. A run that keeps repeating
+//! calls ends `stalled` ([`repeat`]).
 
+mod repeat;
+mod text;
+
+use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Instant;
 
 use rust_decimal::Decimal;
@@ -11,12 +23,13 @@ use super::fanout::run_tool_calls;
 use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
-use crate::events::EventKind;
+use crate::events::{EventKind, Forced, TextRead};
 use crate::model::{
-    Arguments, Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, Usage, SUBMIT_TOOL,
+    Arguments, Message, ModelRequest, ModelResponse, ResponseFormat, ToolCall, ToolChoice,
+    ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Failure;
-use crate::spec::core::{with_value, OutputKind, OutputText, SpecCore};
+use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
 use crate::tool::ToolOutput;
 
 /// Reports a rejected output (an event with where and why, never the output) and returns the
@@ -62,14 +75,14 @@ struct Conversation {
 }
 
 impl Conversation {
-    fn new(spec: &SpecCore, tools_bytes: usize, input: &Value) -> Self {
+    fn new(spec: &SpecCore, system_bytes: usize, tools_bytes: usize, input: &Value) -> Self {
         // Two messages per turn after the first. Room for four turns: most sub-agent runs are
         // short, and a history allocated for the turn limit would be a large block per run
         // (which makes malloc consolidate its free lists on every child).
         let mut messages = Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
         // Written into a presized buffer (Display grows its String as it goes); same text.
         messages.push(Message::user(crate::json::to_compact_string(input)));
-        let bytes = spec.system.len() + tools_bytes + message_bytes(&messages[0]);
+        let bytes = system_bytes + tools_bytes + message_bytes(&messages[0]);
         Conversation { messages, bytes }
     }
 
@@ -81,34 +94,176 @@ impl Conversation {
     }
 }
 
-/// The tools offered to the model: the spec's, each held by the context (a child holds
-/// exactly these), plus the submission tool; and their size. Definitions are shared, so
-/// offering them costs reference counts, not copies. A tool the context lacks ends the run.
-fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), Failure> {
-    let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
-    let mut missing: Vec<&str> = Vec::new();
-    let mut bytes = 0;
-    for t in &spec.tools {
-        match ctx.tools().get(t) {
-            Some(e) => {
-                let d = &e.definition;
-                bytes += d.name.len() + d.description.len() + e.schema_bytes;
-                offered.push(d.clone());
+/// How one run asks for its output, by its mode: built once per run, then each turn is an
+/// ordinary one (every tool offered) or one that asks for the output alone.
+struct Plan<'s> {
+    /// The run's mode; `None` for a text output.
+    mode: Option<OutputMode>,
+    /// The system prompt: the spec's, and in `prompted` mode the schema after it.
+    system: Cow<'s, str>,
+    /// The tools of an ordinary turn: the spec's, and the submission tool in the tool modes.
+    offered: Vec<ToolDefinition>,
+    /// The submission tool alone, for a forced turn in the tool modes.
+    submit_only: Vec<ToolDefinition>,
+    /// The response format of a forced turn in `native` mode.
+    format: Option<ResponseFormat>,
+}
+
+/// What one model call offers and asks for.
+struct TurnRequest<'p> {
+    tools: &'p [ToolDefinition],
+    choice: ToolChoice<'static>,
+    format: Option<&'p ResponseFormat>,
+    forced: Option<Forced>,
+}
+
+impl<'s> Plan<'s> {
+    /// The plan for `spec` in `ctx`, and the size of what it offers. A tool the context lacks
+    /// ends the run. Definitions are shared, so offering them costs reference counts, not
+    /// copies.
+    fn new(spec: &'s SpecCore, ctx: &Ctx) -> Result<(Self, usize), Failure> {
+        let mode = (spec.output_kind == OutputKind::Json).then_some(spec.output_mode);
+        let tool_modes = matches!(mode, Some(OutputMode::Auto | OutputMode::Tool));
+        let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
+        let mut missing: Vec<&str> = Vec::new();
+        let mut bytes = 0;
+        for t in &spec.tools {
+            match ctx.tools().get(t) {
+                Some(e) => {
+                    let d = &e.definition;
+                    bytes += d.name.len() + d.description.len() + e.schema_bytes;
+                    offered.push(d.clone());
+                }
+                None => missing.push(t),
             }
-            None => missing.push(t),
+        }
+        if !missing.is_empty() {
+            return Err(Failure::ToolsNotHeld {
+                spec: spec.name.clone(),
+                missing: missing.into_iter().map(str::to_owned).collect(),
+            });
+        }
+        let mut submit_only = Vec::new();
+        if let (true, Some(d)) = (tool_modes, &spec.submit_tool) {
+            bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
+            offered.push(d.clone());
+            submit_only.push(d.clone());
+        }
+        let format = (mode == Some(OutputMode::Native)).then(|| {
+            bytes += spec.output_schema_bytes;
+            ResponseFormat {
+                name: spec.name_arc.clone(),
+                schema: spec.output.schema().clone(),
+            }
+        });
+        let system = match mode {
+            Some(OutputMode::Prompted) => Cow::Owned(format!(
+                "{}\n\nWhen you are done, reply with your final answer as one JSON value that follows this JSON Schema, and nothing else (bare, or in one ```json block):\n{}",
+                spec.system,
+                crate::json::to_compact_string(spec.output.schema())
+            )),
+            _ => Cow::Borrowed(spec.system.as_str()),
+        };
+        Ok((
+            Plan {
+                mode,
+                system,
+                offered,
+                submit_only,
+                format,
+            },
+            bytes,
+        ))
+    }
+
+    /// The request of a turn: ordinary, or asking for the output alone.
+    fn request(&self, forced: Option<Forced>) -> TurnRequest<'_> {
+        let Some(forced) = forced else {
+            return TurnRequest {
+                tools: &self.offered,
+                choice: ToolChoice::Auto,
+                format: None,
+                forced: None,
+            };
+        };
+        match self.mode {
+            Some(OutputMode::Auto | OutputMode::Tool) => TurnRequest {
+                tools: &self.submit_only,
+                choice: ToolChoice::Tool(SUBMIT_TOOL),
+                format: None,
+                forced: Some(forced),
+            },
+            // The response format, or (prompted, text) no tools: the answer is text.
+            _ => TurnRequest {
+                tools: &[],
+                choice: ToolChoice::Auto,
+                format: self.format.as_ref(),
+                forced: Some(forced),
+            },
         }
     }
-    if !missing.is_empty() {
-        return Err(Failure::ToolsNotHeld {
-            spec: spec.name.clone(),
-            missing: missing.into_iter().map(str::to_owned).collect(),
-        });
+
+    /// Whether a JSON value in a text answer is taken as the output.
+    fn output_in_text(&self) -> bool {
+        matches!(
+            self.mode,
+            Some(OutputMode::Auto | OutputMode::Native | OutputMode::Prompted)
+        )
     }
-    if let Some(d) = &spec.submit_tool {
-        bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
-        offered.push(d.clone());
+}
+
+/// What an answer was read as, before any check.
+enum Reading {
+    /// It made tool calls.
+    Calls,
+    /// Its text is the output (a text output), or holds none.
+    Text,
+    /// Its text is one call of a tool offered this turn, written as JSON.
+    TextCall(text::TextCall, bool),
+    /// Its text holds a JSON value, to check as the output.
+    Output(Value, bool),
+    /// Its text holds several JSON blocks.
+    Several(usize),
+}
+
+impl Reading {
+    /// Reads `r`'s text when it made no tool call.
+    fn of(r: &ModelResponse, plan: &Plan<'_>, req: &TurnRequest<'_>) -> Reading {
+        if !r.tool_calls.is_empty() {
+            return Reading::Calls;
+        }
+        let Some(t) = r.text.as_deref() else {
+            return Reading::Text;
+        };
+        match text::json_in_text(t) {
+            Ok(found) => {
+                if let Some(call) = text::as_text_call(&found.value) {
+                    if req.tools.iter().any(|d| *d.name == *call.name) {
+                        return Reading::TextCall(call, found.fenced);
+                    }
+                }
+                if plan.output_in_text() {
+                    Reading::Output(found.value, found.fenced)
+                } else {
+                    Reading::Text
+                }
+            }
+            Err(text::NoJson::Several(n)) if plan.mode.is_some() => Reading::Several(n),
+            Err(_) => Reading::Text,
+        }
     }
-    Ok((offered, bytes))
+
+    /// What the trace says the text was read as.
+    fn event(&self) -> Option<TextRead> {
+        match self {
+            Reading::TextCall(c, fenced) => Some(TextRead::Call {
+                tool: Arc::from(c.name.as_str()),
+                fenced: *fenced,
+            }),
+            Reading::Output(_, fenced) => Some(TextRead::Output { fenced: *fenced }),
+            _ => None,
+        }
+    }
 }
 
 /// One model call: its worst case reserved first, the call (dropped if the run stops), the
@@ -116,11 +271,12 @@ fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), Fai
 async fn call_model(
     spec: &SpecCore,
     ctx: &Ctx,
-    offered: &[ToolDefinition],
+    plan: &Plan<'_>,
+    req: &TurnRequest<'_>,
     convo: &Conversation,
     turn: u32,
     st: &mut LoopState,
-) -> Result<ModelResponse, Failure> {
+) -> Result<(ModelResponse, Reading), Failure> {
     let model = ctx.model();
     let price = ctx.prices().get(model.id());
     let max_tokens = spec.limits.max_tokens_per_turn;
@@ -152,11 +308,14 @@ async fn call_model(
     }
     st.turns = turn;
     let t0 = Instant::now();
-    let chat = crate::telemetry::chat_span(ctx, &spec.system, &convo.messages, max_tokens);
-    let call = model.complete(
-        ModelRequest::new(&spec.system, &convo.messages, offered, max_tokens)
-            .with_sampling(spec.sampling),
-    );
+    let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
+    let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
+        .with_sampling(spec.sampling)
+        .with_tool_choice(req.choice);
+    if let Some(f) = req.format {
+        request = request.with_response_format(f);
+    }
+    let call = model.complete(request);
     // A call in flight when the run stops is dropped, and its reservation released. Biased,
     // so a call is never first polled (started) after the cancellation.
     let response = tokio::select! {
@@ -165,6 +324,7 @@ async fn call_model(
         r = call => r,
     };
     let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let output_mode = plan.mode.map(|m| Cow::Borrowed(m.as_str()));
     let response = match response {
         Ok(r) => r,
         Err(e) => {
@@ -192,6 +352,9 @@ async fn call_model(
                 stop_reason: None,
                 error: Some(msg),
                 over_reserved_usd: None,
+                output_mode,
+                forced: req.forced,
+                text_read_as: None,
             });
             return Err(failure);
         }
@@ -212,6 +375,7 @@ async fn call_model(
         response.text.as_deref(),
         &response.tool_calls,
     );
+    let reading = Reading::of(&response, plan, req);
     ctx.emit(EventKind::ModelCall {
         turn,
         usage: response.usage,
@@ -220,6 +384,9 @@ async fn call_model(
         stop_reason: Some(response.stop_reason),
         error: None,
         over_reserved_usd: over,
+        output_mode,
+        forced: req.forced,
+        text_read_as: reading.event(),
     });
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
         let u = response.usage;
@@ -238,12 +405,12 @@ async fn call_model(
             saturated,
         });
     }
-    Ok(response)
+    Ok((response, reading))
 }
 
 /// An output that failed its contract: where and why, reported, and what the model is told.
 struct Rejected {
-    /// The violations, for the run's failure should no turn repair them.
+    /// The violations as one line, for the run's error should no turn repair them.
     summary: Vec<Violation>,
     /// The repair request.
     repair: String,
@@ -256,37 +423,61 @@ fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
     }
 }
 
-/// An answer with no tool call: the output itself (text mode), or text that is the output as
-/// JSON (a model that ignored the submission tool). `Err` holds what to tell the model, and
-/// the rejection when there was an output to reject.
+/// How to send the answer again, by mode, as a repair message ends.
+fn answer_again(mode: Option<OutputMode>) -> String {
+    match mode {
+        None => "Answer again with corrected text.".to_string(),
+        Some(OutputMode::Auto | OutputMode::Tool) => {
+            format!("Call `{SUBMIT_TOOL}` with the corrected answer.")
+        }
+        Some(OutputMode::Native | OutputMode::Prompted) => {
+            "Answer again with only the corrected JSON.".to_string()
+        }
+    }
+}
+
+/// What to tell a model whose text answer held no output.
+fn no_output(mode: Option<OutputMode>, several: Option<usize>) -> String {
+    let first = match several {
+        Some(n) => format!("Your answer holds {n} JSON blocks; the answer is exactly one. "),
+        None => String::new(),
+    };
+    match mode {
+        None => format!("{first}Answer now with your final text."),
+        Some(OutputMode::Auto | OutputMode::Tool) => format!(
+            "{first}You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
+        ),
+        Some(OutputMode::Native) => {
+            format!("{first}Give your final answer now, as JSON.")
+        }
+        Some(OutputMode::Prompted) => format!(
+            "{first}Reply with only your final answer: one JSON value that follows the schema in the system prompt."
+        ),
+    }
+}
+
+/// A text answer checked as the output: the text itself (a text output), or the JSON value it
+/// held. `Err` holds what to tell the model, and the rejection when there was an output to
+/// reject.
 fn answer_in_text(
     spec: &SpecCore,
     ctx: &Ctx,
     turn: u32,
-    text: Option<&str>,
+    plan: &Plan<'_>,
+    v: Value,
     out: OutputText,
 ) -> Result<Decoded, (String, Option<Vec<Violation>>)> {
-    let v = match spec.output_kind {
-        OutputKind::Text => Value::String(text.unwrap_or_default().to_owned()),
-        OutputKind::Json => match text.and_then(parse_json_lenient) {
-            Some(v) => v,
-            None => {
-                return Err((
-                    format!(
-                        "You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
-                    ),
-                    None,
-                ))
-            }
-        },
-    };
     match spec.accept_output(&v, out) {
         Ok((t, d)) => Ok((t, with_value(d, || v))),
         Err(viol) => {
-            let hint = match spec.output_kind {
-                OutputKind::Text => "Answer again with corrected text.".to_string(),
-                OutputKind::Json => format!("Call `{SUBMIT_TOOL}` with the corrected answer."),
-            };
+            let mut hint = answer_again(plan.mode);
+            // A wrapper around the answer fails the schema as a whole; say what it is, or the
+            // model sends the same wrapper again.
+            if let Some(name) = text::wrapper_name(&v) {
+                hint = format!(
+                    "Your answer is wrapped as a call of `{name}` (`{{\"name\": …, \"arguments\": …}}`): the answer is what the arguments hold, without the wrapper. {hint}"
+                );
+            }
             let r = reject(ctx, turn, &viol, &hint);
             Err((r.repair, Some(r.summary)))
         }
@@ -339,16 +530,23 @@ fn submission(
         }
         Err(viol) => {
             let left = spec.limits.max_turns - turn;
-            let hint = format!(
+            let mut hint = format!(
                 "Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left)."
             );
+            if let Ok(v) = calls[i].arguments.parse() {
+                if let Some(name) = text::wrapper_name(&v) {
+                    hint = format!(
+                        "Your answer is wrapped as a call of `{name}`: the arguments of `{SUBMIT_TOOL}` are the answer itself. {hint}"
+                    );
+                }
+            }
             Submission::Rejected(i, reject(ctx, turn, &viol, &hint))
         }
     }
 }
 
 /// The run's turns: each a model call, then the output checked (and a repair asked for) or the
-/// tool calls run, until an output is accepted, the turns run out or the run stops.
+/// tool calls run, until an output is accepted, the turns run out, the run stalls or it stops.
 pub(super) async fn turns(
     spec: &SpecCore,
     input: Value,
@@ -356,27 +554,69 @@ pub(super) async fn turns(
     out: OutputText,
     st: &mut LoopState,
 ) -> TurnsResult {
-    let (offered, tools_bytes) = offer(spec, ctx)?;
-    let mut convo = Conversation::new(spec, tools_bytes, &input);
+    let (plan, tools_bytes) = Plan::new(spec, ctx)?;
+    let mut convo = Conversation::new(spec, plan.system.len(), tools_bytes, &input);
     let mut last_invalid: Option<Vec<Violation>> = None;
+    let mut calls_so_far = repeat::Calls::default();
+    // Why the next turn asks for the output alone, from what this one did.
+    let mut force_next: Option<Forced> = None;
     for turn in 1..=spec.limits.max_turns {
         // No model call starts once the run is stopping.
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
+        let forced = if spec.tools.is_empty() {
+            Some(Forced::NoTools)
+        } else if turn == spec.limits.max_turns {
+            Some(Forced::LastTurn)
+        } else {
+            force_next
+        };
+        force_next = None;
+        let req = plan.request(forced);
+        let (response, reading) = match call_model(spec, ctx, &plan, &req, &convo, turn, st).await {
+            Ok(r) => r,
+            Err(end) => return Err(end),
+        };
         let ModelResponse {
             text,
             mut tool_calls,
             ..
-        } = call_model(spec, ctx, &offered, &convo, turn, st).await?;
-        if tool_calls.is_empty() {
-            let repair = match answer_in_text(spec, ctx, turn, text.as_deref(), out) {
-                Ok(done) => return Ok(done),
-                Err((repair, rejected)) => {
-                    last_invalid = rejected.or(last_invalid);
-                    repair
-                }
+        } = response;
+        let (text, value) = match reading {
+            Reading::Calls => (text, None),
+            Reading::TextCall(call, _) => {
+                // Kept as the call it is: the history shows the model a real call and its
+                // result, in whatever form the server's template gives calls.
+                tool_calls.push(ToolCall {
+                    id: format!("text-call-{turn}"),
+                    name: call.name,
+                    arguments: Arguments::Value(call.arguments),
+                });
+                (None, None)
+            }
+            Reading::Output(v, _) => (text, Some(Ok(v))),
+            Reading::Several(n) => (text, Some(Err(Some(n)))),
+            Reading::Text if plan.mode.is_none() => {
+                let t = text.clone().unwrap_or_default();
+                (text, Some(Ok(Value::String(t))))
+            }
+            Reading::Text => (text, Some(Err(None))),
+        };
+        if let Some(value) = value {
+            let repair = match value {
+                Ok(v) => match answer_in_text(spec, ctx, turn, &plan, v, out) {
+                    Ok(done) => return Ok(done),
+                    Err((repair, rejected)) => {
+                        last_invalid = rejected.or(last_invalid);
+                        repair
+                    }
+                },
+                Err(several) => no_output(plan.mode, several),
             };
+            if plan.mode.is_some() {
+                force_next = Some(Forced::TextAnswer);
+            }
             let assistant = Message::Assistant {
                 text,
                 tool_calls: Vec::new(),
@@ -384,17 +624,51 @@ pub(super) async fn turns(
             convo.push(assistant, Message::user(repair));
             continue;
         }
-        let repair = match submission(spec, ctx, turn, &mut tool_calls, out) {
+        let mut answered: Vec<Option<ToolOutput>> = vec![None; tool_calls.len()];
+        match submission(spec, ctx, turn, &mut tool_calls, out) {
             Submission::Accepted(done) => return Ok(done),
             Submission::Rejected(i, r) => {
                 last_invalid = Some(r.summary);
-                Some((i, ToolOutput::error(r.repair)))
+                answered[i] = Some(ToolOutput::error(r.repair));
             }
-            Submission::None => None,
-        };
-        let (results, note) = run_tool_calls(spec, &tool_calls, repair, ctx, turn).await;
+            Submission::None => {}
+        }
+        // Calls of tools this turn did not offer (a forced turn offers the output alone) are
+        // answered, not run; the repeats among the rest are noted.
+        let mut repeated: Vec<(usize, u32)> = Vec::new();
+        for (i, c) in tool_calls.iter().enumerate() {
+            if answered[i].is_some() {
+                continue;
+            }
+            if !req.tools.iter().any(|d| *d.name == *c.name) && forced.is_some() {
+                answered[i] = Some(ToolOutput::error(format!(
+                    "not run: this turn asks for your final answer; {}",
+                    no_output(plan.mode, None)
+                )));
+                continue;
+            }
+            if let Ok(args) = c.arguments.parse() {
+                if let Some(first) = calls_so_far.record(&c.name, &args, turn) {
+                    repeated.push((i, first));
+                }
+            }
+        }
+        let (mut results, note) = run_tool_calls(spec, &tool_calls, answered, ctx, turn).await;
+        for &(i, first) in &repeated {
+            results[i].content.push_str(&repeat::repeated_note(first));
+        }
         let assistant = Message::Assistant { text, tool_calls };
         convo.push(assistant, Message::ToolResults { results, note });
+        if !repeated.is_empty() {
+            if calls_so_far.repeated_in_turn() {
+                return Err(Failure::Stalled {
+                    repeating_turns: calls_so_far.repeating_turns,
+                    turn,
+                    max_turns: spec.limits.max_turns,
+                });
+            }
+            force_next = Some(Forced::RepeatedCall);
+        }
     }
     Err(match last_invalid {
         Some(v) => Failure::InvalidOutput(v),
@@ -402,19 +676,4 @@ pub(super) async fn turns(
             turns: spec.limits.max_turns,
         },
     })
-}
-
-/// A JSON document in a text answer, possibly inside a ```json fence.
-fn parse_json_lenient(text: &str) -> Option<Value> {
-    let t = text.trim();
-    let t = t
-        .strip_prefix("```json")
-        .or_else(|| t.strip_prefix("```"))
-        .and_then(|s| s.strip_suffix("```"))
-        .unwrap_or(t)
-        .trim();
-    if !(t.starts_with('{') || t.starts_with('[')) {
-        return None;
-    }
-    serde_json::from_str(t).ok()
 }

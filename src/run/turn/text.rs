@@ -1,0 +1,196 @@
+//! What a text answer holds: a JSON value (the whole text, or its one fenced block), and whether
+//! that value is a tool call written as text (`{"name": …, "arguments": {…}}`), as small models
+//! write them when the server's chat template does not turn them into real calls.
+
+use serde_json::{Map, Value};
+
+/// A JSON value found in a text answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Found {
+    /// The value.
+    pub(crate) value: Value,
+    /// Whether it was inside a fenced code block (rather than the whole text).
+    pub(crate) fenced: bool,
+}
+
+/// Why a text answer holds no single JSON value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NoJson {
+    /// Neither the text nor any fenced block of it is JSON.
+    None,
+    /// More than one fenced block is JSON: which one is the answer is not ours to guess.
+    Several(usize),
+}
+
+/// The JSON value a text answer holds: the whole text (trimmed) when it is one JSON document,
+/// else the one fenced block (```` ```json ```` or ```` ``` ````) whose contents are JSON.
+pub(crate) fn json_in_text(text: &str) -> Result<Found, NoJson> {
+    let t = text.trim();
+    if let Ok(value) = serde_json::from_str::<Value>(t) {
+        return Ok(Found {
+            value,
+            fenced: false,
+        });
+    }
+    let mut found = None;
+    let mut n = 0;
+    for block in fenced_blocks(t) {
+        if let Ok(value) = serde_json::from_str::<Value>(block) {
+            n += 1;
+            if found.is_none() {
+                found = Some(value);
+            }
+        }
+    }
+    match (n, found) {
+        (1, Some(value)) => Ok(Found {
+            value,
+            fenced: true,
+        }),
+        (0, _) | (_, None) => Err(NoJson::None),
+        (n, Some(_)) => Err(NoJson::Several(n)),
+    }
+}
+
+/// The contents of each closed fenced code block of `text`, its info string (`json`) removed.
+/// A fence opens with three backticks anywhere (models put them mid-line too) and closes with
+/// the next three; an unclosed block is not a block.
+fn fenced_blocks(text: &str) -> Vec<&str> {
+    let mut parts = text.split("```");
+    // The text before the first fence is outside every block.
+    parts.next();
+    let mut blocks = Vec::new();
+    // Segments alternate, inside a block then outside it; `split` yields a segment after the
+    // last fence, so a closed block always has a successor and one left open has none.
+    while let (Some(inside), Some(_outside)) = (parts.next(), parts.next()) {
+        // The info string runs to the end of the fence's line; a block written on one line
+        // (```json {"a": 1}```) has it before the first `{` or `[`.
+        let b =
+            inside.trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        blocks.push(b.trim());
+    }
+    blocks
+}
+
+/// A tool call written as text: the name it calls and its arguments.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TextCall {
+    /// The tool it calls.
+    pub(crate) name: String,
+    /// Its arguments: an object (arguments sent as a JSON string are read as the object).
+    pub(crate) arguments: Value,
+}
+
+/// `value` as a tool call written as text, `{"name": N, "arguments": {...}}` (or `parameters`
+/// for `arguments`, as some templates teach), and nothing else beside them.
+pub(crate) fn as_text_call(value: &Value) -> Option<TextCall> {
+    let o = value.as_object()?;
+    let (name, args) = wrapper_parts(o)?;
+    let arguments = match args {
+        Value::Object(_) => args.clone(),
+        // Arguments as a JSON string holding the object, as OpenAI's wire form has them.
+        Value::String(s) => match serde_json::from_str::<Value>(s) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(TextCall {
+        name: name.to_owned(),
+        arguments,
+    })
+}
+
+/// The name of the tool `value` is wrapped as a call of, whatever its arguments are: what a
+/// repair message names when an answer arrives inside such a wrapper.
+pub(crate) fn wrapper_name(value: &Value) -> Option<&str> {
+    wrapper_parts(value.as_object()?).map(|(name, _)| name)
+}
+
+fn wrapper_parts(o: &Map<String, Value>) -> Option<(&str, &Value)> {
+    if o.len() != 2 {
+        return None;
+    }
+    let name = o.get("name")?.as_str()?;
+    let args = o.get("arguments").or_else(|| o.get("parameters"))?;
+    Some((name, args))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn found(text: &str) -> Result<(Value, bool), NoJson> {
+        json_in_text(text).map(|f| (f.value, f.fenced))
+    }
+
+    #[test]
+    fn a_json_value_is_the_whole_text_or_the_one_fenced_block() {
+        let v = json!({"a": 1});
+        assert_eq!(found("  {\"a\": 1}\n"), Ok((v.clone(), false)));
+        assert_eq!(found("42"), Ok((json!(42), false)));
+        for text in [
+            "```json\n{\"a\": 1}\n```",
+            "```\n{\"a\": 1}\n```",
+            "Here it is:\n```json\n{\"a\": 1}\n```\nDone.",
+            "```json {\"a\": 1}```",
+            // A block that is not JSON beside the one that is: the JSON one is the answer.
+            "```python\nprint(1)\n```\n```json\n{\"a\": 1}\n```",
+        ] {
+            assert_eq!(found(text), Ok((v.clone(), true)), "{text}");
+        }
+    }
+
+    #[test]
+    fn no_json_or_several_blocks_is_no_answer() {
+        for text in [
+            "",
+            "The version is 1.2.3.",
+            "```json\n{\"a\": 1\n```",
+            // An unclosed fence holds no block, even with JSON in it.
+            "```json\n{\"a\": 1}",
+            "text ```",
+        ] {
+            assert_eq!(found(text), Err(NoJson::None), "{text}");
+        }
+        assert_eq!(
+            found("```json\n{\"a\": 1}\n```\nor\n```json\n{\"a\": 2}\n```"),
+            Err(NoJson::Several(2))
+        );
+    }
+
+    #[test]
+    fn a_call_written_as_text_is_name_and_arguments_only() {
+        let call = |v: Value| as_text_call(&v);
+        assert_eq!(
+            call(json!({"name": "read_file", "arguments": {"path": "a"}})),
+            Some(TextCall {
+                name: "read_file".into(),
+                arguments: json!({"path": "a"})
+            })
+        );
+        assert_eq!(
+            call(json!({"name": "grep", "parameters": "{\"pattern\": \"x\"}"})),
+            Some(TextCall {
+                name: "grep".into(),
+                arguments: json!({"pattern": "x"})
+            })
+        );
+        for v in [
+            json!({"name": "read_file"}),
+            json!({"name": "read_file", "arguments": {"path": "a"}, "id": 1}),
+            json!({"name": 5, "arguments": {}}),
+            json!({"name": "t", "arguments": [1]}),
+            json!({"name": "t", "arguments": "not json"}),
+            json!({"path": "a", "name": "x"}),
+            json!([{"name": "t", "arguments": {}}]),
+        ] {
+            assert_eq!(call(v.clone()), None, "{v}");
+        }
+        assert_eq!(
+            wrapper_name(&json!({"name": "final_answer", "arguments": [1]})),
+            Some("final_answer")
+        );
+    }
+}
