@@ -6,13 +6,13 @@ mod check;
 mod cli;
 mod common;
 mod compat;
+mod hostile_provider;
 mod invariants;
 mod layers;
 #[cfg(feature = "mcp")]
 mod mcp;
 #[cfg(feature = "otel")]
 mod otel;
-mod hostile_provider;
 mod output_text;
 mod provider_wire;
 mod providers;
