@@ -20,6 +20,7 @@
 //! [`model_from_name`] builds either from a `provider:model` name and the environment.
 
 mod anthropic;
+mod cache;
 mod config;
 pub mod dialect;
 mod openai;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use anthropic::{AnthropicModel, ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_VERSION};
+pub use cache::PromptCache;
 pub use config::{
     ApiKey, ProviderConfig, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RETRIES,
     DEFAULT_REQUEST_TIMEOUT,
@@ -54,6 +56,7 @@ use crate::model::{Model, ModelError, ModelRequest, ToolChoice};
 ///   default 60; decimals allowed).
 /// - `SUBCONTRACT_RETRIES`: retries after a failed attempt ([`ProviderConfig::max_retries`],
 ///   default 3; `0` for none).
+/// - `SUBCONTRACT_PROMPT_CACHE`: `off`, `5m` (the default) or `1h` ([`PromptCache`]).
 /// - `SUBCONTRACT_STRICT=1`: each provider's strict mode ([`OpenAiModel::strict`],
 ///   [`AnthropicModel::strict`]).
 ///
@@ -186,6 +189,12 @@ fn model_from_env(
     let non_empty = |var: &str| env(var).filter(|v| !v.trim().is_empty());
     let strict = non_empty("SUBCONTRACT_STRICT")
         .is_some_and(|v| v.trim() == "1" || v.trim().eq_ignore_ascii_case("true"));
+    let cache = match non_empty("SUBCONTRACT_PROMPT_CACHE") {
+        Some(v) => v
+            .parse::<PromptCache>()
+            .map_err(|e| ModelError::Config(format!("SUBCONTRACT_PROMPT_CACHE: {e}")))?,
+        None => PromptCache::default(),
+    };
     match provider {
         "openai" => {
             let base = base_url
@@ -206,7 +215,11 @@ fn model_from_env(
                 }
                 None => {}
             }
-            Ok(Arc::new(OpenAiModel::new(model, config)?.strict(strict)))
+            Ok(Arc::new(
+                OpenAiModel::new(model, config)?
+                    .strict(strict)
+                    .prompt_cache(cache),
+            ))
         }
         "anthropic" => {
             let base = base_url
@@ -225,7 +238,11 @@ fn model_from_env(
                 }
                 None => {}
             }
-            Ok(Arc::new(AnthropicModel::new(model, config)?.strict(strict)))
+            Ok(Arc::new(
+                AnthropicModel::new(model, config)?
+                    .strict(strict)
+                    .prompt_cache(cache),
+            ))
         }
         other => Err(unknown_provider(other, model, name)),
     }
@@ -361,6 +378,23 @@ mod tests {
                 "{var}={bad}: {e}"
             );
         }
+    }
+
+    #[test]
+    fn the_prompt_cache_setting_is_read_or_refused() {
+        let local = Some("http://localhost:8080/v1");
+        for ok in ["off", "5m", "1h"] {
+            let vars = [("SUBCONTRACT_PROMPT_CACHE", ok)];
+            assert!(
+                model_from_env("anthropic:m", local, env(&vars)).is_ok(),
+                "{ok}"
+            );
+        }
+        let vars = [("SUBCONTRACT_PROMPT_CACHE", "always")];
+        let e = model_from_env("openai:m", local, env(&vars))
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("SUBCONTRACT_PROMPT_CACHE"), "{e}");
     }
 
     #[test]

@@ -12,11 +12,11 @@ use subcontract::model::{
     ToolChoice,
 };
 use subcontract::provider::{
-    AnthropicModel, ApiKey, KeyHeader, OpenAiModel, ProviderConfig, Transport,
+    AnthropicModel, ApiKey, KeyHeader, OpenAiModel, PromptCache, ProviderConfig, Transport,
 };
 
 use crate::providers::{
-    anthropic, anthropic_message, config, openai, openai_completion, request, tools,
+    anthropic, anthropic_message, config, conversation, openai, openai_completion, request, tools,
     validate_against_openapi, Reply, Server, KEY,
 };
 
@@ -524,4 +524,157 @@ async fn a_third_provider_on_the_public_transport() {
     let wrong = transport.decode::<Answer<'_>>(br#"{"text": 1}"#, "an echo answer");
     assert!(matches!(wrong, Err(ModelError::MalformedResponse { .. })));
     assert!(transport.clone().header("bad\nname", "x").is_err());
+}
+
+// ---------------------------------------------------------------- prompt caching
+
+/// Every `cache_control` in a body, with where it is.
+fn breakpoints(body: &Value, at: &str, out: &mut Vec<(String, Value)>) {
+    match body {
+        Value::Object(m) => {
+            for (k, v) in m {
+                if k == "cache_control" {
+                    out.push((at.to_string(), v.clone()));
+                } else {
+                    breakpoints(v, &format!("{at}/{k}"), out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                breakpoints(v, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// On by default: breakpoints on the last tool, the system prompt and the latest message's
+/// last block, on every turn, never more than the four the API takes; the tools and the
+/// system prompt are the same bytes on every turn; `1h` sets the TTL; `Off` sends none.
+#[tokio::test]
+async fn anthropic_marks_the_stable_prefix_and_the_latest_message() {
+    let server = Server::start(vec![anthropic_text_answer()]).await;
+    let model = AnthropicModel::new("claude-sonnet-4-5", config(&server, "")).expect("client");
+    let mut tools = tools();
+    tools.push(subcontract::model::ToolDefinition {
+        name: "grep".into(),
+        description: "Searches the workspace.".into(),
+        input_schema: Arc::new(json!({"type": "object"})),
+    });
+    let (first, second) = (conversation(1), conversation(2));
+    for convo in [&first, &second] {
+        model
+            .complete(request(convo, &tools))
+            .await
+            .expect("answered");
+    }
+    let got = server.received();
+    for (r, last_message) in got.iter().zip([0, 2]) {
+        let mut marks = Vec::new();
+        breakpoints(&r.body, "", &mut marks);
+        let places: Vec<&str> = marks.iter().map(|(at, _)| at.as_str()).collect();
+        let last_block = r.body["messages"][last_message]["content"]
+            .as_array()
+            .map_or(0, |c| c.len() - 1);
+        assert_eq!(
+            places,
+            [
+                "/system/0".to_string(),
+                format!("/messages/{last_message}/content/{last_block}"),
+                "/tools/1".to_string()
+            ],
+            "{}",
+            r.body
+        );
+        assert!(marks.len() <= 4);
+        assert!(marks
+            .iter()
+            .all(|(_, m)| *m == json!({"type": "ephemeral"})));
+        assert_eq!(r.body["system"][0]["text"], "You are a careful researcher.");
+    }
+    // The cached prefix is byte-stable across turns.
+    assert_eq!(
+        got[0].body["tools"].to_string(),
+        got[1].body["tools"].to_string()
+    );
+    assert_eq!(
+        got[0].body["system"].to_string(),
+        got[1].body["system"].to_string()
+    );
+
+    let long = AnthropicModel::new("claude-sonnet-4-5", config(&server, ""))
+        .expect("client")
+        .prompt_cache(PromptCache::OneHour);
+    long.complete(request(&second, &tools))
+        .await
+        .expect("answered");
+    let off = AnthropicModel::new("claude-sonnet-4-5", config(&server, ""))
+        .expect("client")
+        .prompt_cache(PromptCache::Off);
+    off.complete(request(&second, &tools))
+        .await
+        .expect("answered");
+    let got = server.received();
+    let mut marks = Vec::new();
+    breakpoints(&got[2].body, "", &mut marks);
+    assert_eq!(marks.len(), 3);
+    assert!(marks
+        .iter()
+        .all(|(_, m)| *m == json!({"type": "ephemeral", "ttl": "1h"})));
+    let mut marks = Vec::new();
+    breakpoints(&got[3].body, "", &mut marks);
+    assert!(marks.is_empty(), "{marks:?}");
+    assert_eq!(got[3].body["system"], "You are a careful researcher.");
+}
+
+/// OpenAI-compatible: one `prompt_cache_key` per prefix (tools and system prompt), the same
+/// on every turn, another for another system prompt, none when off.
+#[tokio::test]
+async fn openai_routes_one_prefix_to_one_cache_key() {
+    let server = Server::start(vec![text_answer()]).await;
+    let model = openai(&server);
+    let tools = tools();
+    let (first, second) = (conversation(1), conversation(2));
+    model
+        .complete(request(&first, &tools))
+        .await
+        .expect("answered");
+    model
+        .complete(request(&second, &tools))
+        .await
+        .expect("answered");
+    model
+        .complete(subcontract::model::ModelRequest::new(
+            "Another spec.",
+            &first,
+            &tools,
+            64,
+        ))
+        .await
+        .expect("answered");
+    model
+        .clone()
+        .prompt_cache(PromptCache::Off)
+        .complete(request(&first, &tools))
+        .await
+        .expect("answered");
+    let got = server.received();
+    let key = got[0].body["prompt_cache_key"]
+        .as_str()
+        .expect("a key")
+        .to_string();
+    assert!(key.starts_with("subcontract-"), "{key}");
+    assert_eq!(
+        got[1].body["prompt_cache_key"],
+        key.as_str(),
+        "same prefix, same key"
+    );
+    assert_ne!(
+        got[2].body["prompt_cache_key"],
+        key.as_str(),
+        "another system prompt"
+    );
+    assert!(got[3].body.get("prompt_cache_key").is_none());
+    validate_against_openapi(&got.iter().map(|r| r.body.clone()).collect::<Vec<_>>());
 }

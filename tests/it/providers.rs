@@ -175,8 +175,12 @@ pub(crate) fn openai(server: &Server) -> OpenAiModel {
     OpenAiModel::new("gpt-4.1-mini", config(server, "/v1")).expect("client")
 }
 
+/// Without prompt caching, so that bodies compare exactly; `provider_wire` tests the
+/// breakpoints.
 pub(crate) fn anthropic(server: &Server) -> AnthropicModel {
-    AnthropicModel::new("claude-sonnet-4-5", config(server, "")).expect("client")
+    AnthropicModel::new("claude-sonnet-4-5", config(server, ""))
+        .expect("client")
+        .prompt_cache(subcontract::provider::PromptCache::Off)
 }
 
 pub(crate) fn tools() -> Vec<ToolDefinition> {

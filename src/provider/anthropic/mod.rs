@@ -6,6 +6,7 @@
 //! |---|---|
 //! | `sampling` | `temperature`, `top_p` (each only when set). The API has no seed: `seed` is not sent. Recent models refuse `temperature` and `top_p` together: set one. |
 //! | `tool_choice` | `Auto`: not sent (the default); `Required`: `{"type": "any"}`; `Tool(n)`: `{"type": "tool", "name": n}`; never without tools |
+//! | (prompt caching) | `cache_control` on the last tool, the system prompt (then a text block) and the latest message's last block ([`PromptCache`]) |
 //! | `response_format` | structured outputs: `output_config: {"format": {"type": "json_schema", "schema"}}`, the schema in the strict dialect ([`dialect::anthropic`]); the JSON comes back as the answer's text |
 //!
 //! Structured outputs are generally available in the Messages API (no beta header; the beta's
@@ -22,6 +23,7 @@ mod response;
 
 use async_trait::async_trait;
 
+use super::cache::PromptCache;
 use super::config::ProviderConfig;
 use super::transport::{KeyHeader, Transport};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
@@ -38,6 +40,7 @@ pub struct AnthropicModel {
     id: String,
     model: String,
     strict: bool,
+    prompt_cache: PromptCache,
     transport: Transport,
 }
 
@@ -53,6 +56,7 @@ impl AnthropicModel {
             id: format!("anthropic:{model}"),
             model,
             strict: false,
+            prompt_cache: PromptCache::default(),
             transport,
         })
     }
@@ -63,6 +67,15 @@ impl AnthropicModel {
     /// Off by default: the full schema is sent as is, which the Messages API accepts.
     pub fn strict(mut self, on: bool) -> Self {
         self.strict = on;
+        self
+    }
+
+    /// Prompt caching ([`PromptCache`]): on by default, with `cache_control` breakpoints on
+    /// the last tool, the system prompt and the latest message, so every turn reads the turns
+    /// before it and siblings of one spec share the tools and system prompt; `OneHour` sets
+    /// `ttl: "1h"`; `Off` sends none.
+    pub fn prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.prompt_cache = cache;
         self
     }
 
@@ -111,7 +124,7 @@ impl Model for AnthropicModel {
 
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         super::check_tool_choice("anthropic", &request)?;
-        let body = request::build(&self.model, self.strict, &request);
+        let body = request::build(&self.model, self.strict, self.prompt_cache, &request);
         let answer = self
             .transport
             .post("/v1/messages", &body, request.retry_after)

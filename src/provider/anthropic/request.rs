@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::model::{Arguments, Message, ModelRequest, ToolChoice, ToolDefinition};
+use crate::provider::cache::PromptCache;
 use crate::provider::dialect;
 
 /// `POST /v1/messages`: the fields this crate sends.
@@ -14,8 +15,8 @@ use crate::provider::dialect;
 pub(super) struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    system: &'a str,
+    #[serde(skip_serializing_if = "System::is_empty")]
+    system: System<'a>,
     messages: Vec<Turn<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
@@ -29,12 +30,69 @@ pub(super) struct MessagesRequest<'a> {
     output_config: Option<OutputConfig>,
 }
 
+/// The system prompt: text, or one text block carrying a cache breakpoint.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System<'a> {
+    Text(&'a str),
+    Blocks([Marked<'a>; 1]),
+}
+
+impl System<'_> {
+    fn is_empty(&self) -> bool {
+        matches!(self, System::Text(""))
+    }
+}
+
+/// `cache_control`: a breakpoint; everything up to and including the block it is on is
+/// cached.
+#[derive(Serialize, Clone, Copy)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
+}
+
+impl CacheControl {
+    fn of(cache: PromptCache) -> Option<Self> {
+        let ttl = match cache {
+            PromptCache::FiveMinutes => None,
+            PromptCache::OneHour => Some("1h"),
+            // `Off`, and any later setting this provider does not know: no breakpoint.
+            _ => return None,
+        };
+        Some(CacheControl {
+            kind: "ephemeral",
+            ttl,
+        })
+    }
+}
+
+/// A content block with its breakpoint, if any.
+#[derive(Serialize)]
+struct Marked<'a> {
+    #[serde(flatten)]
+    block: Block<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
+}
+
+impl<'a> From<Block<'a>> for Marked<'a> {
+    fn from(block: Block<'a>) -> Self {
+        Marked {
+            block,
+            cache_control: None,
+        }
+    }
+}
+
 /// One turn: the API wants user and assistant to alternate, so consecutive messages of one
 /// role are merged into one turn.
 #[derive(Serialize)]
 struct Turn<'a> {
     role: &'static str,
-    content: Vec<Block<'a>>,
+    content: Vec<Marked<'a>>,
 }
 
 #[derive(Serialize)]
@@ -72,6 +130,8 @@ struct Tool<'a> {
     input_schema: Cow<'a, Value>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     strict: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 #[derive(Serialize)]
@@ -94,29 +154,50 @@ struct OutputFormat {
     schema: Value,
 }
 
-/// The body for `request`; `strict` sends each tool in the strict dialect, `strict: true`.
+/// The body for `request`; `strict` sends each tool in the strict dialect, `strict: true`;
+/// `cache` places the breakpoints ([`crate::provider::cache`]): the last tool, the system
+/// prompt, the latest message's last block. Three, under the API's four.
 pub(super) fn build<'a>(
     model: &'a str,
     strict: bool,
+    cache: PromptCache,
     request: &ModelRequest<'a>,
 ) -> MessagesRequest<'a> {
+    let mark = CacheControl::of(cache);
     let mut turns: Vec<Turn<'a>> = Vec::new();
     for message in request.messages {
         let (role, blocks) = blocks(message);
+        let blocks = blocks.into_iter().map(Marked::from);
         match turns.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
             _ => turns.push(Turn {
                 role,
-                content: blocks,
+                content: blocks.collect(),
             }),
         }
     }
+    if let Some(last) = turns.last_mut().and_then(|t| t.content.last_mut()) {
+        last.cache_control = mark;
+    }
+    let mut tools: Vec<Tool<'a>> = request.tools.iter().map(|t| tool(t, strict)).collect();
+    if let Some(last) = tools.last_mut() {
+        last.cache_control = mark;
+    }
+    let system = match mark {
+        Some(mark) if !request.system.is_empty() => System::Blocks([Marked {
+            block: Block::Text {
+                text: request.system,
+            },
+            cache_control: Some(mark),
+        }]),
+        _ => System::Text(request.system),
+    };
     MessagesRequest {
         model,
         max_tokens: request.max_tokens,
-        system: request.system,
+        system,
         messages: turns,
-        tools: request.tools.iter().map(|t| tool(t, strict)).collect(),
+        tools,
         tool_choice: match request.tool_choice {
             // Never without tools: the API refuses it (the caller refuses a choice there is
             // nothing to choose from).
@@ -146,6 +227,7 @@ fn tool(t: &ToolDefinition, strict: bool) -> Tool<'_> {
             Cow::Borrowed(&*t.input_schema)
         },
         strict,
+        cache_control: None,
     }
 }
 

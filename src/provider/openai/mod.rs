@@ -9,6 +9,7 @@
 //! | `tool_choice` | `Auto`: not sent (the default); `Required`: `"required"`; `Tool(n)`: `{"type": "function", "function": {"name": n}}` |
 //! | `response_format` | `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`, the schema in OpenAI's dialect ([`dialect::openai`]), `strict` when strict mode takes it |
 //! | `max_tokens` | `max_completion_tokens`, or `max_tokens` ([`MaxTokensField`]) |
+//! | (prompt caching) | `prompt_cache_key`: a hash of the tools and system prompt ([`PromptCache`]) |
 //!
 //! A tool choice other than `Auto` with no tools offered, or naming a tool not offered, is
 //! refused before any request ([`ModelError::Config`]): the API would refuse it, and sending
@@ -20,6 +21,7 @@ mod response;
 use async_trait::async_trait;
 use std::borrow::Cow;
 
+use super::cache::PromptCache;
 use super::config::ProviderConfig;
 use super::dialect;
 use super::transport::Transport;
@@ -49,6 +51,7 @@ pub struct OpenAiModel {
     model: String,
     max_tokens_field: MaxTokensField,
     strict: bool,
+    prompt_cache: PromptCache,
     transport: Transport,
 }
 
@@ -62,6 +65,7 @@ impl OpenAiModel {
             model,
             max_tokens_field: MaxTokensField::default(),
             strict: false,
+            prompt_cache: PromptCache::default(),
             transport: Transport::new("openai", config)?,
         })
     }
@@ -82,6 +86,14 @@ impl OpenAiModel {
     /// non-strict function calling and OpenAI-compatible servers accept.
     pub fn strict(mut self, on: bool) -> Self {
         self.strict = on;
+        self
+    }
+
+    /// Prompt caching ([`PromptCache`]): on by default, as a `prompt_cache_key` that names the
+    /// tools and system prompt, so every call of one spec reaches the same cache; `Off` sends
+    /// no key.
+    pub fn prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.prompt_cache = cache;
         self
     }
 
@@ -141,7 +153,13 @@ impl Model for OpenAiModel {
                 i64::MAX
             )));
         }
-        let built = request::build(&self.model, self.max_tokens_field, self.strict, &request);
+        let built = request::build(
+            &self.model,
+            self.max_tokens_field,
+            self.strict,
+            self.prompt_cache,
+            &request,
+        );
         let answer = self
             .transport
             .post("/chat/completions", &built.body, request.retry_after)

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::MaxTokensField;
 use crate::model::{Arguments, Message, ModelRequest, ToolChoice, ToolDefinition};
+use crate::provider::cache::{prefix_key, PromptCache};
 use crate::provider::dialect;
 
 /// `POST /chat/completions`: the fields this crate sends.
@@ -31,6 +32,9 @@ pub(super) struct ChatRequest<'a> {
     pub(super) seed: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) response_format: Option<ResponseFormat<'a>>,
+    /// Routes every call with this prefix to the same cache ([`super::super::cache`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) prompt_cache_key: Option<String>,
 }
 
 /// One message, tagged by its `role`.
@@ -135,6 +139,7 @@ pub(super) fn build<'a>(
     model: &'a str,
     field: MaxTokensField,
     strict: bool,
+    cache: PromptCache,
     request: &ModelRequest<'a>,
 ) -> Built<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
@@ -188,6 +193,8 @@ pub(super) fn build<'a>(
                 },
             }
         }),
+        prompt_cache_key: (cache != PromptCache::Off)
+            .then(|| prefix_key(request.system, request.tools)),
     };
     Built { body, strict_tools }
 }
