@@ -94,7 +94,7 @@ fn child(n: usize, latency_ms: u64) -> Value {
     let ctx = child::host(Duration::from_millis(latency_ms))
         .budget(Budget::new(Some(Decimal::new(1000, 0)), None))
         .build();
-    let spec = Arc::new(child::spec());
+    let spec = Arc::new(child::spec().erase());
     let c0 = cpu_time();
     let t0 = Instant::now();
     let summary = runtime

@@ -10,7 +10,7 @@ use crate::budget::{Budget, SpendJournal};
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable};
-use crate::spec::core::SpecCore;
+use crate::outcome::SpawnError;
 use crate::tool::ToolSet;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
@@ -18,36 +18,28 @@ pub const DEFAULT_MAX_DEPTH: u32 = 2;
 /// Default number of sub-agent calls of one model response that run at once.
 pub const DEFAULT_FANOUT_LIMIT: usize = 3;
 
-/// Why a child context could not be made. The run loop turns it into an error result for the
-/// model that asked; nothing panics.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SpawnError {
-    /// The spec asks for tools its parent does not hold (invariant 1: never widen).
-    #[error("`{spec}` asks for tools its parent does not hold: {}", missing.join(", "))]
-    CapabilityNotHeld {
-        /// The spec.
-        spec: String,
-        /// The tools the parent lacks.
-        missing: Vec<String>,
-    },
-    /// The child would be deeper than the depth limit (invariant 3).
-    #[error("`{spec}` would run at depth {depth}, past the limit of {max_depth}; do this work with your own tools instead")]
-    TooDeep {
-        /// The spec.
-        spec: String,
-        /// The depth it would have.
-        depth: u32,
-        /// The limit.
-        max_depth: u32,
-    },
-    /// The spec names a model that cannot be made.
-    #[error("`{spec}`: {error}")]
-    Model {
-        /// The spec.
-        spec: String,
-        /// Why.
-        error: ModelError,
-    },
+/// What a context needs to know of a spec to fork the context its sub-agent runs in
+/// ([`Ctx::child`]).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ChildTerms<'a> {
+    /// The spec's name (the child's run id is `<parent>.<name>-<n>`).
+    pub name: &'a Arc<str>,
+    /// The tools the child may use; each must be held by the parent.
+    pub tools: &'a [String],
+    /// The child's own USD limit, capped by what the parent has left.
+    pub max_cost_usd: Option<rust_decimal::Decimal>,
+    /// The child's own model-call limit.
+    pub max_model_calls: Option<u64>,
+    /// The model the spec asks for, if not its parent's.
+    pub model: Option<&'a str>,
+}
+
+/// Anything a child context can be forked for: a spec, typed ([`crate::SubAgentSpec`]) or
+/// erased ([`crate::spec::DynSpec`]).
+pub trait Delegate {
+    /// The terms of the child context.
+    fn terms(&self) -> ChildTerms<'_>;
 }
 
 /// Makes models from `provider:model` names (for specs that name their own model).
@@ -261,14 +253,17 @@ impl Ctx {
         }
     }
 
-    // `Ctx::child`, the public way to fork a child for a typed spec, is defined beside
-    // `SubAgentSpec` (spec/typed.rs), so that this module needs only the untyped core.
-    pub(crate) fn child_of(&self, spec: &SpecCore) -> Result<Ctx, SpawnError> {
+    /// Makes the context a sub-agent runs in: tools = the spec's tools, each of which this
+    /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
+    /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
+    /// This is the only way a child context is made.
+    pub fn child<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
+        let spec = spec.terms();
         let p = &self.inner;
         let depth = p.depth + 1;
         if depth > p.max_depth {
             return Err(SpawnError::TooDeep {
-                spec: spec.name.clone(),
+                spec: spec.name.to_string(),
                 depth,
                 max_depth: p.max_depth,
             });
@@ -277,16 +272,16 @@ impl Ctx {
             .tools
             .subset(spec.tools.iter().map(String::as_str))
             .map_err(|missing| SpawnError::CapabilityNotHeld {
-                spec: spec.name.clone(),
+                spec: spec.name.to_string(),
                 missing,
             })?;
-        let (model, model_id) = match &spec.model {
+        let (model, model_id) = match spec.model {
             None => (p.model.clone(), p.model_id.clone()),
             Some(name) if name == p.model.id() => (p.model.clone(), p.model_id.clone()),
             Some(name) => match &p.resolver {
                 Some(resolve) => {
                     let m = resolve(name).map_err(|error| SpawnError::Model {
-                        spec: spec.name.clone(),
+                        spec: spec.name.to_string(),
                         error,
                     })?;
                     let id = Arc::from(m.id());
@@ -294,7 +289,7 @@ impl Ctx {
                 }
                 None => {
                     return Err(SpawnError::Model {
-                        spec: spec.name.clone(),
+                        spec: spec.name.to_string(),
                         error: ModelError::Config(format!(
                             "the spec asks for model `{name}` and no model resolver is configured"
                         )),
@@ -308,16 +303,14 @@ impl Ctx {
         let mut id = String::with_capacity(p.run_id.len() + spec.name.len() + 20);
         let _ = write!(id, "{}.{}-{}", p.run_id, spec.name, n);
         let run_id: Arc<str> = id.into();
-        let budget = p.budget.child(
-            run_id.clone(),
-            spec.limits.max_cost_usd,
-            spec.limits.max_model_calls,
-        );
+        let budget = p
+            .budget
+            .child(run_id.clone(), spec.max_cost_usd, spec.max_model_calls);
         Ok(Ctx {
             inner: Arc::new(Inner {
                 run_id,
                 parent_run_id: Some(p.run_id.clone()),
-                spec: spec.name_arc.clone(),
+                spec: spec.name.clone(),
                 depth,
                 tools,
                 budget,

@@ -1,10 +1,11 @@
 #![doc = include_str!("docs/crate.md")]
 
-// The layers, lowest first; each module uses only those on its own or a lower line, except
-// that `ctx` and `tool` use each other (a tool is called with the context that holds it):
-//   json, diag, redact, budget, gate · contract, model, outcome · provider, events
-//   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, builder, files) · check,
-//   mcp, batch · temporal
+// The layers, lowest first, between `·`; each module uses only those on its own or a lower
+// layer, except that `ctx` and `tool` use each other (a tool is called with the context that
+// holds it). `tests/it/layers.rs` reads this list and holds the code to it:
+//   json, diag, redact, budget, gate · contract, model, outcome · provider, events ·
+//   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
+//   files) · host · check, mcp, batch · temporal
 pub mod batch;
 mod budget;
 pub mod check;
@@ -13,6 +14,7 @@ mod ctx;
 pub(crate) mod diag;
 pub mod events;
 mod gate;
+pub mod host;
 pub(crate) mod json;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -43,12 +45,12 @@ pub use budget::{
 };
 pub use contract::{Contract, Violation};
 pub use ctx::{
-    Ctx, CtxBuilder, ModelResolver, SpawnError, DEFAULT_FANOUT_LIMIT, DEFAULT_MAX_DEPTH,
+    ChildTerms, Ctx, CtxBuilder, Delegate, ModelResolver, DEFAULT_FANOUT_LIMIT, DEFAULT_MAX_DEPTH,
 };
 pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink};
 pub use gate::{ApprovalGate, ApprovalRequest, Decision, DenyTools, FnGate, Gate};
 pub use model::{Model, SUBMIT_TOOL};
-pub use outcome::{Outcome, RunError, RunResult};
+pub use outcome::{Failure, Outcome, RunError, RunResult, SpawnError};
 pub use spec::{Limits, SpecBuilder, SpecError, SpecProblem, SubAgentSpec};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};

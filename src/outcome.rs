@@ -6,7 +6,9 @@ use std::time::Duration;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 
-use crate::model::Usage;
+use crate::budget::BudgetError;
+use crate::contract::Violation;
+use crate::model::{ModelError, Usage};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -55,9 +57,183 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// Why a child context could not be made. The run loop turns it into an error result for the
+/// model that asked; nothing panics.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpawnError {
+    /// The spec asks for tools its parent does not hold (invariant 1: never widen).
+    #[error("`{spec}` asks for tools its parent does not hold: {}", missing.join(", "))]
+    CapabilityNotHeld {
+        /// The spec.
+        spec: String,
+        /// The tools the parent lacks.
+        missing: Vec<String>,
+    },
+    /// The child would be deeper than the depth limit (invariant 3).
+    #[error("`{spec}` would run at depth {depth}, past the limit of {max_depth}; do this work with your own tools instead")]
+    TooDeep {
+        /// The spec.
+        spec: String,
+        /// The depth it would have.
+        depth: u32,
+        /// The limit.
+        max_depth: u32,
+    },
+    /// The spec names a model that cannot be made.
+    #[error("`{spec}`: {error}")]
+    Model {
+        /// The spec.
+        spec: String,
+        /// Why.
+        error: ModelError,
+    },
+}
+
+/// Why a run ended without an output: one variant per cause, each naming its [`Outcome`]
+/// ([`Failure::outcome`]). Its `Display` is the one-line message traces, result lines and
+/// error results carry. Violations say where and why, never what the sub-agent wrote.
+///
+/// Callers ask it instead of reading text: [`Failure::refused_before_spend`] tells a batch
+/// whether an input was turned away by a budget before any money went out.
+///
+/// ```
+/// use subcontract::{Failure, Outcome};
+///
+/// let f = Failure::MaxTurns { turns: 4 };
+/// assert_eq!(f.outcome(), Outcome::MaxTurns);
+/// assert_eq!(f.to_string(), "no output within 4 turns");
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The input broke the input contract.
+    #[error("invalid input: {}", join(.0))]
+    InvalidInput(Vec<Violation>),
+    /// The input could not be serialised to JSON.
+    #[error("the input could not be serialised: {0}")]
+    InputNotSerialisable(String),
+    /// The child could not be made: a capability its parent lacks, too deep, or a model that
+    /// cannot be made.
+    #[error("{0}")]
+    Spawn(SpawnError),
+    /// The spec asks for tools the context it runs in does not hold.
+    #[error("`{spec}` asks for tools this context does not hold: {}", missing.join(", "))]
+    ToolsNotHeld {
+        /// The spec.
+        spec: String,
+        /// The tools the context lacks.
+        missing: Vec<String>,
+    },
+    /// A budget (the run's own or an ancestor's) refused the reservation for the model call
+    /// of turn `turn`.
+    #[error("{error}")]
+    Budget {
+        /// The refusal.
+        error: BudgetError,
+        /// The turn whose call was refused (1 for the first).
+        turn: u32,
+    },
+    /// A provider billed more than the call had reserved (its worst case), which exhausts
+    /// every limited budget above the run.
+    #[error("the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens){}: the budget is exhausted and no further call is made", billed.normalize(), reserved.round_dp(6).normalize(), if *saturated { ", a token count of its usage being past 2^64 (counted as 2^64 - 1)" } else { "" })]
+    Overbilled {
+        /// The turn.
+        turn: u32,
+        /// What the provider billed.
+        billed: Decimal,
+        /// What the call had reserved.
+        reserved: Decimal,
+        /// The call's output-token limit.
+        max_tokens: u32,
+        /// Whether a token count of the usage was past `u64` (counted as `u64::MAX`).
+        saturated: bool,
+    },
+    /// The spend at stake could not be recorded before a call, so the call was not made.
+    #[error("the spend at stake could not be recorded, so the call was not made: {0}")]
+    SpendNotRecorded(String),
+    /// A model call failed.
+    #[error("{0}")]
+    Model(ModelError),
+    /// A model call was answered, but its usage could not be read: the call happened, so it
+    /// is charged its whole reservation (its worst case), never nothing.
+    #[error("{error}; the call is charged its whole reservation, {} USD", charged.round_dp(6).normalize())]
+    UnreadableUsage {
+        /// The provider's malformed answer.
+        error: ModelError,
+        /// What the call was charged.
+        charged: Decimal,
+    },
+    /// Every turn was used without an output.
+    #[error("no output within {turns} turns")]
+    MaxTurns {
+        /// The turn limit.
+        turns: u32,
+    },
+    /// The last output broke the contract and no turn was left to repair it.
+    #[error("the last output was invalid: {}", join(.0))]
+    InvalidOutput(Vec<Violation>),
+    /// The run ran past its timeout.
+    #[error("no result within {0:?}")]
+    Timeout(Duration),
+    /// The run, or an ancestor, was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+    /// The output was valid but is not of the type the caller asked for.
+    #[error("{0}")]
+    OutputType(String),
+}
+
+fn join(v: &[Violation]) -> String {
+    v.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl Failure {
+    /// The outcome this failure ends a run with.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Failure::InvalidInput(_) | Failure::InputNotSerialisable(_) => Outcome::InvalidInput,
+            Failure::Spawn(_) | Failure::ToolsNotHeld { .. } => Outcome::Denied,
+            Failure::Budget { .. } | Failure::Overbilled { .. } => Outcome::BudgetExhausted,
+            Failure::SpendNotRecorded(_) | Failure::Model(_) | Failure::UnreadableUsage { .. } => {
+                Outcome::ModelError
+            }
+            Failure::MaxTurns { .. } => Outcome::MaxTurns,
+            Failure::InvalidOutput(_) | Failure::OutputType(_) => Outcome::InvalidOutput,
+            Failure::Timeout(_) => Outcome::Timeout,
+            Failure::Cancelled => Outcome::Cancelled,
+        }
+    }
+
+    /// The violations of a rejected input or output, if that is what this is.
+    pub fn violations(&self) -> Option<&[Violation]> {
+        match self {
+            Failure::InvalidInput(v) | Failure::InvalidOutput(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The budget refusal, when a reservation was refused.
+    pub fn budget_error(&self) -> Option<&BudgetError> {
+        match self {
+            Failure::Budget { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether a budget refused the run's first model call: the run was turned away before
+    /// any spend (a run whose later call was refused has spent, and is a result).
+    pub fn refused_before_spend(&self) -> bool {
+        matches!(self, Failure::Budget { turn: 1, error } if !matches!(error, BudgetError::Overspent { .. }))
+    }
+}
+
 /// What a run returns: its outcome, the validated output when it completed, and what it
 /// consumed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct RunResult<O> {
     /// The run's id.
     pub run_id: String,
@@ -75,29 +251,47 @@ pub struct RunResult<O> {
     pub total_cost_usd: Decimal,
     /// Wall time.
     pub duration: Duration,
-    /// What went wrong, when it did not complete.
-    pub error: Option<String>,
+    /// Why it did not complete (`None` exactly when it did).
+    pub error: Option<Failure>,
 }
 
 impl<O> RunResult<O> {
-    /// The output, or an error naming the outcome.
+    /// The output, or the failure with its outcome.
     pub fn into_result(self) -> Result<O, RunError> {
-        match self.output {
-            Some(o) if self.outcome == Outcome::Completed => Ok(o),
-            _ => Err(RunError {
+        match (self.output, self.error) {
+            (Some(o), None) if self.outcome == Outcome::Completed => Ok(o),
+            (_, Some(failure)) => Err(RunError {
+                outcome: failure.outcome(),
+                failure,
+            }),
+            (_, None) => Err(RunError {
                 outcome: self.outcome,
-                message: self.error.unwrap_or_else(|| self.outcome.to_string()),
+                failure: Failure::OutputType(format!(
+                    "the run ended {} without an output",
+                    self.outcome
+                )),
             }),
         }
+    }
+
+    /// Whether a budget turned the run away before it spent anything: its first model call
+    /// was refused and nothing below it was charged. Both batch engines leave such an input
+    /// for a later run instead of recording it as final.
+    pub fn refused_before_spend(&self) -> bool {
+        self.total_cost_usd.is_zero()
+            && self
+                .error
+                .as_ref()
+                .is_some_and(Failure::refused_before_spend)
     }
 }
 
 /// A run that ended without an output.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("run ended: {outcome}: {message}")]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("run ended: {outcome}: {failure}")]
 pub struct RunError {
     /// How it ended.
     pub outcome: Outcome,
-    /// Details.
-    pub message: String,
+    /// Why.
+    pub failure: Failure,
 }

@@ -48,7 +48,7 @@ impl ResultLine {
             id,
             outcome: r.outcome,
             output,
-            error: r.error.map(crate::redact::redact_string),
+            error: r.error.map(|f| crate::redact::redact_string(f.to_string())),
             turns: r.turns,
             cost_usd: r.total_cost_usd,
             run_id: r.run_id,
@@ -75,6 +75,59 @@ impl ResultLine {
     }
 }
 
+/// What an output file belongs to, recorded as its first line (`{"batch": {...}}`): the spec's
+/// name, a hash of its contracts and the input file. A batch run with another spec, other
+/// contracts or another input file is refused ([`BatchError::OtherBatch`]) instead of skipping
+/// every id as done. Limits are not part of it: resuming with a higher cap is the point of
+/// resuming.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Owner {
+    /// The spec's name.
+    pub spec: String,
+    /// FNV-1a of the spec's name and its input and output schemas (compact JSON), in hex.
+    pub contract: String,
+    /// The input file, as a full path.
+    pub inputs: String,
+}
+
+impl Owner {
+    /// The owner of a batch of `spec` over the input file `inputs`.
+    pub fn new(spec: &crate::spec::DynSpec, inputs: &Path) -> Self {
+        let mut bytes = spec.name().as_bytes().to_vec();
+        for schema in [
+            spec.input_contract().schema(),
+            spec.output_contract().schema(),
+        ] {
+            bytes.push(0);
+            bytes.extend(crate::json::to_compact_string(schema).into_bytes());
+        }
+        let full = std::path::absolute(inputs).unwrap_or_else(|_| inputs.to_path_buf());
+        Owner {
+            spec: spec.name().to_string(),
+            contract: format!("{:016x}", crate::json::fnv1a(&bytes)),
+            inputs: full.display().to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "spec `{}` (contracts {}) over {}",
+            self.spec, self.contract, self.inputs
+        )
+    }
+}
+
+/// The first line of an output file.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeaderLine {
+    batch: Owner,
+}
+
 /// What an output file already records: the ids done, the USD they spent, and where its last
 /// complete line ends.
 #[derive(Debug, Clone, Default)]
@@ -88,6 +141,10 @@ pub struct Ledger {
     /// starts appending, or another batch wrote to it meanwhile.
     read_len: u64,
     torn: bool,
+    /// The file's owner line, when it has one.
+    owner: Option<Owner>,
+    /// The owner line to write first, into a file that has no line yet.
+    header: Option<String>,
 }
 
 impl Ledger {
@@ -129,6 +186,13 @@ impl Ledger {
                 ledger.torn = true;
                 break;
             }
+            if line_no == 1 {
+                if let Ok(h) = serde_json::from_slice::<HeaderLine>(&buf) {
+                    ledger.valid_len += n as u64;
+                    ledger.owner = Some(h.batch);
+                    continue;
+                }
+            }
             let line: ResultLine =
                 serde_json::from_slice(&buf).map_err(|e| BatchError::Corrupt {
                     path: path.display().to_string(),
@@ -154,6 +218,39 @@ impl Ledger {
             ledger.done.insert(&line.id);
         }
         Ok(ledger)
+    }
+
+    /// Binds the file to the batch `owner`: a file that belongs to another batch is refused;
+    /// an empty one gets `owner` as its first line when the batch opens it. A file written
+    /// before owner lines existed (result lines, no owner) is taken as it is, with a warning.
+    pub fn bind(&mut self, path: &Path, owner: Owner) -> Result<(), BatchError> {
+        match &self.owner {
+            Some(found) if *found != owner => Err(BatchError::OtherBatch {
+                path: path.display().to_string(),
+                expected: Box::new(owner),
+                found: Box::new(found.clone()),
+            }),
+            Some(_) => Ok(()),
+            None if self.valid_len == 0 => {
+                self.header = Some(
+                    serde_json::to_string(&HeaderLine {
+                        batch: owner.clone(),
+                    })
+                    .unwrap_or_default(),
+                );
+                self.owner = Some(owner);
+                Ok(())
+            }
+            None => {
+                tracing::warn!(file = %path.display(), "the output file records no batch it belongs to: it is taken as this batch's");
+                Ok(())
+            }
+        }
+    }
+
+    /// The batch the file belongs to, when it says.
+    pub fn owner(&self) -> Option<&Owner> {
+        self.owner.as_ref()
     }
 
     /// Whether `id` has a result line.
@@ -229,6 +326,13 @@ impl Ledger {
         }
         if len > self.valid_len {
             file.set_len(self.valid_len).map_err(io_err(path))?;
+        }
+        if let Some(header) = &self.header {
+            use std::io::Write;
+            // Into a file with no complete line: the owner line comes first.
+            (&file)
+                .write_all(format!("{header}\n").as_bytes())
+                .map_err(io_err(path))?;
         }
         Ok(file)
     }

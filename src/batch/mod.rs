@@ -12,7 +12,7 @@
 //! with the first's (or cut the first's line in progress as torn).
 //!
 //! ```no_run
-//! # async fn demo(spec: subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>,
+//! # async fn demo(spec: subcontract::spec::DynSpec,
 //! #               ctx: subcontract::Ctx) -> Result<(), subcontract::batch::BatchError> {
 //! use std::sync::Arc;
 //! use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress};
@@ -37,9 +37,11 @@
 pub(crate) mod ids;
 pub(crate) mod input;
 mod ledger;
+mod refusal;
 
 pub use input::{parse_input_line, InputLine, InvalidLine, MAX_LINE_BYTES};
-pub use ledger::{Ledger, ResultLine};
+pub use ledger::{Ledger, Owner, ResultLine};
+pub use refusal::Refusal;
 
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -51,7 +53,8 @@ use serde_json::Value;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Ctx, Outcome, SubAgentSpec};
+use crate::spec::DynSpec;
+use crate::{Ctx, Outcome};
 
 /// Why a batch could not run (not why one input failed: that is a [`ResultLine`]).
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +83,17 @@ pub enum BatchError {
     Locked {
         /// The output file.
         path: String,
+    },
+    /// The output file belongs to another batch: another spec, other contracts or another
+    /// input file ([`Owner`]). Its ids would all be skipped as done.
+    #[error("{path} holds the results of {found}, not of {expected}: give this batch another --out (or run the batch it belongs to)")]
+    OtherBatch {
+        /// The output file.
+        path: String,
+        /// What this batch is.
+        expected: Box<Owner>,
+        /// What the file belongs to.
+        found: Box<Owner>,
     },
     /// The output file changed between [`Ledger::read`] and the start of the batch (another
     /// batch wrote to it meanwhile): read the ledger again.
@@ -160,6 +174,9 @@ pub struct Summary {
     /// Inputs the batch's budget refused before their first model call: not written (nothing
     /// was spent), so a later run with a higher limit does them.
     pub refused: u64,
+    /// Set when the spec's own limit refused an input's first model call ([`Refusal::SpecLimit`]):
+    /// what to change. No further input starts, and the refused ones are not written.
+    pub spec_refused: Option<String>,
     /// Runs cut short by cancelling the root context: not written (a later run redoes them).
     pub cancelled: u64,
     /// USD spent by cancelled runs, which no result line records.
@@ -182,7 +199,7 @@ pub struct Summary {
 /// and not run: an id names one result. An input the batch's budget refuses before its first
 /// model call is not written either, and no further input starts ([`Summary::refused`]).
 pub async fn run_batch(
-    spec: Arc<SubAgentSpec<Value, Value>>,
+    spec: Arc<DynSpec>,
     ctx: Ctx,
     mut inputs: impl BufRead,
     out: &Path,
@@ -251,7 +268,7 @@ pub async fn run_batch(
                     // memory spread over the arenas of whichever worker threads polled it
                     // first: the heap grew with the number of inputs, not the concurrency.
                     let run = Box::pin(async move {
-                        let r = spec.run_child(&input, &ctx).await;
+                        let r = spec.call_json(input, &ctx).await;
                         (id, r)
                     });
                     in_flight.spawn(run);
@@ -273,21 +290,24 @@ pub async fn run_batch(
                     summary.cancelled_usd = summary.cancelled_usd.saturating_add(r.total_cost_usd);
                     tracing::debug!(id = %id, "cancelled run not written");
                 }
-                Ok((id, r))
-                    if r.outcome == Outcome::BudgetExhausted
-                        && r.total_cost_usd.is_zero()
-                        && refused_by_root(&r.error, &ctx, spec.limits().max_cost_usd) =>
-                {
-                    // Refused before any model call: nothing spent, so nothing to record, and a
-                    // later run with a higher limit can still do it. The money is gone: stop.
-                    summary.refused += 1;
-                    out_of_money = true;
-                    tracing::debug!(id = %id, "input refused by the batch budget; not written");
-                }
-                Ok((id, r)) => {
-                    let line = ResultLine::from_run(id, r);
-                    write_line(&mut lines, &line, &mut summary, progress)?;
-                }
+                Ok((id, r)) => match Refusal::of(&r, spec.limits().max_cost_usd) {
+                    // Refused before any model call: nothing spent, so nothing to record, and
+                    // a later run with a higher limit can still do it. No input could start
+                    // now (the batch's money is gone, or the spec's cap refuses every first
+                    // call): stop.
+                    Some(refusal) => {
+                        summary.refused += 1;
+                        out_of_money = true;
+                        if let Some(fix) = refusal.fix() {
+                            summary.spec_refused.get_or_insert(fix);
+                        }
+                        tracing::debug!(id = %id, "input refused by a budget before any spend; not written");
+                    }
+                    None => {
+                        let line = ResultLine::from_run(id, r);
+                        write_line(&mut lines, &line, &mut summary, progress)?;
+                    }
+                },
                 // A run that panicked is a bug; its input is not written, so a later run redoes it.
                 Err(e) => tracing::error!(error = %e, "a batch run panicked"),
             }
@@ -371,57 +391,4 @@ pub(crate) fn write_line(
         progress.failed.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
-}
-
-/// Whether a run's `budget_exhausted` came from the batch's own budget (the money of the whole
-/// batch is gone), not from the spec's own limits (`max_cost_usd` below a first call's worst
-/// case): those are ordinary failures, written like any other. A child's limit is its spec's
-/// cap, lowered to what the batch has left; so the batch's money was what refused the run
-/// exactly when what is left is below that cap (or the spec has none). A model-call limit is
-/// never the batch's (a batch has no call limit).
-fn refused_by_root(error: &Option<String>, ctx: &Ctx, spec_cap: Option<Decimal>) -> bool {
-    let Some(left) = ctx.budget().remaining_usd() else {
-        return false;
-    };
-    error
-        .as_deref()
-        .is_some_and(|e| e.starts_with("budget exhausted at "))
-        && spec_cap.is_none_or(|cap| left < cap)
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use rust_decimal::Decimal;
-
-    use super::refused_by_root;
-    use crate::model::{ScriptStep, ScriptedModel};
-    use crate::{Budget, Ctx};
-
-    /// Only the batch's own budget stops the batch; a spec's own limit is an ordinary failure.
-    #[test]
-    fn only_the_root_budget_stops_the_batch() {
-        let model = Arc::new(ScriptedModel::queue("s", vec![ScriptStep::text("x")]));
-        let ctx = Ctx::builder(model)
-            .budget(Budget::with_label("batch", Some(Decimal::ONE), None))
-            .build();
-        let e = |s: &str| Some(s.to_string());
-        let refused = e("budget exhausted at batch-7.spec-3: 0 USD spent");
-        // 1 USD left: a spec capped at 0.20 was refused by its own cap.
-        assert!(!refused_by_root(&refused, &ctx, Some(Decimal::new(2, 1))));
-        // A spec capped at 2 USD, or not at all, ran into the batch's 1 USD.
-        assert!(refused_by_root(&refused, &ctx, Some(Decimal::TWO)));
-        assert!(refused_by_root(&refused, &ctx, None));
-        assert!(!refused_by_root(
-            &e("model-call limit reached at x: 3 of 3"),
-            &ctx,
-            None
-        ));
-        assert!(!refused_by_root(&None, &ctx, None));
-        // No batch limit: the batch never runs out of money.
-        let model = Arc::new(ScriptedModel::queue("s", vec![ScriptStep::text("x")]));
-        let unlimited = Ctx::builder(model).build();
-        assert!(!refused_by_root(&refused, &unlimited, None));
-    }
 }

@@ -2,23 +2,17 @@
 //! (the engine is [`subcontract::batch`]; this is its arguments, host context, progress line
 //! and Ctrl-C).
 
-use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
 
 use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress, Summary};
-use subcontract::events::{EventSink, JsonlSink, Sinks};
-use subcontract::model::{Model, ModelError, PriceTable, RateLimited, RateLimits};
-use subcontract::tool::workspace::Workspace;
-use subcontract::tool::ToolSet;
-use subcontract::{Budget, Ctx, CtxBuilder};
+use subcontract::Budget;
 
-use super::resolve::resolve_model;
 use super::run::load_with_siblings;
 use super::{OK, USAGE, VIOLATIONS};
 
@@ -41,63 +35,17 @@ pub struct BatchArgs {
     #[arg(long, value_name = "USD")]
     max_cost_usd: Option<Decimal>,
     #[command(flatten)]
-    host: HostArgs,
+    host: super::host::HostArgs,
     #[command(flatten)]
     engine: super::temporal::EngineArgs,
     #[command(flatten)]
     pub telemetry: super::telemetry::TelemetryArgs,
 }
 
-/// Where runs happen and what they may use: the model, its API, the workspace, traces, prices
-/// and rate limits. A local batch and a Temporal worker take the same flags.
-#[derive(clap::Args, Clone)]
-pub struct HostArgs {
-    /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
-    #[arg(long, value_name = "PROVIDER:MODEL")]
-    model: Option<String>,
-    /// API root (OpenAI-compatible: with /v1; Anthropic: without).
-    #[arg(long, value_name = "URL")]
-    base_url: Option<String>,
-    /// Root of the read-only workspace tools.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    workspace: PathBuf,
-    /// Write every run's events as JSON Lines (render with `subcontract trace`).
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Extra or overriding model prices (TOML, USD per million tokens).
-    #[arg(long, value_name = "FILE")]
-    prices: Option<PathBuf>,
-    /// Model calls per minute, per model, shared by every run of the batch.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    rpm: Option<u32>,
-    /// Tokens (input + output) per minute, per model, shared by every run of the batch.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    tpm: Option<u64>,
-}
-
 /// Runs `batch`; returns the exit code: 0 every input completed, 1 some did not (or were not
 /// started), 2 usage or I/O error.
 pub fn main(args: BatchArgs, quiet: bool) -> u8 {
     super::block_on(batch(args, quiet))
-}
-
-/// Wraps each model in one shared [`RateLimited`] per model id, so every run of the batch
-/// draws from the same buckets, and a provider's `Retry-After` pauses all of them (with or
-/// without `--rpm`/`--tpm`).
-struct Limiter {
-    limits: RateLimits,
-    by_id: Mutex<HashMap<String, Arc<dyn Model>>>,
-}
-
-impl Limiter {
-    fn wrap(&self, model: Arc<dyn Model>) -> Arc<dyn Model> {
-        let limits = self.limits;
-        let mut by_id = self.by_id.lock().unwrap_or_else(|p| p.into_inner());
-        by_id
-            .entry(model.id().to_string())
-            .or_insert_with(|| Arc::new(RateLimited::new(model, limits)))
-            .clone()
-    }
 }
 
 async fn batch(args: BatchArgs, quiet: bool) -> u8 {
@@ -143,14 +91,24 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
-    let ledger = match Ledger::read(&args.out) {
+    let ledger = match Ledger::read(&args.out).and_then(|mut l| {
+        l.bind(
+            &args.out,
+            subcontract::batch::Owner::new(&specs[0].erase(), &args.inputs),
+        )?;
+        Ok(l)
+    }) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e}");
             return USAGE;
         }
     };
-    let host = match args.host.builder(&specs) {
+    let host = match args
+        .host
+        .host(&specs)
+        .and_then(|h| h.build().map_err(|e| e.to_string()))
+    {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: {e}");
@@ -200,7 +158,7 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             limit,
         ))
     });
-    let spec = Arc::new(specs[0].clone());
+    let spec = Arc::new(specs[0].erase());
     let before = ledger.failed();
     let result = run_batch(spec, ctx, inputs, &args.out, ledger, &options, &progress).await;
     interrupt.abort();
@@ -222,89 +180,6 @@ pub(super) async fn stop_progress(ticker: Option<tokio::task::JoinHandle<()>>) {
         if std::io::stderr().is_terminal() {
             eprint_raw("\r\x1b[2K");
         }
-    }
-}
-
-impl HostArgs {
-    /// The model (`--model`, else `$SUBCONTRACT_MODEL`), rate-limited per model id.
-    fn model_name(&self) -> Result<String, String> {
-        self.model
-            .clone()
-            .or_else(|| std::env::var("SUBCONTRACT_MODEL").ok())
-            .ok_or_else(|| "no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL".to_string())
-    }
-
-    /// The host context every run starts from: the model (rate-limited: one shared bucket per
-    /// model id, sub-agents' models too), the workspace tools and `specs` as tools, prices,
-    /// the trace. Budget and run id are the caller's.
-    pub(super) fn builder(
-        &self,
-        specs: &[subcontract::SubAgentSpec<serde_json::Value, serde_json::Value>],
-    ) -> Result<CtxBuilder, String> {
-        let model_name = self.model_name()?;
-        let limiter = Arc::new(Limiter {
-            limits: RateLimits {
-                rpm: self.rpm,
-                tpm: self.tpm,
-            },
-            by_id: Mutex::default(),
-        });
-        let model = resolve_model(&model_name, self.base_url.as_deref(), specs)
-            .map(|m| limiter.wrap(m))
-            .map_err(|e| e.to_string())?;
-        let mut prices = PriceTable::builtin();
-        if let Some(path) = &self.prices {
-            prices.extend(PriceTable::from_toml_file(path).map_err(|e| e.to_string())?);
-        }
-        let mut tools = ToolSet::new();
-        let workspace = Workspace::new(&self.workspace).map_err(|e| e.to_string())?;
-        for t in workspace.tools() {
-            tools.insert(t).map_err(|e| e.to_string())?;
-        }
-        for s in specs {
-            tools.insert(s.as_tool()).map_err(|e| e.to_string())?;
-        }
-        let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
-        if let Some(path) = &self.trace {
-            let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            sinks.push(Arc::new(sink));
-        }
-        let resolver_specs = specs.to_vec();
-        let base_url = self.base_url.clone();
-        Ok(Ctx::builder(model)
-            .tools(tools)
-            .prices(prices)
-            .events(Arc::new(Sinks(sinks)))
-            .model_resolver(move |name| -> Result<Arc<dyn Model>, ModelError> {
-                resolve_model(name, base_url.as_deref(), &resolver_specs).map(|m| limiter.wrap(m))
-            }))
-    }
-
-    /// The flags a Temporal starter does not take (they are the workers'), by name.
-    pub(super) fn set_flags(&self) -> Vec<&'static str> {
-        let mut set = Vec::new();
-        if self.model.is_some() {
-            set.push("--model");
-        }
-        if self.base_url.is_some() {
-            set.push("--base-url");
-        }
-        if self.workspace != std::path::Path::new(".") {
-            set.push("--workspace");
-        }
-        if self.trace.is_some() {
-            set.push("--trace");
-        }
-        if self.prices.is_some() {
-            set.push("--prices");
-        }
-        if self.rpm.is_some() {
-            set.push("--rpm");
-        }
-        if self.tpm.is_some() {
-            set.push("--tpm");
-        }
-        set
     }
 }
 
@@ -439,6 +314,9 @@ pub(super) fn report(
         );
     }
     eprintln!("{line}");
+    if let Some(fix) = &s.spec_refused {
+        eprintln!("error: {fix}");
+    }
     if s.not_started {
         if interrupted {
             eprintln!("stopped before the end of the inputs: run the same command to resume");

@@ -2,14 +2,12 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use rust_decimal::Decimal;
 
-use subcontract::events::{EventSink, JsonlSink};
 use subcontract::mcp::{serve_stdio, McpConfig, McpError};
 
-use super::resolve::resolve_model;
+use super::host::HostArgs;
 
 /// Exit code: usage or I/O error (bad paths, specs that do not load, no model).
 const USAGE: u8 = 2;
@@ -22,19 +20,8 @@ pub struct McpArgs {
     /// Spec files or directories (searched recursively for *.toml).
     #[arg(default_value = "specs/")]
     pub paths: Vec<PathBuf>,
-    /// The directory the read-only workspace tools (read_file, list_dir, grep) see.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub workspace: PathBuf,
-    /// The model: `openai:MODEL`, `anthropic:MODEL`, `replay:FILE` or `example` (offline,
-    /// answers each spec with its first example). Default: $SUBCONTRACT_MODEL.
-    #[arg(long, value_name = "PROVIDER:MODEL")]
-    pub model: Option<String>,
-    /// The provider's API root (with /v1 for OpenAI-compatible servers).
-    #[arg(long, value_name = "URL")]
-    pub base_url: Option<String>,
-    /// Record every call's run tree to this JSON Lines file.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub host: HostArgs,
     /// Server-wide budget across all calls, in USD, greater than 0 (default: unlimited).
     #[arg(long, value_name = "USD")]
     pub max_cost_usd: Option<Decimal>,
@@ -57,50 +44,28 @@ pub fn main(args: McpArgs) -> u8 {
 
 fn prepare(args: McpArgs) -> Result<McpConfig, String> {
     let specs = super::run::load_all(&args.paths)?;
-    let name = match args.model {
-        Some(m) => m,
-        None => std::env::var("SUBCONTRACT_MODEL").map_err(|_| {
-            "no model: pass --model PROVIDER:MODEL (or `example`, or `replay:FILE`) or set \
-             SUBCONTRACT_MODEL"
-                .to_string()
-        })?,
-    };
-    let model = resolve_model(&name, args.base_url.as_deref(), &specs)
-        .map_err(|e| format!("model `{name}`: {e}"))?;
     if let Some(limit) = args.max_cost_usd {
         // The same rule as a spec's `max_cost_usd`.
         subcontract::check_limit_usd(limit).map_err(|e| format!("--max-cost-usd {e}"))?;
     }
-    if !args.workspace.is_dir() {
+    if !args.host.workspace.is_dir() {
         return Err(format!(
             "--workspace {}: not a directory",
-            args.workspace.display()
+            args.host.workspace.display()
         ));
     }
-    let trace = match &args.trace {
-        Some(path) => Some(Arc::new(
-            JsonlSink::create(path).map_err(|e| format!("--trace {}: {e}", path.display()))?,
-        ) as Arc<dyn EventSink>),
-        None => None,
-    };
+    let model = args.host.model_name()?;
+    // Resolved when the server starts: a model that cannot be made is an error then.
     let names: Vec<&str> = specs.iter().map(|s| s.name()).collect();
     log(&format!(
         "subcontract mcp: serving {} tool(s) [{}] with model {} on workspace {}",
         names.len(),
         names.join(", "),
-        model.id(),
-        args.workspace.display()
+        model,
+        args.host.workspace.display()
     ));
-    // Specs that name their own model get it the way `--model` is resolved, with the same
-    // base URL and the same `example` answers.
-    let resolver_specs = specs.clone();
-    let base_url = args.base_url;
-    let mut config = McpConfig::new(specs, model, args.workspace);
-    config.resolver = Some(Arc::new(move |name: &str| {
-        resolve_model(name, base_url.as_deref(), &resolver_specs)
-    }));
+    let mut config = McpConfig::new(args.host.host(&specs)?);
     config.max_cost_usd = args.max_cost_usd;
-    config.trace = trace;
     config.log = true;
     Ok(config)
 }
@@ -125,8 +90,8 @@ fn serve(config: McpConfig) -> u8 {
             log(&format!("error: {e}"));
             match e {
                 // The configuration was refused before serving: a usage error.
-                McpError::DuplicateName(_) | McpError::Workspace(_) | McpError::Tools(_) => USAGE,
-                McpError::Session(_) | McpError::Join(_) => FAILED,
+                McpError::DuplicateName(_) | McpError::Host(_) => USAGE,
+                _ => FAILED,
             }
         }
     }

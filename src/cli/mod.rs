@@ -7,6 +7,7 @@ pub mod check;
 pub mod compat;
 pub mod example_model;
 pub mod git;
+pub mod host;
 pub mod log;
 #[cfg(feature = "mcp")]
 pub mod mcp;

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use subcontract::model::{Model, ModelError, ReplayModel};
+use subcontract::model::{Model, ModelError};
 use subcontract::SubAgentSpec;
 
 use super::example_model::ExampleModel;
@@ -29,10 +29,5 @@ pub fn resolve_model(
             .map_or(std::time::Duration::ZERO, std::time::Duration::from_millis);
         return Ok(Arc::new(ExampleModel::new(specs).with_delay(delay)));
     }
-    if let Some(path) = name.strip_prefix("replay:") {
-        return ReplayModel::from_file(path)
-            .map(|m| Arc::new(m) as Arc<dyn Model>)
-            .map_err(|e| ModelError::Config(e.to_string()));
-    }
-    subcontract::provider::model_from_name(name, base_url)
+    subcontract::host::resolve_model(name, base_url)
 }

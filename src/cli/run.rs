@@ -6,14 +6,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use subcontract::events::{EventSink, JsonlSink, Sinks};
-use subcontract::model::{Model, PriceTable, Recorder};
+use subcontract::events::EventSink;
 use subcontract::spec::{load_spec, spec_files, LoadError};
-use subcontract::tool::workspace::Workspace;
-use subcontract::tool::ToolSet;
-use subcontract::{Ctx, RunResult, SubAgentSpec};
+use subcontract::{RunResult, SubAgentSpec};
 
-use super::resolve::resolve_model;
+use super::host::HostArgs;
 use super::{emit, OK, USAGE, VIOLATIONS};
 
 /// What to run and how.
@@ -23,18 +20,10 @@ pub struct RunOptions {
     pub spec: PathBuf,
     /// Its input.
     pub input: Value,
-    /// `openai:MODEL`, `anthropic:MODEL`, `replay:PATH` or `example`.
-    pub model: String,
-    /// API root for the provider.
-    pub base_url: Option<String>,
-    /// Root of the read-only workspace tools.
-    pub workspace: PathBuf,
-    /// Write events as JSON Lines here.
-    pub trace: Option<PathBuf>,
-    /// Record model exchanges here, for `replay:PATH`.
+    /// The host: model, workspace, trace, prices, rate limits.
+    pub host: HostArgs,
+    /// Record the model exchanges here, for `replay:PATH`.
     pub record: Option<PathBuf>,
-    /// Extra or overriding prices (TOML).
-    pub prices: Option<PathBuf>,
 }
 
 /// Why a run could not start.
@@ -123,47 +112,26 @@ pub fn load_with_siblings(path: &Path) -> Result<Vec<SubAgentSpec<Value, Value>>
 
 /// Runs the spec as a sub-agent (depth 1) of a host context that holds the workspace tools and
 /// every sibling spec, with the spec's own limits and a budget forked from an unlimited root.
+/// Cancelling `cancel` (Ctrl-C) stops the run, which then ends `cancelled`.
 pub async fn run_spec(
     opts: &RunOptions,
     progress: Option<Arc<dyn EventSink>>,
+    cancel: subcontract::CancellationToken,
 ) -> Result<RunResult<Value>, RunnerError> {
     let specs = load_with_siblings(&opts.spec)?;
-    let mut model: Arc<dyn Model> = resolve_model(&opts.model, opts.base_url.as_deref(), &specs)?;
-    if let Some(path) = &opts.record {
-        model = Arc::new(Recorder::to_file(model, path).map_err(io(path))?);
-    }
-    let mut prices = PriceTable::builtin();
-    if let Some(path) = &opts.prices {
-        prices.extend(
-            PriceTable::from_toml_file(path).map_err(|e| RunnerError::Other(e.to_string()))?,
-        );
-    }
-    let mut tools = ToolSet::new();
-    for t in Workspace::new(&opts.workspace)?.tools() {
-        tools
-            .insert(t)
-            .map_err(|e| RunnerError::Other(e.to_string()))?;
-    }
-    for s in &specs {
-        tools
-            .insert(s.as_tool())
-            .map_err(|e| RunnerError::Other(e.to_string()))?;
-    }
-    let mut sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+    let mut host = opts
+        .host
+        .host(&specs)
+        .map_err(RunnerError::Other)?
+        .record(opts.record.clone());
     if let Some(p) = progress {
-        sinks.push(p);
+        host = host.sink(p);
     }
-    if let Some(path) = &opts.trace {
-        sinks.push(Arc::new(JsonlSink::create(path).map_err(io(path))?));
-    }
-    let resolver_specs = specs.clone();
-    let base_url = opts.base_url.clone();
-    let ctx = Ctx::builder(model)
-        .tools(tools)
-        .prices(prices)
-        .events(Arc::new(Sinks(sinks)))
+    let ctx = host
+        .build()
+        .map_err(|e| RunnerError::Other(e.to_string()))?
         .spec_name("cli")
-        .model_resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs))
+        .cancellation(cancel)
         .build();
     Ok(specs[0].run_child(&opts.input, &ctx).await)
 }
@@ -176,71 +144,43 @@ pub struct RunArgs {
     /// The input: JSON text, or @FILE to read it from a file.
     #[arg(long, value_name = "JSON|@FILE")]
     input: String,
-    /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
-    #[arg(long, value_name = "PROVIDER:MODEL")]
-    model: Option<String>,
-    /// API root (OpenAI-compatible: with /v1; Anthropic: without).
-    #[arg(long, value_name = "URL")]
-    base_url: Option<String>,
-    /// Root of the read-only workspace tools.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    workspace: PathBuf,
-    /// Write the run's events as JSON Lines (render with `subcontract trace`).
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
+    #[command(flatten)]
+    host: HostArgs,
     /// Record the model exchanges, to replay offline with --model replay:FILE.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
-    /// Extra or overriding model prices (TOML, USD per million tokens).
-    #[arg(long, value_name = "FILE")]
-    prices: Option<PathBuf>,
     #[command(flatten)]
     pub telemetry: super::telemetry::TelemetryArgs,
 }
+
+/// Exit code of a run stopped by Ctrl-C (128 + SIGINT, as shells report it).
+const INTERRUPTED: u8 = 130;
 
 /// Runs `run`; returns the exit code. `quiet`: no progress lines, only the outcome.
 pub fn main(args: RunArgs, quiet: bool) -> u8 {
     let RunArgs {
         spec,
         input,
-        model,
-        base_url,
-        workspace,
-        trace,
+        host,
         record,
-        prices,
         telemetry: _,
     } = args;
-    let text = match input.strip_prefix('@') {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("error: --input @{path}: {e}");
-                return USAGE;
-            }
-        },
-        None => input,
-    };
-    let input: Value = match serde_json::from_str(&text) {
+    let input = match read_input(&input) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("error: --input is not JSON: {e}");
+            eprintln!("error: {e}");
             return USAGE;
         }
     };
-    let Some(model) = model.or_else(|| std::env::var("SUBCONTRACT_MODEL").ok()) else {
-        eprintln!("error: no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL");
+    if let Err(e) = host.model_name() {
+        eprintln!("error: {e}");
         return USAGE;
-    };
+    }
     let opts = RunOptions {
         spec,
         input,
-        model,
-        base_url,
-        workspace,
-        trace,
+        host,
         record,
-        prices,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -257,7 +197,24 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
     } else {
         Some(std::sync::Arc::new(Progress))
     };
-    match runtime.block_on(run_spec(&opts, progress)) {
+    // Ctrl-C cancels the run: it stops, drains its sub-agents and ends `cancelled`, so the
+    // outcome is reported and the trace holds every event, flushed when the host is dropped.
+    let cancel = subcontract::CancellationToken::new();
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let result = runtime.block_on(async {
+        let (stop, flag) = (cancel.clone(), interrupted.clone());
+        let watch = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                eprintln!("\ninterrupted: cancelling the run");
+                stop.cancel();
+            }
+        });
+        let r = run_spec(&opts, progress, cancel.clone()).await;
+        watch.abort();
+        r
+    });
+    let code = match result {
         // Spec diagnostics carry their own `file:line:col: error[code]:` prefix.
         Err(e @ RunnerError::Spec(_)) => {
             eprintln!("{e}");
@@ -288,13 +245,35 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
                 (_, _) => {
                     eprintln!(
                         "error: {}",
-                        r.error.unwrap_or_else(|| r.outcome.to_string())
+                        r.error
+                            .map_or_else(|| r.outcome.to_string(), |f| f.to_string())
                     );
                     VIOLATIONS
                 }
             }
         }
+    };
+    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        INTERRUPTED
+    } else {
+        code
     }
+}
+
+/// The value of `--input`: JSON text, or `@FILE` to read it from a file. Text that is not
+/// JSON but names a file gets the hint to write `@`.
+fn read_input(input: &str) -> Result<Value, String> {
+    let text = match input.strip_prefix('@') {
+        Some(path) => std::fs::read_to_string(path).map_err(|e| format!("--input @{path}: {e}"))?,
+        None => input.to_string(),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        if !input.starts_with('@') && Path::new(input).is_file() {
+            format!("--input is not JSON: {e}; to read the file `{input}`, write --input @{input}")
+        } else {
+            format!("--input is not JSON: {e}")
+        }
+    })
 }
 
 /// Progress on stderr: one line per model call, tool call and finished run.

@@ -3,8 +3,7 @@
 use std::path::PathBuf;
 
 use clap::ValueEnum;
-use serde_json::{json, Value};
-use subcontract::provider::dialect;
+use subcontract::spec::ToolFormat;
 
 use super::{emit, OK, USAGE, VIOLATIONS};
 
@@ -40,39 +39,12 @@ pub fn main(args: &SchemaArgs) -> u8 {
             return VIOLATIONS;
         }
     };
-    let name = spec.name();
-    let description = spec.description();
-    let input: &Value = spec.input_contract().schema();
-    let output: &Value = spec.output_contract().schema();
-    let def = match format {
-        SchemaFormat::JsonSchema => json!({
-            "name": name, "description": description,
-            "input_schema": input, "output_schema": output,
-        }),
-        SchemaFormat::Openai => json!({
-            "type": "function",
-            "function": {
-                "name": name, "description": description,
-                "parameters": dialect::openai_strict(input), "strict": true,
-            }
-        }),
-        // Strict tool use refuses bounds, so the dialect restates them in descriptions; the
-        // tool must then be marked strict, or it would be registered with its bounds gone.
-        SchemaFormat::Anthropic => json!({
-            "name": name, "description": description,
-            "input_schema": dialect::anthropic(input), "strict": true,
-        }),
-        SchemaFormat::Mcp => {
-            // What `subcontract mcp` serves: MCP needs an object output schema, so any other
-            // output is wrapped as {"result": ...}.
-            #[cfg(feature = "mcp")]
-            let output = Value::Object(subcontract::mcp::output_schema(output).0);
-            json!({
-                "name": name, "description": description,
-                "inputSchema": input, "outputSchema": output,
-            })
-        }
-    };
+    let def = spec.erase().tool_definition(match format {
+        SchemaFormat::JsonSchema => ToolFormat::JsonSchema,
+        SchemaFormat::Openai => ToolFormat::Openai,
+        SchemaFormat::Anthropic => ToolFormat::Anthropic,
+        SchemaFormat::Mcp => ToolFormat::Mcp,
+    });
     match serde_json::to_string_pretty(&def) {
         Ok(s) => {
             emit(&format!("{s}\n"));

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use subcontract::SubAgentSpec;
 
-use super::batch::HostArgs;
+use super::host::HostArgs;
 use super::USAGE;
 
 /// Where a batch runs when not in this process.
@@ -161,7 +161,10 @@ mod imp {
             eprintln!("error: {}: {err}", inputs.display());
             return USAGE;
         }
-        let ledger = match Ledger::read(out) {
+        let ledger = match Ledger::read(out).and_then(|mut l| {
+            l.bind(out, subcontract::batch::Owner::new(&spec.erase(), inputs))?;
+            Ok(l)
+        }) {
             Ok(l) => l,
             Err(err) => {
                 eprintln!("error: {err}");
@@ -283,7 +286,11 @@ mod imp {
                     return USAGE;
                 }
             };
-            let host = match args.host.builder(&specs) {
+            let host = match args
+                .host
+                .host(&specs)
+                .and_then(|h| h.build().map_err(|e| e.to_string()))
+            {
                 Ok(h) => h,
                 Err(err) => {
                     eprintln!("error: {err}");

@@ -303,6 +303,17 @@ fn write_string(s: &str, out: &mut String) {
     }
 }
 
+/// FNV-1a: a hash stable across builds and machines (std's hasher is not promised to be), for
+/// ids and file ownership, never for anything an adversary could exploit by colliding.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

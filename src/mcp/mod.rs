@@ -24,32 +24,23 @@ mod progress;
 mod server;
 mod transport;
 
-use std::path::PathBuf;
-use std::sync::Arc;
-
 use rust_decimal::Decimal;
-use serde_json::Value;
 
-use crate::ctx::ModelResolver;
-use crate::events::EventSink;
-use crate::model::{Model, PriceTable};
-use crate::SubAgentSpec;
+use crate::host::HostBuilder;
 
-pub use server::{output_schema, SubcontractServer};
+pub use server::SubcontractServer;
 pub use transport::{StdioTransport, MAX_LINE};
 
 /// Why the server could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum McpError {
     /// Two specs share a name: a host could not tell the tools apart.
     #[error("two specs are named `{0}`")]
     DuplicateName(String),
-    /// The workspace directory could not be opened.
-    #[error("workspace: {0}")]
-    Workspace(#[from] crate::tool::workspace::WorkspaceError),
-    /// A tool could not be registered on the root context.
-    #[error("tools: {0}")]
-    Tools(#[from] crate::tool::ToolSetError),
+    /// The host (model, workspace, tools) could not be assembled.
+    #[error("{0}")]
+    Host(#[from] crate::host::HostError),
     /// The MCP session could not be established (no `initialize`, transport closed, …).
     #[error("MCP session: {0}")]
     Session(String),
@@ -60,20 +51,12 @@ pub enum McpError {
 
 /// What the server serves and with what.
 pub struct McpConfig {
-    /// The specs to serve, one tool each.
-    pub specs: Vec<SubAgentSpec<Value, Value>>,
-    /// The model every run uses (unless a spec names its own).
-    pub model: Arc<dyn Model>,
-    /// Makes the models that specs name themselves (`None`: such a spec's call is denied).
-    pub resolver: Option<Arc<ModelResolver>>,
-    /// The workspace the read-only tools (`read_file`, `list_dir`, `grep`) see.
-    pub workspace: PathBuf,
+    /// The host every call runs under: its model, the models specs name, the workspace,
+    /// prices, sinks (a `--trace` file), and its specs, each served as one tool (loaded from
+    /// TOML, or typed Rust specs). The server adds its own progress sink.
+    pub host: HostBuilder,
     /// Limit of the server-wide budget across every call (`None`: unlimited, still counted).
     pub max_cost_usd: Option<Decimal>,
-    /// Prices that turn usage into cost.
-    pub prices: PriceTable,
-    /// Where every call's run tree goes (`--trace FILE`), if anywhere.
-    pub trace: Option<Arc<dyn EventSink>>,
     /// Whether to log one line per finished call to stderr.
     pub log: bool,
 }
@@ -81,33 +64,30 @@ pub struct McpConfig {
 impl std::fmt::Debug for McpConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("McpConfig")
-            .field(
-                "specs",
-                &self.specs.iter().map(|s| s.name()).collect::<Vec<_>>(),
-            )
-            .field("model", &self.model.id())
-            .field("workspace", &self.workspace)
+            .field("host", &self.host)
             .field("max_cost_usd", &self.max_cost_usd)
             .finish_non_exhaustive()
     }
 }
 
 impl McpConfig {
-    /// A configuration serving `specs` with `model` on the workspace `workspace`: no budget
-    /// limit, the built-in prices, no trace, no log.
-    pub fn new(
-        specs: Vec<SubAgentSpec<Value, Value>>,
-        model: Arc<dyn Model>,
-        workspace: impl Into<PathBuf>,
-    ) -> Self {
+    /// A configuration serving every spec of `host`: no budget limit, no log.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use subcontract::host::Host;
+    /// use subcontract::mcp::McpConfig;
+    /// use subcontract::model::{ScriptStep, ScriptedModel};
+    /// # let spec = subcontract::spec::load_spec("specs/check_claim.toml").unwrap();
+    /// let model = Arc::new(ScriptedModel::queue("scripted:demo", vec![ScriptStep::text("x")]));
+    /// let host = Host::builder().model(model).workspace(".").spec(spec);
+    /// let config = McpConfig::new(host);
+    /// assert_eq!(config.host.spec_list().len(), 1);
+    /// ```
+    pub fn new(host: HostBuilder) -> Self {
         McpConfig {
-            specs,
-            model,
-            resolver: None,
-            workspace: workspace.into(),
+            host,
             max_cost_usd: None,
-            prices: PriceTable::builtin(),
-            trace: None,
             log: false,
         }
     }

@@ -6,25 +6,21 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool, ToolAnnotations,
+    CustomResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::progress::ProgressRouter;
 use super::{McpConfig, McpError};
-use crate::events::{EventSink, Sinks};
 use crate::outcome::{Outcome, RunResult};
-use crate::tool::workspace::Workspace;
-use crate::{Budget, Ctx, SubAgentSpec};
-
-/// The key a non-object output is wrapped under (MCP's `outputSchema` must describe an object).
-const WRAP_KEY: &str = "result";
+use crate::spec::{DynSpec, WRAP_KEY};
+use crate::{Budget, Ctx};
 
 struct Served {
-    spec: SubAgentSpec<Value, Value>,
+    spec: DynSpec,
     /// Whether the output is served wrapped as `{"result": output}`.
     wrapped: bool,
 }
@@ -56,24 +52,16 @@ impl SubcontractServer {
     /// budget, the trace sink) and the tool list.
     pub fn new(config: McpConfig) -> Result<Self, McpError> {
         let McpConfig {
-            specs,
-            model,
-            resolver,
-            workspace,
+            host,
             max_cost_usd,
-            prices,
-            trace,
             log,
         } = config;
-        let mut tools = Workspace::new(&workspace)?.tool_set()?;
         let mut served = HashMap::new();
         let mut list = Vec::new();
-        for spec in &specs {
+        for spec in host.spec_list() {
             if served.contains_key(spec.name()) {
                 return Err(McpError::DuplicateName(spec.name().to_string()));
             }
-            // Every spec is also a tool of the root, so specs can call each other.
-            tools.insert(spec.as_tool())?;
             let (tool, wrapped) = mcp_tool(spec);
             list.push(tool);
             served.insert(
@@ -85,19 +73,14 @@ impl SubcontractServer {
             );
         }
         let progress = Arc::new(ProgressRouter::default());
-        let mut sinks: Vec<Arc<dyn EventSink>> = vec![progress.clone()];
-        sinks.extend(trace);
-        let mut root = Ctx::builder(model)
+        // Every spec is also a tool of the root (the host's), so specs can call each other.
+        let root = host
+            .sink(progress.clone())
+            .build()?
             .run_id("mcp")
             .spec_name("mcp")
-            .tools(tools)
             .budget(Budget::with_label("mcp", max_cost_usd, None))
-            .prices(prices)
-            .events(Arc::new(Sinks(sinks)));
-        if let Some(resolve) = resolver {
-            root = root.model_resolver(move |name| resolve(name));
-        }
-        let root = root.build();
+            .build();
         Ok(SubcontractServer {
             tools: list,
             specs: served,
@@ -132,7 +115,7 @@ impl SubcontractServer {
             self.progress
                 .register(child.run_id(), context.peer.clone(), token)
         });
-        let run = spec.run(&input, &child);
+        let run = spec.run_json(input, &child);
         tokio::pin!(run);
         // A client's `notifications/cancelled` cancels the run (and its sub-agents); the run
         // then ends as `cancelled` and is still recorded.
@@ -161,10 +144,10 @@ impl SubcontractServer {
             }
             (outcome, _) => error_result(
                 outcome,
-                result
-                    .error
-                    .as_deref()
-                    .unwrap_or("the run ended without an output"),
+                &result.error.as_ref().map_or_else(
+                    || "the run ended without an output".to_string(),
+                    ToString::to_string,
+                ),
             ),
         }
     }
@@ -180,7 +163,7 @@ impl SubcontractServer {
         );
         if let Some(e) = &r.error {
             line.push_str(": ");
-            line.push_str(e);
+            line.push_str(&e.to_string());
         }
         line.push('\n');
         let line = crate::redact::redact(&line);
@@ -198,63 +181,20 @@ fn error_result(outcome: Outcome, error: &str) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(text)])
 }
 
-/// The MCP tool for `spec`, and whether its output is wrapped.
-fn mcp_tool(spec: &SubAgentSpec<Value, Value>) -> (Tool, bool) {
-    let input: &Value = spec.input_contract().schema();
-    let input = match input {
-        Value::Object(m) => m.clone(),
-        // A non-object input schema cannot be a tool's `inputSchema`; the input contract
-        // still validates every call.
-        _ => object(json!({ "type": "object" })),
-    };
-    let (output, wrapped) = output_schema(spec.output_contract().schema());
+/// The MCP tool for `spec`, and whether its output is wrapped (MCP requires an object
+/// `outputSchema`: any other output is served as `{"result": …}`).
+fn mcp_tool(spec: &DynSpec) -> (Tool, bool) {
+    let (output, wrapped) = spec.object_output_schema();
     let mut tool = Tool::new(
         spec.name().to_string(),
         spec.description().to_string(),
-        input,
+        spec.object_input_schema(),
     );
     tool.output_schema = Some(Arc::new(output));
     // Sub-agents hold only the read-only workspace tools and each other; they do reach a
     // model, an open world.
     tool.annotations = Some(ToolAnnotations::new().read_only(true).open_world(true));
     (tool, wrapped)
-}
-
-/// The `outputSchema` MCP shows for an output contract, and whether it wraps it: MCP requires
-/// an object schema, so any other output is served as `{"result": …}`. `subcontract schema
-/// --format mcp` prints the same.
-pub fn output_schema(schema: &Value) -> (JsonObject, bool) {
-    if schema.get("type").and_then(Value::as_str) == Some("object") {
-        (object(schema.clone()), false)
-    } else {
-        (wrap(schema), true)
-    }
-}
-
-/// `{"type": "object", "properties": {"result": schema}, …}` with `schema`'s definitions moved
-/// to the root, where its `#/$defs/…` references point.
-fn wrap(schema: &Value) -> JsonObject {
-    let mut inner = schema.clone();
-    let mut root = Map::new();
-    root.insert("type".into(), json!("object"));
-    if let Value::Object(m) = &mut inner {
-        for key in ["$schema", "$defs", "definitions"] {
-            if let Some(v) = m.remove(key) {
-                root.insert(key.into(), v);
-            }
-        }
-    }
-    root.insert("properties".into(), json!({ WRAP_KEY: inner }));
-    root.insert("required".into(), json!([WRAP_KEY]));
-    root.insert("additionalProperties".into(), json!(false));
-    root
-}
-
-fn object(v: Value) -> JsonObject {
-    match v {
-        Value::Object(m) => m,
-        _ => JsonObject::new(),
-    }
 }
 
 impl ServerHandler for SubcontractServer {
@@ -349,7 +289,9 @@ pub(super) fn custom_request_error(request: &CustomRequest) -> ErrorData {
 mod tests {
     use super::*;
     use crate::events::EventKind;
+    use crate::host::Host;
     use crate::model::{ScriptStep, ScriptedModel};
+    use crate::SubAgentSpec;
 
     /// A model that answers every run with the text `done`, valid for these specs' outputs.
     fn done_model() -> Arc<ScriptedModel> {
@@ -378,7 +320,7 @@ mod tests {
             json!({"type": "array", "maxItems": 2, "items": {"$ref": "#/$defs/tag"},
                    "$defs": {"tag": {"type": "string", "maxLength": 5}}}),
         );
-        let (tool, wrapped) = mcp_tool(&s);
+        let (tool, wrapped) = mcp_tool(&s.erase());
         assert!(wrapped);
         let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
         assert_eq!(out["type"], "object");
@@ -397,7 +339,7 @@ mod tests {
     fn object_outputs_are_served_as_they_are() {
         let output = json!({"type": "object", "additionalProperties": false,
                             "properties": {"a": {"type": "integer"}}});
-        let (tool, wrapped) = mcp_tool(&spec("obj", output.clone()));
+        let (tool, wrapped) = mcp_tool(&spec("obj", output.clone()).erase());
         assert!(!wrapped);
         let out = Value::Object((*tool.output_schema.expect("an output schema")).clone());
         assert_eq!(out, output);
@@ -411,7 +353,12 @@ mod tests {
         ];
         let model = done_model();
         let dir = std::env::temp_dir();
-        let mut config = McpConfig::new(specs.clone(), model, &dir);
+        let mut config = McpConfig::new(
+            Host::builder()
+                .model(model)
+                .workspace(&dir)
+                .specs(specs.clone()),
+        );
         config.max_cost_usd = Some(rust_decimal::Decimal::ONE);
         let server = SubcontractServer::new(config).expect("server builds");
         assert_eq!(
@@ -427,7 +374,9 @@ mod tests {
         let model = done_model();
         let dup = vec![specs[0].clone(), specs[0].clone()];
         assert!(matches!(
-            SubcontractServer::new(McpConfig::new(dup, model, &dir)),
+            SubcontractServer::new(McpConfig::new(
+                Host::builder().model(model).workspace(&dir).specs(dup)
+            )),
             Err(McpError::DuplicateName(_))
         ));
     }
@@ -515,14 +464,19 @@ mod tests {
 
         let specs = vec![spec("one", json!({"type": "string", "maxLength": 10}))];
         let model = done_model();
-        let mut config = McpConfig::new(specs, model, std::env::temp_dir());
+        let mut config = McpConfig::new(
+            Host::builder()
+                .model(model)
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
         // The example model priced so that one turn is dearer than the whole budget.
         let mut prices = PriceTable::new();
         prices.insert(
             "example",
             Price::per_mtok(Decimal::from(1000), Decimal::from(1000)),
         );
-        config.prices = prices;
+        config.host = config.host.prices(prices);
         config.max_cost_usd = Some(Decimal::new(1, 6));
         let mut pipe = Pipe::start(config).await;
         pipe.send(Pipe::call(1, "one", json!({"q": "hi"}))).await;
@@ -550,7 +504,12 @@ mod tests {
         let model = ScriptedModel::from_fn("scripted", move |_| {
             ScriptStep::submit(json!({"title": bad.clone()}))
         });
-        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
         let mut pipe = Pipe::start(config).await;
         pipe.send(Pipe::call(1, "titled", json!({"q": "hi"}))).await;
         let reply = pipe.recv().await;
@@ -578,7 +537,12 @@ mod tests {
         ];
         let model =
             ScriptedModel::from_fn("scripted", |_| ScriptStep::text(format!("key {KEY} here")));
-        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
         let mut pipe = Pipe::start(config).await;
         pipe.send(Pipe::call(1, "roomy", json!({"q": "hi"}))).await;
         let ok = pipe.recv().await;
@@ -604,7 +568,12 @@ mod tests {
         let delay = Duration::from_millis(400);
         let model =
             ScriptedModel::from_fn("scripted", move |_| ScriptStep::text("done").delayed(delay));
-        let config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
+        let config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
         let mut pipe = Pipe::start(config).await;
         let t0 = Instant::now();
         for id in 1..=3 {
@@ -662,8 +631,13 @@ mod tests {
             }
         });
         let events = Arc::new(MemorySink::new());
-        let mut config = McpConfig::new(specs, Arc::new(model), std::env::temp_dir());
-        config.trace = Some(events.clone());
+        let mut config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
+        config.host = config.host.sink(events.clone());
         let mut pipe = Pipe::start(config).await;
         pipe.send(Pipe::call(1, "slow", json!({"q": "hang"}))).await;
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -3,15 +3,16 @@
 //! A [`ModelRequest`] borrows the conversation instead of owning it, so the run loop never
 //! clones a whole history to make a call. Providers translate it to their wire format.
 
+mod foreign;
 mod price;
 mod rate;
 mod replay;
 mod scripted;
 
+pub use foreign::ForeignError;
 pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
-pub(crate) use rate::note_retry_after;
-pub use rate::{RateLimited, RateLimits};
+pub use rate::{RateLimited, RateLimits, RetryAfter};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use scripted::{ScriptStep, ScriptedModel};
 
@@ -201,6 +202,9 @@ pub struct ModelRequest<'a> {
     pub tool_choice: ToolChoice<'a>,
     /// A JSON Schema the answer's text must follow (a provider's structured output), if any.
     pub response_format: Option<&'a ResponseFormat>,
+    /// Where to report a provider's request to wait (`Retry-After`) so that every caller
+    /// sharing a rate limit waits, not only this one; set by [`RateLimited`].
+    pub retry_after: Option<&'a RetryAfter>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -219,6 +223,7 @@ impl<'a> ModelRequest<'a> {
             sampling: Sampling::default(),
             tool_choice: ToolChoice::Auto,
             response_format: None,
+            retry_after: None,
         }
     }
 
@@ -237,6 +242,12 @@ impl<'a> ModelRequest<'a> {
     /// The same request asking for text that follows `format`'s schema.
     pub fn with_response_format(mut self, format: &'a ResponseFormat) -> Self {
         self.response_format = Some(format);
+        self
+    }
+
+    /// The same request reporting a provider's `Retry-After` to `handle`.
+    pub fn with_retry_after(mut self, handle: &'a RetryAfter) -> Self {
+        self.retry_after = Some(handle);
         self
     }
 }
@@ -392,12 +403,41 @@ pub enum ModelError {
         /// What was wrong with it.
         message: String,
     },
+    /// The provider answered, so the call happened and is billed, but the token counts of
+    /// its `usage` cannot be read (negative, fractional, not a number, inconsistent, missing
+    /// where the API always sends them). Its cost is unknown, so the run loop charges the call
+    /// its whole reservation ([`ModelError::cost_unknown`]). A count past `u64::MAX` is not
+    /// this error: it saturates, and its cost exhausts any budget.
+    #[error("{provider}: unreadable usage: {message}")]
+    UnreadableUsage {
+        /// Provider name.
+        provider: String,
+        /// Which count, and what was wrong with it.
+        message: String,
+    },
     /// A scripted or replay model has no answer for this request.
     #[error("{0}")]
     Exhausted(String),
     /// Configuration is missing or wrong (no API key, unknown provider, bad URL).
     #[error("model configuration: {0}")]
     Config(String),
+    /// The error of a client this crate does not know, from a user's own [`Model`] built on
+    /// another library; its text is redacted when shown.
+    #[error(transparent)]
+    Foreign(ForeignError),
+}
+
+impl ModelError {
+    /// Whether the call was answered, and so billed, but its cost cannot be known: the
+    /// caller charges it its whole reservation rather than nothing.
+    pub fn cost_unknown(&self) -> bool {
+        matches!(self, ModelError::UnreadableUsage { .. })
+    }
+
+    /// `error`, from another client library, as a [`ModelError::Foreign`].
+    pub fn foreign(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        ModelError::Foreign(ForeignError::new(error))
+    }
 }
 
 /// A language model. Object-safe: the run loop holds an `Arc<dyn Model>`.

@@ -1,6 +1,7 @@
 //! Provider rate limits shared by every caller of one model: [`RateLimited`] wraps a model with
 //! a requests-per-minute and a tokens-per-minute bucket, and pauses every caller when the
-//! provider answers 429 with `Retry-After`.
+//! provider asks to wait: a model reports a server's `Retry-After` through the [`RetryAfter`]
+//! handle its request carries ([`ModelRequest::retry_after`]).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -9,6 +10,70 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use super::{Model, ModelError, ModelRequest, ModelResponse};
+
+/// The channel from a model to whoever paces its calls: a model whose provider asked to wait
+/// (429 or 503 with `Retry-After`) reports the wait here, and every call sharing the handle
+/// waits until then, not only the one that is retrying (which alone would just earn more 429s).
+///
+/// [`RateLimited`] hands its handle to the model it wraps with every request
+/// ([`ModelRequest::retry_after`]); the HTTP [`Transport`](crate::provider::Transport)
+/// reports through it, and so can a user's own [`Model`]. Cloning shares the handle.
+///
+/// ```
+/// use std::time::Duration;
+/// use subcontract::model::RetryAfter;
+///
+/// let pause = RetryAfter::new();
+/// assert_eq!(pause.remaining(), Duration::ZERO);
+/// pause.report(Duration::from_secs(5));
+/// pause.report(Duration::from_secs(1)); // a shorter wait never cuts a longer one
+/// assert!(pause.remaining() > Duration::from_secs(4));
+/// ```
+#[derive(Clone, Default)]
+pub struct RetryAfter {
+    until: Arc<Mutex<Option<Instant>>>,
+}
+
+impl std::fmt::Debug for RetryAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryAfter")
+            .field("remaining", &self.remaining())
+            .finish()
+    }
+}
+
+impl RetryAfter {
+    /// A handle with no pause.
+    pub fn new() -> Self {
+        RetryAfter::default()
+    }
+
+    /// Reports that the provider asked callers to wait `wait` from now. A later report
+    /// extends the pause; a shorter one never cuts it.
+    pub fn report(&self, wait: Duration) {
+        let now = Instant::now();
+        // A wait too long for the clock is the longest the clock can hold.
+        let until = now
+            .checked_add(wait)
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
+        let mut u = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        if u.is_none_or(|p| p < until) {
+            tracing::warn!(
+                wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                "provider asked to wait; pausing every call sharing this limit"
+            );
+            *u = Some(until);
+        }
+    }
+
+    /// How long callers must still wait (zero when there is no pause).
+    pub fn remaining(&self) -> Duration {
+        let u = self.until.lock().unwrap_or_else(PoisonError::into_inner);
+        u.map_or(Duration::ZERO, |until| {
+            until.saturating_duration_since(Instant::now())
+        })
+    }
+}
 
 /// Limits of one model, per minute; `None` is no limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,6 +107,7 @@ pub struct RateLimited {
     inner: Arc<dyn Model>,
     limits: RateLimits,
     state: Arc<Mutex<Buckets>>,
+    pause: RetryAfter,
 }
 
 impl std::fmt::Debug for RateLimited {
@@ -58,29 +124,6 @@ struct Buckets {
     requests: f64,
     tokens: f64,
     refilled: Instant,
-    paused_until: Option<Instant>,
-}
-
-tokio::task_local! {
-    /// Set while a [`RateLimited`] call runs: the HTTP transport reports a server's
-    /// `Retry-After` here, so the pause reaches every caller, not only the one retrying.
-    static PAUSE: Arc<Mutex<Buckets>>;
-}
-
-/// Called by the HTTP transport when a provider asked to wait (429/503 with `Retry-After`):
-/// every call through the enclosing [`RateLimited`] model, if any, waits until then.
-pub(crate) fn note_retry_after(wait: Duration) {
-    let _ = PAUSE.try_with(|state| {
-        let until = Instant::now() + wait;
-        let mut b = lock(state);
-        if b.paused_until.is_none_or(|p| p < until) {
-            tracing::warn!(
-                wait_ms = wait.as_millis() as u64,
-                "provider asked to wait; pausing every call of this model"
-            );
-            b.paused_until = Some(until);
-        }
-    });
 }
 
 fn lock(m: &Mutex<Buckets>) -> MutexGuard<'_, Buckets> {
@@ -95,12 +138,12 @@ impl RateLimited {
             requests: limits.rpm.map_or(0.0, f64::from),
             tokens: limits.tpm.map_or(0.0, |t| t as f64),
             refilled: Instant::now(),
-            paused_until: None,
         };
         RateLimited {
             inner,
             limits,
             state: Arc::new(Mutex::new(state)),
+            pause: RetryAfter::new(),
         }
     }
 
@@ -120,14 +163,7 @@ impl RateLimited {
                     let cap = tpm.max(1) as f64;
                     b.tokens = (b.tokens + elapsed * cap / 60.0).min(cap);
                 }
-                let mut wait = Duration::ZERO;
-                if let Some(until) = b.paused_until {
-                    if until > now {
-                        wait = until - now;
-                    } else {
-                        b.paused_until = None;
-                    }
-                }
+                let mut wait = self.pause.remaining();
                 if let (Some(rpm), true) = (self.limits.rpm, b.requests < 1.0) {
                     let per_sec = f64::from(rpm.max(1)) / 60.0;
                     wait = wait.max(Duration::from_secs_f64((1.0 - b.requests) / per_sec));
@@ -161,8 +197,9 @@ impl Model for RateLimited {
 
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         self.admit().await;
-        let result = PAUSE
-            .scope(self.state.clone(), self.inner.complete(request))
+        let result = self
+            .inner
+            .complete(request.with_retry_after(&self.pause))
             .await;
         if let (Some(tpm), Ok(r)) = (self.limits.tpm, &result) {
             let used = r.usage.input_tokens.saturating_add(r.usage.output_tokens);
@@ -264,18 +301,40 @@ mod tests {
         );
     }
 
+    /// A model of this crate's user that reports a wait through the request's handle: the
+    /// next call through the same limiter waits it out.
     #[tokio::test(start_paused = true)]
-    async fn a_retry_after_pauses_every_caller() {
-        let m = RateLimited::new(model(2, Usage::default()), RateLimits::default());
-        PAUSE
-            .scope(m.state.clone(), async {
-                note_retry_after(Duration::from_secs(7))
-            })
-            .await;
+    async fn a_retry_after_reported_by_any_model_pauses_every_caller() {
+        struct AsksToWait;
+        #[async_trait]
+        impl Model for AsksToWait {
+            fn id(&self) -> &str {
+                "mine:waits"
+            }
+            async fn complete(
+                &self,
+                request: ModelRequest<'_>,
+            ) -> Result<ModelResponse, ModelError> {
+                let pause = request.retry_after.expect("RateLimited passes its handle");
+                pause.report(Duration::from_secs(7));
+                Err(ModelError::Exhausted("429".into()))
+            }
+        }
+        let m = RateLimited::new(Arc::new(AsksToWait), RateLimits::default());
         let start = Instant::now();
-        m.complete(request()).await.expect("scripted");
-        assert!(start.elapsed() >= Duration::from_secs(7));
-        // Outside any RateLimited call the note is ignored.
-        note_retry_after(Duration::from_secs(100));
+        assert!(m.complete(request()).await.is_err());
+        assert!(
+            start.elapsed() < Duration::from_millis(10),
+            "the first call is not held"
+        );
+        let clone = m.clone();
+        let _ = clone.complete(request()).await;
+        assert!(
+            start.elapsed() >= Duration::from_secs(7),
+            "{:?}",
+            start.elapsed()
+        );
+        // Called directly, outside a limiter, a request carries no handle.
+        assert!(request().retry_after.is_none());
     }
 }

@@ -116,6 +116,87 @@ pub fn openai_strict(schema: &Value) -> Value {
     convert(schema, Dialect::OpenAi, 0)
 }
 
+/// A schema in OpenAI's dialect, and whether it may be sent with `strict: true`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenAiSchema {
+    /// The converted schema ([`openai_strict`]).
+    pub schema: Value,
+    /// Whether it meets strict mode's other documented limits ([`openai_strict_compatible`]),
+    /// so that `strict: true` would not make the request fail.
+    pub strict: bool,
+}
+
+/// `schema` in OpenAI's dialect, with whether strict mode will take it.
+pub fn openai(schema: &Value) -> OpenAiSchema {
+    let schema = openai_strict(schema);
+    let strict = openai_strict_compatible(&schema);
+    OpenAiSchema { schema, strict }
+}
+
+/// Strict mode's documented limits besides keywords (checked November 2026; the figures have
+/// been raised before, so these are the conservative ones): an object at the root, at most
+/// this many levels of nesting, properties in all, and enum values in all.
+pub const OPENAI_STRICT_MAX_NESTING: usize = 10;
+/// See [`OPENAI_STRICT_MAX_NESTING`].
+pub const OPENAI_STRICT_MAX_PROPERTIES: usize = 5000;
+/// See [`OPENAI_STRICT_MAX_NESTING`].
+pub const OPENAI_STRICT_MAX_ENUM_VALUES: usize = 1000;
+
+/// Whether `converted` (an [`openai_strict`] output) is a schema strict mode accepts: its root
+/// an object; every subschema typed (a `type`, `anyOf`, `enum`, `const` or a `$ref` that
+/// resolves here); nesting, property and enum counts within the documented limits; nothing
+/// left unconverted past the converter's depth limit. A schema that fails is sent without
+/// `strict`, so a request never fails for a schema our own validation could enforce anyway.
+pub fn openai_strict_compatible(converted: &Value) -> bool {
+    let root_is_object = converted.get("type") == Some(&Value::String("object".into()));
+    let mut tally = Tally::default();
+    root_is_object
+        && strict_walk(converted, converted, 0, &mut tally)
+        && tally.properties <= OPENAI_STRICT_MAX_PROPERTIES
+        && tally.enum_values <= OPENAI_STRICT_MAX_ENUM_VALUES
+}
+
+#[derive(Default)]
+struct Tally {
+    properties: usize,
+    enum_values: usize,
+}
+
+fn strict_walk(root: &Value, schema: &Value, depth: usize, tally: &mut Tally) -> bool {
+    let Value::Object(m) = schema else {
+        return false;
+    };
+    if depth > OPENAI_STRICT_MAX_NESTING {
+        return false;
+    }
+    if let Some(r) = m.get("$ref") {
+        // A ref must resolve within the schema sent; its target is checked under `$defs`.
+        return r.is_string() && resolve(root, schema).is_some();
+    }
+    if !["type", "anyOf", "enum", "const"]
+        .iter()
+        .any(|k| m.contains_key(*k))
+    {
+        return false;
+    }
+    if let Some(Value::Array(e)) = m.get("enum") {
+        tally.enum_values += e.len();
+    }
+    m.iter().all(|(k, v)| match (k.as_str(), v) {
+        ("properties", Value::Object(ps)) => {
+            tally.properties += ps.len();
+            ps.values().all(|p| strict_walk(root, p, depth + 1, tally))
+        }
+        ("$defs" | "definitions", Value::Object(ds)) => {
+            ds.values().all(|d| strict_walk(root, d, depth, tally))
+        }
+        ("items", s) => strict_walk(root, s, depth + 1, tally),
+        ("anyOf", Value::Array(a)) => a.iter().all(|s| strict_walk(root, s, depth, tally)),
+        // Keywords the converter keeps and that hold no subschema.
+        _ => OPENAI_ALLOWED.contains(&k.as_str()),
+    })
+}
+
 /// `schema` as Anthropic strict tool use accepts it (a tool's `input_schema`).
 pub fn anthropic(schema: &Value) -> Value {
     convert(schema, Dialect::Anthropic, 0)
@@ -395,11 +476,14 @@ fn strip(root: &Value, schema: &Value, value: &mut Value, depth: usize) {
     }
 }
 
-/// Follows local `$ref`s (a bounded number of hops, so a ref cycle cannot loop).
+/// Follows same-document `$ref`s (`#/$defs/My%20Type`: JSON Pointer tokens, percent-decoded,
+/// by [`crate::json::pointer`], the one reader of them), a bounded number of hops so that a
+/// ref cycle cannot loop; `None` when one does not resolve.
 fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> Option<&'a Value> {
+    use crate::json::pointer;
     for _ in 0..32 {
         match schema.get("$ref").and_then(Value::as_str) {
-            Some(r) => schema = root.pointer(r.strip_prefix('#')?)?,
+            Some(r) => schema = pointer::resolve(root, &pointer::parse_local_ref(r)?)?,
             None => return Some(schema),
         }
     }
@@ -689,6 +773,57 @@ mod tests {
         assert_eq!(v, json!({"x": null}));
     }
 
+    /// A `$ref` whose JSON Pointer token is percent-encoded (a space in a `$defs` name) is
+    /// followed: the nulls under it are stripped too. The dialect's own resolver missed it.
+    #[test]
+    fn percent_encoded_refs_are_followed() {
+        let original = json!({
+            "type": "object",
+            "properties": {"item": {"$ref": "#/$defs/My%20Type"}, "tilde": {"$ref": "#/$defs/a~1b"}},
+            "$defs": {
+                "My Type": {"type": "object", "properties": {"note": {"type": "string"}}},
+                "a/b": {"type": "object", "properties": {"n": {"type": "integer"}}}
+            }
+        });
+        let mut v = json!({"item": {"note": null}, "tilde": {"n": null}});
+        strip_optional_nulls(&original, &mut v);
+        assert_eq!(v, json!({"item": {}, "tilde": {}}));
+        let converted = openai(&original);
+        assert!(converted.strict, "{:#}", converted.schema);
+    }
+
+    #[test]
+    fn strict_is_claimed_only_for_schemas_strict_mode_takes() {
+        assert!(openai(&sample()).strict);
+        // The root must be an object.
+        assert!(!openai(&json!({"type": "array", "items": {"type": "string"}})).strict);
+        assert!(!openai(&json!({"anyOf": [{"type": "object"}, {"type": "null"}]})).strict);
+        // An untyped subschema (any value) has no strict form.
+        assert!(!openai(&json!({"type": "object", "properties": {"x": {}}})).strict);
+        // A ref that does not resolve, or points elsewhere.
+        assert!(
+            !openai(&json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}}))
+                .strict
+        );
+        assert!(
+            !openai(&json!({"type": "object", "properties": {"x": {"$ref": "other.json#/a"}}}))
+                .strict
+        );
+        // Nesting past the documented limit.
+        let mut deep = json!({"type": "string"});
+        for _ in 0..=OPENAI_STRICT_MAX_NESTING {
+            deep = json!({"type": "object", "properties": {"x": deep}});
+        }
+        assert!(!openai(&deep).strict);
+        let shallow = json!({"type": "object", "properties": {"x": {"type": "object", "properties": {"y": {"type": "string"}}}}});
+        assert!(openai(&shallow).strict);
+        // Too many enum values in all.
+        let values: Vec<Value> = (0..=OPENAI_STRICT_MAX_ENUM_VALUES)
+            .map(|i| json!(i.to_string()))
+            .collect();
+        assert!(!openai(&json!({"type": "object", "properties": {"e": {"enum": values}}})).strict);
+    }
+
     #[test]
     fn deep_and_odd_schemas_do_not_panic() {
         let mut s = json!({"type": "string", "maxLength": 1});
@@ -696,6 +831,7 @@ mod tests {
             s = json!({"type": "array", "maxItems": 2, "items": s});
         }
         let _ = openai_strict(&s);
+        assert!(!openai(&s).strict, "too deep for strict mode");
         let _ = anthropic(&s);
         assert_eq!(openai_strict(&json!(true)), json!({}));
         assert_eq!(anthropic(&json!(7)), json!({}));

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::ctx::Ctx;
 use crate::outcome::Outcome;
-use crate::spec::core::{OutputText, SpecCore};
+use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
 /// The tool [`SubAgentSpec::as_tool`](crate::SubAgentSpec::as_tool) returns.
@@ -39,8 +39,22 @@ impl Tool for AgentTool {
     fn kind(&self) -> ToolKind {
         ToolKind::SubAgent
     }
+    fn input_contract(&self) -> Option<crate::contract::Contract> {
+        Some(self.spec.input.clone())
+    }
     async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput {
-        let r = super::run_child(&self.spec, args, ctx, OutputText::Write).await;
+        self.run(args, ctx, InputCheck::Full).await
+    }
+    async fn call_checked(&self, args: Value, ctx: &Ctx) -> ToolOutput {
+        // The run loop checked the arguments against this very contract: only the typed
+        // rules are left for the child's run.
+        self.run(args, ctx, InputCheck::RulesOnly).await
+    }
+}
+
+impl AgentTool {
+    async fn run(&self, args: Value, ctx: &Ctx, check: InputCheck) -> ToolOutput {
+        let r = super::run_child_checked(&self.spec, args, ctx, OutputText::Write, check).await;
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
             (Outcome::Completed, Some((Some(text), value))) => ToolOutput {

@@ -328,7 +328,7 @@ async fn invoke(
             Decision::Deny(reason) => {
                 ToolOutput::error(format!("denied by the approval gate: {reason}"))
             }
-            Decision::Allow => tool.call(args, ctx).await,
+            Decision::Allow => tool.call_checked(args, ctx).await,
         }
     };
     crate::telemetry::tool_done(&output);

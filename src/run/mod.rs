@@ -13,8 +13,8 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::Usage;
-use crate::outcome::{Outcome, RunResult};
-use crate::spec::core::{OutputText, SpecCore};
+use crate::outcome::{Failure, Outcome, RunResult};
+use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use tracing::Instrument;
 
 mod agent_tool;
@@ -22,7 +22,7 @@ mod fanout;
 mod turn;
 
 pub(crate) use agent_tool::AgentTool;
-use turn::{join, turns};
+use turn::turns;
 
 impl<O> RunResult<O> {
     pub(crate) fn input_not_serialisable(ctx: &Ctx, e: serde_json::Error) -> Self {
@@ -35,7 +35,7 @@ impl<O> RunResult<O> {
             cost_usd: Decimal::ZERO,
             total_cost_usd: Decimal::ZERO,
             duration: Duration::ZERO,
-            error: Some(format!("the input could not be serialised: {e}")),
+            error: Some(Failure::InputNotSerialisable(e.to_string())),
         }
     }
 }
@@ -61,8 +61,9 @@ impl RunResult<Decoded> {
             match output.map(|(_, any)| crate::spec::core::downcast_output::<O>(any)) {
                 None => (None, error),
                 Some(Ok(o)) => (Some(o), error),
-                Some(Err(e)) => (None, Some(e.to_string())),
+                Some(Err(e)) => (None, Some(Failure::OutputType(e.to_string()))),
             };
+        let outcome = error.as_ref().map_or(outcome, Failure::outcome);
         RunResult {
             run_id,
             outcome,
@@ -92,14 +93,27 @@ pub(crate) async fn run_child(
     parent: &Ctx,
     text: OutputText,
 ) -> RunResult<Decoded> {
-    match parent.child_of(spec) {
+    run_child_checked(spec, input, parent, text, InputCheck::Full).await
+}
+
+/// [`run_child`] for an input whose schema check `check` says is done.
+pub(crate) async fn run_child_checked(
+    spec: &SpecCore,
+    input: Value,
+    parent: &Ctx,
+    text: OutputText,
+    check: InputCheck,
+) -> RunResult<Decoded> {
+    match parent.child(spec) {
         // A child context has a cancellation token of its own, so the run may cancel it.
         Ok(child) => {
             let span = crate::telemetry::agent_span(spec, &child);
-            run_owned(spec, input, &child, text).instrument(span).await
+            run_owned(spec, input, &child, text, check)
+                .instrument(span)
+                .await
         }
         Err(e) => {
-            let error = e.to_string();
+            let error = Failure::Spawn(e);
             let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
             // The refused child still appears in the run tree, as a run that ended `denied`.
             parent.emit_child(
@@ -111,7 +125,7 @@ pub(crate) async fn run_child(
                     usage: Usage::default(),
                     cost_usd: Decimal::ZERO,
                     duration_ms: 0.0,
-                    error: Some(error.clone()),
+                    error: Some(error.to_string()),
                 },
             );
             RunResult {
@@ -163,9 +177,15 @@ pub(crate) async fn run_core(
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's.
     let span = crate::telemetry::agent_span(spec, ctx);
-    run_owned(spec, input, &ctx.with_own_cancellation(), text)
-        .instrument(span)
-        .await
+    run_owned(
+        spec,
+        input,
+        &ctx.with_own_cancellation(),
+        text,
+        InputCheck::Full,
+    )
+    .instrument(span)
+    .await
 }
 
 /// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.
@@ -174,6 +194,7 @@ async fn run_owned(
     input: Value,
     ctx: &Ctx,
     text: OutputText,
+    check: InputCheck,
 ) -> RunResult<Decoded> {
     let start = Instant::now();
     let mut guard = FinishGuard {
@@ -186,14 +207,15 @@ async fn run_owned(
         model: ctx.model_id().clone(),
     });
     let mut st = LoopState::default();
-    let (outcome, output, error) = match spec.accept_input(&input) {
-        Err(v) => (
-            Outcome::InvalidInput,
-            None,
-            Some(format!("invalid input: {}", join(&v))),
-        ),
+    let ended = match spec.accept_input(&input, check) {
+        Err(v) => Err(Failure::InvalidInput(v)),
         Ok(()) => run_until_stopped(spec, ctx, turns(spec, input, ctx, text, &mut st)).await,
     };
+    let (outcome, output, error) = match ended {
+        Ok(done) => (Outcome::Completed, Some(done), None),
+        Err(f) => (f.outcome(), None, Some(f)),
+    };
+    let error_text = error.as_ref().map(Failure::to_string);
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
     guard.finished = true;
@@ -203,7 +225,7 @@ async fn run_owned(
         usage: st.usage,
         cost_usd: st.cost,
         duration_ms: duration.as_secs_f64() * 1000.0,
-        error: error.clone(),
+        error: error_text.clone(),
     });
     crate::telemetry::agent_done(
         ctx,
@@ -212,7 +234,7 @@ async fn run_owned(
         st.usage,
         st.cost,
         total,
-        error.as_deref(),
+        error_text.as_deref(),
     );
     RunResult {
         run_id: ctx.run_id().to_string(),
@@ -241,24 +263,15 @@ async fn run_until_stopped(
     tokio::pin!(body);
     let stopped = tokio::select! {
         biased;
-        _ = cancel.cancelled() => (Outcome::Cancelled, None, Some("cancelled".to_string())),
+        _ = cancel.cancelled() => Failure::Cancelled,
         r = &mut body => return r,
-        _ = tokio::time::sleep(spec.limits.timeout) => (
-            Outcome::Timeout,
-            None,
-            Some(format!("no result within {:?}", spec.limits.timeout)),
-        ),
+        _ = tokio::time::sleep(spec.limits.timeout) => Failure::Timeout(spec.limits.timeout),
     };
     cancel.cancel();
     // What the body ends with is moot now; only its winding down matters.
     let _ = body.await;
-    stopped
+    Err(stopped)
 }
 
-/// What a run that noticed its cancellation ends with (a timeout is reported by
-/// [`run_until_stopped`], which cancels after the fact).
-fn cancelled() -> TurnsResult {
-    (Outcome::Cancelled, None, Some("cancelled".to_string()))
-}
-
-type TurnsResult = (Outcome, Option<Decoded>, Option<String>);
+/// How a run's turns end: its validated output, or why there is none.
+type TurnsResult = Result<Decoded, Failure>;

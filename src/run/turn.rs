@@ -8,32 +8,25 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::fanout::run_tool_calls;
-use super::{cancelled, Decoded, LoopState, TurnsResult};
+use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::{
     Arguments, Message, ModelRequest, ModelResponse, ToolCall, ToolDefinition, Usage, SUBMIT_TOOL,
 };
-use crate::outcome::Outcome;
+use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputText, SpecCore};
 use crate::tool::ToolOutput;
 
 /// Reports a rejected output (an event with where and why, never the output) and returns the
-/// violations as one line, for the run's error should no turn repair them.
-pub(super) fn rejected(ctx: &Ctx, turn: u32, v: &[Violation]) -> String {
+/// violations, for the run's failure should no turn repair them.
+fn rejected(ctx: &Ctx, turn: u32, v: &[Violation]) -> Vec<Violation> {
     ctx.emit(EventKind::OutputRejected {
         turn,
         violations: v.to_vec(),
     });
-    join(v)
-}
-
-pub(super) fn join(v: &[Violation]) -> String {
-    v.iter()
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join("; ")
+    v.to_vec()
 }
 
 /// Bytes of a message as the provider will see them, plus a per-message allowance for
@@ -91,7 +84,7 @@ impl Conversation {
 /// The tools offered to the model: the spec's, each held by the context (a child holds
 /// exactly these), plus the submission tool; and their size. Definitions are shared, so
 /// offering them costs reference counts, not copies. A tool the context lacks ends the run.
-fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), TurnsResult> {
+fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), Failure> {
     let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
     let mut missing: Vec<&str> = Vec::new();
     let mut bytes = 0;
@@ -106,15 +99,10 @@ fn offer(spec: &SpecCore, ctx: &Ctx) -> Result<(Vec<ToolDefinition>, usize), Tur
         }
     }
     if !missing.is_empty() {
-        return Err((
-            Outcome::Denied,
-            None,
-            Some(format!(
-                "`{}` asks for tools this context does not hold: {}",
-                spec.name,
-                missing.join(", ")
-            )),
-        ));
+        return Err(Failure::ToolsNotHeld {
+            spec: spec.name.clone(),
+            missing: missing.into_iter().map(str::to_owned).collect(),
+        });
     }
     if let Some(d) = &spec.submit_tool {
         bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
@@ -132,7 +120,7 @@ async fn call_model(
     convo: &Conversation,
     turn: u32,
     st: &mut LoopState,
-) -> Result<ModelResponse, TurnsResult> {
+) -> Result<ModelResponse, Failure> {
     let model = ctx.model();
     let price = ctx.prices().get(model.id());
     let max_tokens = spec.limits.max_tokens_per_turn;
@@ -143,29 +131,23 @@ async fn call_model(
     // (dropping the wait leaves nothing reserved).
     let reserved = tokio::select! {
         biased;
-        _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+        _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
         r = ctx.budget().reserve(worst) => r,
     };
     let reservation = match reserved {
         Ok(r) => r,
-        Err(e) => return Err((Outcome::BudgetExhausted, None, Some(e.to_string()))),
+        Err(error) => return Err(Failure::Budget { error, turn }),
     };
     // Recorded before the call, so a process lost during it is still charged for it.
     if let Some(journal) = ctx.spend_journal() {
         let recorded = tokio::select! {
             biased;
-            _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
             r = journal.before_call() => r,
         };
         if let Err(e) = recorded {
             drop(reservation);
-            return Err((
-                Outcome::ModelError,
-                None,
-                Some(format!(
-                    "the spend at stake could not be recorded, so the call was not made: {e}"
-                )),
-            ));
+            return Err(Failure::SpendNotRecorded(e));
         }
     }
     st.turns = turn;
@@ -179,26 +161,39 @@ async fn call_model(
     // so a call is never first polled (started) after the cancellation.
     let response = tokio::select! {
         biased;
-        _ = ctx.cancellation().cancelled() => return Err(cancelled()),
+        _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
         r = call => r,
     };
     let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
     let response = match response {
         Ok(r) => r,
         Err(e) => {
-            drop(reservation);
-            let msg = e.to_string();
+            // A call answered with a usage that cannot be read happened and is billed: it is
+            // charged its whole reservation, its worst case, never nothing.
+            let failure = if e.cost_unknown() {
+                let charged = reservation.amount();
+                reservation.settle(charged);
+                st.cost = st.cost.saturating_add(charged);
+                Failure::UnreadableUsage { error: e, charged }
+            } else {
+                drop(reservation);
+                Failure::Model(e)
+            };
+            let (charged, msg) = match &failure {
+                Failure::UnreadableUsage { charged, .. } => (*charged, failure.to_string()),
+                _ => (Decimal::ZERO, failure.to_string()),
+            };
             crate::telemetry::chat_failed(chat, &msg);
             ctx.emit(EventKind::ModelCall {
                 turn,
                 usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
+                cost_usd: charged,
                 duration_ms,
                 stop_reason: None,
-                error: Some(msg.clone()),
+                error: Some(msg),
                 over_reserved_usd: None,
             });
-            return Err((Outcome::ModelError, None, Some(msg)));
+            return Err(failure);
         }
     };
     let cost = crate::model::cost_at(price, model.id(), response.usage);
@@ -227,23 +222,29 @@ async fn call_model(
         over_reserved_usd: over,
     });
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
-        return Err((
-            Outcome::BudgetExhausted,
-            None,
-            Some(format!(
-                "the provider billed {} USD for turn {turn}, more than the {} USD reserved for it (its worst case at {max_tokens} output tokens): the budget is exhausted and no further call is made",
-                cost.normalize(),
-                reserved.round_dp(6).normalize()
-            )),
-        ));
+        let u = response.usage;
+        let saturated = [
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+        ]
+        .contains(&u64::MAX);
+        return Err(Failure::Overbilled {
+            turn,
+            billed: cost,
+            reserved,
+            max_tokens,
+            saturated,
+        });
     }
     Ok(response)
 }
 
 /// An output that failed its contract: where and why, reported, and what the model is told.
 struct Rejected {
-    /// The violations as one line, for the run's error should no turn repair them.
-    summary: String,
+    /// The violations, for the run's failure should no turn repair them.
+    summary: Vec<Violation>,
     /// The repair request.
     repair: String,
 }
@@ -264,7 +265,7 @@ fn answer_in_text(
     turn: u32,
     text: Option<&str>,
     out: OutputText,
-) -> Result<Decoded, (String, Option<String>)> {
+) -> Result<Decoded, (String, Option<Vec<Violation>>)> {
     let v = match spec.output_kind {
         OutputKind::Text => Value::String(text.unwrap_or_default().to_owned()),
         OutputKind::Json => match text.and_then(parse_json_lenient) {
@@ -355,28 +356,22 @@ pub(super) async fn turns(
     out: OutputText,
     st: &mut LoopState,
 ) -> TurnsResult {
-    let (offered, tools_bytes) = match offer(spec, ctx) {
-        Ok(o) => o,
-        Err(end) => return end,
-    };
+    let (offered, tools_bytes) = offer(spec, ctx)?;
     let mut convo = Conversation::new(spec, tools_bytes, &input);
-    let mut last_invalid: Option<String> = None;
+    let mut last_invalid: Option<Vec<Violation>> = None;
     for turn in 1..=spec.limits.max_turns {
         // No model call starts once the run is stopping.
         if ctx.cancellation().is_cancelled() {
-            return cancelled();
+            return Err(Failure::Cancelled);
         }
         let ModelResponse {
             text,
             mut tool_calls,
             ..
-        } = match call_model(spec, ctx, &offered, &convo, turn, st).await {
-            Ok(r) => r,
-            Err(end) => return end,
-        };
+        } = call_model(spec, ctx, &offered, &convo, turn, st).await?;
         if tool_calls.is_empty() {
             let repair = match answer_in_text(spec, ctx, turn, text.as_deref(), out) {
-                Ok(done) => return (Outcome::Completed, Some(done), None),
+                Ok(done) => return Ok(done),
                 Err((repair, rejected)) => {
                     last_invalid = rejected.or(last_invalid);
                     repair
@@ -390,7 +385,7 @@ pub(super) async fn turns(
             continue;
         }
         let repair = match submission(spec, ctx, turn, &mut tool_calls, out) {
-            Submission::Accepted(done) => return (Outcome::Completed, Some(done), None),
+            Submission::Accepted(done) => return Ok(done),
             Submission::Rejected(i, r) => {
                 last_invalid = Some(r.summary);
                 Some((i, ToolOutput::error(r.repair)))
@@ -401,18 +396,12 @@ pub(super) async fn turns(
         let assistant = Message::Assistant { text, tool_calls };
         convo.push(assistant, Message::ToolResults { results, note });
     }
-    match last_invalid {
-        Some(v) => (
-            Outcome::InvalidOutput,
-            None,
-            Some(format!("the last output was invalid: {v}")),
-        ),
-        None => (
-            Outcome::MaxTurns,
-            None,
-            Some(format!("no output within {} turns", spec.limits.max_turns)),
-        ),
-    }
+    Err(match last_invalid {
+        Some(v) => Failure::InvalidOutput(v),
+        None => Failure::MaxTurns {
+            turns: spec.limits.max_turns,
+        },
+    })
 }
 
 /// A JSON document in a text answer, possibly inside a ```json fence.

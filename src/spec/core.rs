@@ -127,6 +127,15 @@ impl std::str::FromStr for OutputMode {
     }
 }
 
+/// How much of an input's check is left for the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InputCheck {
+    /// Schema and typed rules.
+    Full,
+    /// Only the typed rules: the schema was checked against the same compiled contract.
+    RulesOnly,
+}
+
 /// What a decoder reads: a JSON value, or JSON text already parsed into a tape.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
@@ -188,6 +197,18 @@ pub(crate) enum OutputText {
     Write,
     /// Only count its characters.
     Skip,
+}
+
+impl crate::ctx::Delegate for SpecCore {
+    fn terms(&self) -> crate::ctx::ChildTerms<'_> {
+        crate::ctx::ChildTerms {
+            name: &self.name_arc,
+            tools: &self.tools,
+            max_cost_usd: self.limits.max_cost_usd,
+            max_model_calls: self.limits.max_model_calls,
+            model: self.model.as_deref(),
+        }
+    }
 }
 
 impl SpecCore {
@@ -263,9 +284,12 @@ impl SpecCore {
         Some((written, decoded))
     }
 
-    /// Checks an input: schema, then the typed rules.
-    pub(crate) fn accept_input(&self, v: &Value) -> Result<(), Vec<Violation>> {
-        self.input.validate(v)?;
+    /// Checks an input: schema (unless the caller checked it against this contract already),
+    /// then the typed rules.
+    pub(crate) fn accept_input(&self, v: &Value, check: InputCheck) -> Result<(), Vec<Violation>> {
+        if check == InputCheck::Full {
+            self.input.validate(v)?;
+        }
         (self.decode_input)(Source::Value(v)).map(|_| ())
     }
 }

@@ -4,6 +4,7 @@
 pub(crate) mod builder;
 mod call_cost;
 pub(crate) mod core;
+mod erased;
 pub(crate) mod file;
 pub(crate) mod load;
 mod typed;
@@ -15,5 +16,6 @@ pub use core::{
     DEFAULT_MAX_TOOL_CALLS_PER_TURN, DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN, DEFAULT_MAX_TURNS,
     DEFAULT_TIMEOUT,
 };
+pub use erased::{DynSpec, ToolFormat, WRAP_KEY};
 pub use load::{load_spec, load_spec_str, spec_files, LoadError};
 pub use typed::SubAgentSpec;

@@ -11,7 +11,7 @@ use super::core::{
     downcast_output, with_value, Limits, OutputKind, OutputMode, OutputText, SpecCore,
 };
 use crate::contract::{Contract, Violation};
-use crate::ctx::{Ctx, SpawnError};
+use crate::ctx::Ctx;
 use crate::outcome::RunResult;
 use crate::run::{self, AgentTool};
 use crate::tool::Tool;
@@ -51,7 +51,10 @@ impl<I, O> SubAgentSpec<I, O> {
     }
 
     /// The untyped core.
-    pub fn core(&self) -> &SpecCore {
+    pub(crate) fn core(&self) -> &SpecCore {
+        &self.core
+    }
+    pub(crate) fn core_arc(&self) -> &Arc<SpecCore> {
         &self.core
     }
     /// The tool name a host sees.
@@ -190,11 +193,8 @@ impl<I: Serialize, O: Send + 'static> SubAgentSpec<I, O> {
     }
 }
 
-impl Ctx {
-    /// Makes the context a sub-agent runs in: tools = the spec's tools, each of which this
-    /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
-    /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
-    pub fn child<I, O>(&self, spec: &SubAgentSpec<I, O>) -> Result<Ctx, SpawnError> {
-        self.child_of(&spec.core)
+impl<I, O> crate::ctx::Delegate for SubAgentSpec<I, O> {
+    fn terms(&self) -> crate::ctx::ChildTerms<'_> {
+        self.core.terms()
     }
 }

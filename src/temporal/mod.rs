@@ -257,16 +257,7 @@ pub fn default_batch_id(spec: &str, out: &std::path::Path) -> String {
     )
 }
 
-/// FNV-1a: a hash stable across builds and machines (std's hasher is not promised to be), for
-/// ids, never for anything an adversary could exploit by colliding.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+pub(crate) use crate::json::fnv1a;
 
 /// The workflow id of batch `batch_id`.
 pub fn workflow_id(batch_id: &str) -> String {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rust_decimal::Decimal;
-use serde_json::Value;
 use temporalio_client::{ActivityIdentifier, AsyncActivityHandle, Client, RpcOptions};
 use temporalio_common::protos::TaskToken;
 use temporalio_macros::activities;
@@ -18,23 +17,27 @@ use super::messages::{RunReport, RunRequest, SpendRecord};
 /// How long after a record made before a call it is sent again (at most: the liveness beat
 /// comes sooner with a short heartbeat timeout).
 const RESEND_AFTER: Duration = Duration::from_secs(2);
-use crate::batch::ResultLine;
-use crate::{Budget, CtxBuilder, Outcome, SpendJournal, SubAgentSpec};
+use crate::batch::{Refusal, ResultLine};
+use crate::spec::DynSpec;
+use crate::{Budget, CtxBuilder, Outcome, SpendJournal};
 
 /// What a worker runs: its specs by name, and the host context every run starts from (model,
 /// tools, prices, event sinks); each run gets its own budget, run id and cancellation.
 pub struct SubAgentActivities {
-    specs: HashMap<String, Arc<SubAgentSpec<Value, Value>>>,
+    specs: HashMap<String, Arc<DynSpec>>,
     host: CtxBuilder,
 }
 
 impl SubAgentActivities {
     /// A worker's activities for `specs` under `host`.
-    pub fn new(specs: Vec<SubAgentSpec<Value, Value>>, host: CtxBuilder) -> Self {
+    pub fn new<S: Into<DynSpec>>(specs: impl IntoIterator<Item = S>, host: CtxBuilder) -> Self {
         SubAgentActivities {
             specs: specs
                 .into_iter()
-                .map(|s| (s.name().to_string(), Arc::new(s)))
+                .map(|s| {
+                    let s: DynSpec = s.into();
+                    (s.name().to_string(), Arc::new(s))
+                })
                 .collect(),
             host,
         }
@@ -141,7 +144,7 @@ impl SubAgentActivities {
                 }
             })
         };
-        let run = spec.run_child(&req.input, &host);
+        let run = spec.call_json(req.input.clone(), &host);
         let result = tokio::select! {
             r = run => Some(r),
             _ = ctx.cancelled() => {
@@ -158,16 +161,17 @@ impl SubAgentActivities {
             // attempt to retry, not a result.
             return Err(ApplicationFailure::new(why).into());
         }
-        let refused_at_start = result.outcome == Outcome::BudgetExhausted
-            && result.total_cost_usd.is_zero()
-            && result.turns == 0;
+        // The rule the local engine applies too: turned away before any spend is not a
+        // result. The spec's own cap refusing is fatal to the batch (every input would be
+        // refused alike); the workflow tells the batch's money running out by its own cap.
+        let refusal = Refusal::of(&result, spec.limits().max_cost_usd);
         let mut line = ResultLine::from_run(req.id, result);
         line.cost_usd = line.cost_usd.saturating_add(before.charged_usd);
         Ok(RunReport {
             line,
-            refused_at_start,
+            refused_at_start: refusal.is_some(),
             lost_attempts,
-            fatal: None,
+            fatal: refusal.as_ref().and_then(Refusal::fix),
         })
     }
 }

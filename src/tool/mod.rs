@@ -95,6 +95,18 @@ pub trait Tool: Send + Sync {
     }
     /// Runs the tool. Failures are returned as [`ToolOutput::error`], never as panics.
     async fn call(&self, args: Value, ctx: &Ctx) -> ToolOutput;
+    /// The arguments' contract, already compiled, for a tool that has one (a spec's input
+    /// contract): a [`ToolSet`] uses it instead of compiling [`input_schema`](Tool::input_schema)
+    /// again.
+    fn input_contract(&self) -> Option<crate::contract::Contract> {
+        None
+    }
+    /// What the run loop calls once `args` have passed the tool's input contract (and the
+    /// gate): a tool that would check them again may skip it. Defaults to
+    /// [`call`](Tool::call).
+    async fn call_checked(&self, args: Value, ctx: &Ctx) -> ToolOutput {
+        self.call(args, ctx).await
+    }
 }
 
 /// Whether `name` is a valid tool or spec name: `[A-Za-z0-9_-]{1,64}`.

@@ -83,10 +83,13 @@ impl ToolSet {
             return Err(ToolSetError::Duplicate(name));
         }
         let schema = tool.input_schema();
-        let input = Contract::compile(schema.clone()).map_err(|e| ToolSetError::InvalidSchema {
-            name: name.clone(),
-            message: e.to_string(),
-        })?;
+        let input = match tool.input_contract() {
+            Some(c) => c,
+            None => Contract::compile(schema.clone()).map_err(|e| ToolSetError::InvalidSchema {
+                name: name.clone(),
+                message: e.to_string(),
+            })?,
+        };
         let definition = ToolDefinition {
             name: Arc::from(name.as_str()),
             description: Arc::from(tool.description()),

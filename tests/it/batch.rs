@@ -60,11 +60,14 @@ pub(crate) fn write_prices(path: &Path) {
     .expect("write prices");
 }
 
+/// The result lines of an output file (its first line, naming the batch it belongs to, left
+/// out).
 pub(crate) fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
-        .map(|l| serde_json::from_str(l).expect("a result line"))
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|v| v.get("batch").is_none())
         .collect()
 }
 
@@ -84,10 +87,11 @@ fn model_calls(trace: &Path) -> usize {
         .count()
 }
 
+/// Complete result lines of an output file (the owner line left out).
 pub(crate) fn complete_lines(path: &Path) -> usize {
-    std::fs::read(path)
-        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-        .unwrap_or(0)
+    let b = std::fs::read(path).unwrap_or_default();
+    let n = b.iter().filter(|&&c| c == b'\n').count();
+    n - usize::from(b.starts_with(b"{\"batch\":") && n > 0)
 }
 
 #[test]
@@ -150,6 +154,7 @@ fn a_batch_killed_with_sigkill_resumes_without_rerunning_or_double_charging() {
     assert!((300..1000).contains(&kept), "{kept} lines after the kill");
     let kept_lines = String::from_utf8_lossy(&text)
         .lines()
+        .filter(|l| !l.starts_with("{\"batch\":"))
         .take(kept)
         .map(|l| serde_json::from_str::<Value>(l).expect("complete lines parse"))
         .collect::<Vec<_>>();
@@ -576,4 +581,102 @@ fn a_second_batch_on_the_same_out_file_is_refused() {
     let all = lines(&out);
     let ids: HashSet<&str> = all.iter().map(|l| l["id"].as_str().expect("id")).collect();
     assert_eq!((all.len(), ids.len()), (200, 200), "every id exactly once");
+}
+
+/// A spec whose cap cannot afford one call: no input is written as a final line, the batch
+/// stops at once and says what to change, and the same command finishes once the cap is
+/// raised.
+#[test]
+fn a_spec_cap_below_one_call_poisons_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (inputs, out, prices) = (
+        dir.path().join("in.jsonl"),
+        dir.path().join("out.jsonl"),
+        dir.path().join("prices.toml"),
+    );
+    write_inputs(&inputs, 50);
+    write_prices(&prices);
+    let spec_text = std::fs::read_to_string(Path::new(ROOT).join(SPEC)).expect("spec");
+    let spec = dir.path().join("research_topic.toml");
+    let tight = spec_text.replace("max_cost_usd = \"0.20\"", "max_cost_usd = \"0.000001\"");
+    assert_ne!(tight, spec_text, "the cap was lowered");
+    std::fs::write(&spec, &tight).expect("write spec");
+    let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let run = || {
+        Command::new(BIN)
+            .args([
+                "batch",
+                &p(&spec),
+                "--inputs",
+                &p(&inputs),
+                "--out",
+                &p(&out),
+            ])
+            .args(["--model", "example", "--prices", &p(&prices), "-q"])
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .expect("the binary runs")
+    };
+    let o = run();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(lines(&out).is_empty(), "no final line: {:?}", lines(&out));
+    assert!(
+        stderr(&o).contains("raise the spec's `max_cost_usd` or lower its `max_tokens_per_turn`"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(&spec, &spec_text).expect("write spec");
+    let o = run();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let all = lines(&out);
+    assert_eq!(all.len(), 50);
+    assert!(all.iter().all(|l| l["outcome"] == "completed"));
+}
+
+/// An output file belongs to one spec over one input file: reused with another, it is refused
+/// instead of skipping every id as done.
+#[test]
+fn an_out_file_of_another_batch_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (inputs, other_inputs, out) = (
+        dir.path().join("in.jsonl"),
+        dir.path().join("other.jsonl"),
+        dir.path().join("out.jsonl"),
+    );
+    write_inputs(&inputs, 5);
+    write_inputs(&other_inputs, 5);
+    let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+    let run = |spec: &str, inputs: &Path| {
+        Command::new(BIN)
+            .args(["batch", spec, "--inputs", &p(inputs), "--out", &p(&out)])
+            .args(["--model", "example", "-q"])
+            .current_dir(ROOT)
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .expect("the binary runs")
+    };
+    let o = run(SPEC, &inputs);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let first = std::fs::read_to_string(&out).expect("out");
+    assert!(
+        first.starts_with("{\"batch\":{\"spec\":\"research_topic\""),
+        "{first}"
+    );
+    // The same command resumes (nothing left to do).
+    let o = run(SPEC, &inputs);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    for (spec, inputs) in [("specs/check_claim.toml", &inputs), (SPEC, &other_inputs)] {
+        let o = run(spec, inputs);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("holds the results of spec `research_topic`"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(
+            std::fs::read_to_string(&out).expect("out"),
+            first,
+            "left as it was"
+        );
+    }
 }

@@ -212,7 +212,7 @@ async fn a_call_billed_past_its_reservation_exhausts_the_budget_at_once() {
     let input = serde_json::json!({"question": "abc?"});
     let r = spec.run_child(&input, &ctx).await;
     assert_eq!(r.outcome, Outcome::BudgetExhausted, "{:?}", r.error);
-    let error = r.error.unwrap_or_default();
+    let error = r.error.map(|f| f.to_string()).unwrap_or_default();
     assert!(error.contains("billed 0.32001 USD"), "{error}");
     assert_eq!(r.turns, 1);
     assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -231,7 +231,11 @@ async fn a_call_billed_past_its_reservation_exhausts_the_budget_at_once() {
     // A sibling run under the same budget starts no call at all.
     let r = spec.run_child(&input, &ctx).await;
     assert_eq!(r.outcome, Outcome::BudgetExhausted);
-    assert!(r.error.unwrap_or_default().contains("a provider billed"));
+    assert!(r
+        .error
+        .map(|f| f.to_string())
+        .unwrap_or_default()
+        .contains("a provider billed"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
 
@@ -446,7 +450,11 @@ async fn the_spend_journal_records_each_call_before_it_is_made() {
     let (ctx, _journal, calls, budget) = run(2);
     let r = spec.run_child(&input, &ctx).await;
     assert_eq!(r.outcome, Outcome::ModelError);
-    assert!(r.error.unwrap_or_default().contains("the journal is down"));
+    assert!(r
+        .error
+        .map(|f| f.to_string())
+        .unwrap_or_default()
+        .contains("the journal is down"));
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(budget.snapshot().reserved_usd, Decimal::ZERO);
 }

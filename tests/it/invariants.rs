@@ -155,6 +155,7 @@ async fn budgets_fork_and_charge_upward() {
     assert!(r
         .error
         .unwrap()
+        .to_string()
         .contains("budget exhausted at root.tight-2"));
     assert_eq!(
         root.snapshot().spent_usd,
@@ -372,7 +373,7 @@ async fn nothing_ends_silently() {
     )
     .await;
     assert_eq!(r.outcome, Outcome::ModelError);
-    assert!(r.error.unwrap().contains("HTTP 500: boom"));
+    assert!(r.error.unwrap().to_string().contains("HTTP 500: boom"));
     let r = run(model(|_, _, _| ScriptStep::text("{}")), 5000, None);
     let r = r.await;
     assert_eq!(r.outcome, Outcome::InvalidOutput);

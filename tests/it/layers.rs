@@ -81,8 +81,8 @@ fn paths(code: &str) -> Vec<(bool, Vec<String>)> {
     out
 }
 
-#[test]
-fn the_library_has_no_import_cycle_but_ctx_and_tool() {
+/// Every library file and the files it imports (`crate::…`, `super::…`), by path.
+fn import_edges() -> BTreeMap<String, BTreeSet<String>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
@@ -95,7 +95,11 @@ fn the_library_has_no_import_cycle_but_ctx_and_tool() {
             .to_string_lossy()
             .replace('\\', "/");
         // The binary and unit-test files are not the library's layers.
-        if rel == "src/main.rs" || rel.starts_with("src/cli/") || rel.ends_with("tests.rs") {
+        if rel == "src/main.rs"
+            || rel.starts_with("src/cli/")
+            || rel.ends_with("tests.rs")
+            || rel == "src/json/tape/suites.rs"
+        {
             continue;
         }
         modules.insert(module_of(&rel), rel.clone());
@@ -104,7 +108,7 @@ fn the_library_has_no_import_cycle_but_ctx_and_tool() {
     let resolve = |segs: &[String]| -> Option<&String> {
         (0..=segs.len()).rev().find_map(|n| modules.get(&segs[..n]))
     };
-    let mut edges: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (file, src) in &sources {
         let me = module_of(file);
         let parent = &me[..me.len().saturating_sub(1)];
@@ -117,11 +121,20 @@ fn the_library_has_no_import_cycle_but_ctx_and_tool() {
             full.extend(segs);
             if let Some(target) = resolve(&full) {
                 if target != file && !full.is_empty() {
-                    edges.entry(file).or_default().insert(target.clone());
+                    edges
+                        .entry(file.clone())
+                        .or_default()
+                        .insert(target.clone());
                 }
             }
         }
     }
+    edges
+}
+
+#[test]
+fn the_library_has_no_import_cycle_but_ctx_and_tool() {
+    let edges = import_edges();
     // A file on a cycle reaches itself; report every such pair but the allowed one.
     let reach = |from: &str| -> BTreeSet<String> {
         let mut seen = BTreeSet::new();
@@ -138,8 +151,8 @@ fn the_library_has_no_import_cycle_but_ctx_and_tool() {
     let mut cycles = Vec::new();
     for (from, targets) in &edges {
         for to in targets {
-            if reach(to).contains(*from) {
-                let pair = [*from, to.as_str()];
+            if reach(to).contains(from.as_str()) {
+                let pair = [from.as_str(), to.as_str()];
                 if !(ALLOWED.contains(&pair[0]) && ALLOWED.contains(&pair[1])) {
                     cycles.push(format!("{from} -> {to} -> … -> {from}"));
                 }
@@ -150,4 +163,95 @@ fn the_library_has_no_import_cycle_but_ctx_and_tool() {
     // The check sees the imports it guards: ctx and tool do use each other.
     assert!(edges["src/ctx.rs"].contains("src/tool/mod.rs"));
     assert!(edges["src/tool/mod.rs"].contains("src/ctx.rs"));
+}
+
+/// The layers `src/lib.rs` documents, lowest first: each a list of module paths
+/// (`spec::core`), read from its comment (layers between `·`, modules between `,` or `⇄`,
+/// parenthesised words left out).
+fn documented_layers() -> Vec<Vec<Vec<String>>> {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("src/lib.rs");
+    let mut text = String::new();
+    let mut inside = false;
+    for line in lib.lines() {
+        let Some(c) = line.trim_start().strip_prefix("//") else {
+            if inside {
+                break;
+            }
+            continue;
+        };
+        if c.contains("The layers, lowest first") {
+            inside = true;
+            continue;
+        }
+        if inside && c.starts_with("  ") {
+            text.push_str(c);
+            text.push(' ');
+        }
+    }
+    // Drop parentheticals: "spec (typed view, builder)" is the module `spec`.
+    let mut plain = String::new();
+    let mut depth = 0;
+    for ch in text.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => plain.push(ch),
+            _ => {}
+        }
+    }
+    plain
+        .split('·')
+        .map(|layer| {
+            layer
+                .split([',', '⇄'])
+                .map(|m| m.trim().split("::").map(str::to_owned).collect::<Vec<_>>())
+                .filter(|m| !m[0].is_empty())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_import_goes_to_the_same_or_a_lower_layer() {
+    let layers = documented_layers();
+    assert!(layers.len() >= 8, "the layer comment was read: {layers:?}");
+    // A file's layer: that of the longest documented module path it lies in.
+    let layer_of = |file: &str| -> Option<usize> {
+        let m = module_of(file);
+        let mut best: Option<(usize, usize)> = None;
+        for (i, layer) in layers.iter().enumerate() {
+            for path in layer {
+                if m.len() >= path.len()
+                    && m[..path.len()] == path[..]
+                    && best.is_none_or(|(len, _)| path.len() > len)
+                {
+                    best = Some((path.len(), i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    };
+    let edges = import_edges();
+    let mut wrong = Vec::new();
+    for (from, targets) in &edges {
+        let Some(lf) = layer_of(from) else {
+            wrong.push(format!("{from} is on no documented layer"));
+            continue;
+        };
+        for to in targets {
+            let Some(lt) = layer_of(to) else {
+                continue;
+            };
+            let allowed = ALLOWED.contains(&from.as_str()) && ALLOWED.contains(&to.as_str());
+            if lt > lf && !allowed {
+                wrong.push(format!("{from} (layer {lf}) imports {to} (layer {lt})"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the documented layers:\n{}",
+        wrong.join("\n")
+    );
 }

@@ -7,6 +7,7 @@ mod check;
 mod cli;
 mod common;
 mod compat;
+mod hostile_provider;
 mod invariants;
 mod layers;
 #[cfg(feature = "mcp")]
@@ -14,6 +15,7 @@ mod mcp;
 #[cfg(feature = "otel")]
 mod otel;
 mod output_text;
+mod provider_wire;
 mod providers;
 mod rejected_output;
 mod replay;

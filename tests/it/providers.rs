@@ -15,7 +15,7 @@ use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig}
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-const KEY: &str = "sk-test-SECRET-0123456789";
+pub(crate) const KEY: &str = "sk-test-SECRET-0123456789";
 
 /// One canned HTTP answer.
 #[derive(Clone)]
@@ -38,7 +38,7 @@ impl Reply {
             unsized_body: false,
         }
     }
-    fn raw(status: u16, body: &str) -> Self {
+    pub(crate) fn raw(status: u16, body: &str) -> Self {
         Reply {
             status,
             body: body.to_string(),
@@ -163,7 +163,7 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Received> {
     })
 }
 
-fn config(server: &Server, base_suffix: &str) -> ProviderConfig {
+pub(crate) fn config(server: &Server, base_suffix: &str) -> ProviderConfig {
     ProviderConfig::new(format!("{}{base_suffix}", server.base))
         .api_key(ApiKey::new(KEY))
         .timeout(Duration::from_secs(5))
@@ -171,15 +171,15 @@ fn config(server: &Server, base_suffix: &str) -> ProviderConfig {
         .backoff(Duration::from_millis(1), Duration::from_millis(5))
 }
 
-fn openai(server: &Server) -> OpenAiModel {
+pub(crate) fn openai(server: &Server) -> OpenAiModel {
     OpenAiModel::new("gpt-4.1-mini", config(server, "/v1")).expect("client")
 }
 
-fn anthropic(server: &Server) -> AnthropicModel {
+pub(crate) fn anthropic(server: &Server) -> AnthropicModel {
     AnthropicModel::new("claude-sonnet-4-5", config(server, "")).expect("client")
 }
 
-fn tools() -> Vec<ToolDefinition> {
+pub(crate) fn tools() -> Vec<ToolDefinition> {
     vec![ToolDefinition {
         name: "read_file".into(),
         description: "Reads a file of the workspace.".into(),
@@ -192,18 +192,21 @@ fn tools() -> Vec<ToolDefinition> {
     }]
 }
 
-fn request<'a>(messages: &'a [Message], tools: &'a [ToolDefinition]) -> ModelRequest<'a> {
+pub(crate) fn request<'a>(
+    messages: &'a [Message],
+    tools: &'a [ToolDefinition],
+) -> ModelRequest<'a> {
     ModelRequest::new("You are a careful researcher.", messages, tools, 1024)
 }
 
 /// Asserts that no rendering of `err` shows the key.
-fn assert_no_key(err: &ModelError) {
+pub(crate) fn assert_no_key(err: &ModelError) {
     assert!(!format!("{err}").contains(KEY), "{err}");
     assert!(!format!("{err:?}").contains(KEY), "{err:?}");
 }
 
 /// The conversation of the three-turn exchange, as the run loop would build it.
-fn conversation(turn: usize) -> Vec<Message> {
+pub(crate) fn conversation(turn: usize) -> Vec<Message> {
     let mut messages = vec![Message::user("What does lib.rs export?")];
     if turn >= 2 {
         messages.push(Message::Assistant {
@@ -244,7 +247,7 @@ fn conversation(turn: usize) -> Vec<Message> {
 
 // ---------------------------------------------------------------- OpenAI
 
-fn openai_completion(message: Value, finish_reason: &str) -> Value {
+pub(crate) fn openai_completion(message: Value, finish_reason: &str) -> Value {
     json!({
         "id": "chatcmpl-123",
         "object": "chat.completion",
@@ -255,7 +258,7 @@ fn openai_completion(message: Value, finish_reason: &str) -> Value {
     })
 }
 
-fn openai_tool_call_message(calls: &[(&str, &str)]) -> Value {
+pub(crate) fn openai_tool_call_message(calls: &[(&str, &str)]) -> Value {
     let calls: Vec<Value> = calls
         .iter()
         .map(|(id, args)| {
@@ -267,7 +270,7 @@ fn openai_tool_call_message(calls: &[(&str, &str)]) -> Value {
 
 /// Validates an OpenAI request body against `CreateChatCompletionRequest` of OpenAI's
 /// published OpenAPI document (the request schema and what it references, kept as a fixture).
-fn validate_against_openapi(bodies: &[Value]) {
+pub(crate) fn validate_against_openapi(bodies: &[Value]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/openai/chat-completion-request.schema.json");
     let text = std::fs::read_to_string(&path).expect("the OpenAPI fixture is in the repository");
@@ -280,10 +283,51 @@ fn validate_against_openapi(bodies: &[Value]) {
         !validator.is_valid(&wrong),
         "the OpenAPI schema accepted {wrong}"
     );
+    // The request schema allows fields it does not name, so a misspelt one (`tool_choise`)
+    // would pass: every field sent must be one the document names.
+    let known = request_fields(&root);
+    assert!(
+        known.contains("tool_choice") && known.contains("seed"),
+        "{known:?}"
+    );
     for body in bodies {
         let errors: Vec<String> = validator.iter_errors(body).map(|e| e.to_string()).collect();
         assert!(errors.is_empty(), "{errors:#?}\nbody: {body:#}");
+        for field in body.as_object().expect("a JSON object").keys() {
+            assert!(
+                known.contains(field.as_str()),
+                "`{field}` is not a request field"
+            );
+        }
     }
+}
+
+/// The properties `CreateChatCompletionRequest` names, through its `allOf`s and `$ref`s.
+fn request_fields(root: &Value) -> std::collections::HashSet<String> {
+    fn walk(root: &Value, schema: &Value, out: &mut std::collections::HashSet<String>, depth: u32) {
+        if depth > 16 {
+            return;
+        }
+        if let Some(r) = schema.get("$ref").and_then(Value::as_str) {
+            if let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p)) {
+                walk(root, target, out, depth + 1);
+            }
+        }
+        for part in schema
+            .get("allOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            walk(root, part, out, depth + 1);
+        }
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            out.extend(props.keys().cloned());
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    walk(root, root, &mut out, 0);
+    out
 }
 
 #[tokio::test]
@@ -489,7 +533,7 @@ async fn openai_invalid_arguments_pass_through_as_a_string() {
 
 // ---------------------------------------------------------------- Anthropic
 
-fn anthropic_message(content: Value, stop_reason: &str) -> Value {
+pub(crate) fn anthropic_message(content: Value, stop_reason: &str) -> Value {
     json!({
         "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
         "type": "message",
@@ -941,9 +985,11 @@ async fn response_bodies_are_capped() {
 async fn slow_servers_time_out() {
     for p in PROVIDERS {
         let server = Server::start(vec![success(p).delayed(Duration::from_secs(3))]).await;
+        // The server is on a loopback address, where a timeout is retried only when asked.
         let cfg = config(&server, base(p))
             .timeout(Duration::from_millis(300))
-            .max_retries(1);
+            .max_retries(1)
+            .retry_timeouts(true);
         let started = Instant::now();
         let err = call(p, &server, cfg).await.expect_err("timeout");
         assert!(matches!(err, ModelError::Timeout { .. }), "{p:?}: {err:?}");
@@ -1123,8 +1169,9 @@ async fn submissions_over_the_wire_are_checked_repaired_and_accepted() {
 
 // ---------------------------------------------------------------- Usage
 
-/// Token counts in forms other than a plain integer are read as the numbers they are, or the
-/// answer is malformed; a call is never counted as free because of an odd count.
+/// Token counts in forms other than a plain integer are read as the numbers they are, saturate
+/// past u64, or make the usage unreadable (charged by the run loop); a call is never counted
+/// as free because of an odd count.
 #[tokio::test]
 async fn openai_usage_is_read_faithfully_or_refused() {
     let with_usage = |usage: Value| {
@@ -1169,8 +1216,17 @@ async fn openai_usage_is_read_faithfully_or_refused() {
             "{usage}"
         );
     }
-    for usage in [
+    // A count past u64 saturates: never refused, which would make the call free.
+    let server = Server::start(vec![with_usage(
         json!({"prompt_tokens": 1e30, "completion_tokens": 7}),
+    )])
+    .await;
+    let r = openai(&server)
+        .complete(request(&messages, &[]))
+        .await
+        .expect("a count past u64 saturates");
+    assert_eq!((r.usage.input_tokens, r.usage.output_tokens), (u64::MAX, 7));
+    for usage in [
         json!({"prompt_tokens": 10, "completion_tokens": -1}),
         json!({"prompt_tokens": 10, "completion_tokens": 2.5}),
         json!({"prompt_tokens": "lots", "completion_tokens": 7}),
@@ -1182,17 +1238,17 @@ async fn openai_usage_is_read_faithfully_or_refused() {
         let err = openai(&server)
             .complete(request(&messages, &[]))
             .await
-            .expect_err("malformed usage");
+            .expect_err("unreadable usage");
         assert!(
-            matches!(err, ModelError::MalformedResponse { .. }),
+            matches!(err, ModelError::UnreadableUsage { .. }) && err.cost_unknown(),
             "{usage}: {err:?}"
         );
     }
 }
 
 /// Anthropic's `input_tokens` excludes the cache's tokens: ours counts all of them, with the
-/// cache's apart so they are priced at their own rates; odd counts are read or refused, and
-/// sums that would wrap are refused.
+/// cache's apart so they are priced at their own rates; odd counts are read or unreadable, and
+/// counts or sums past u64 saturate.
 #[tokio::test]
 async fn anthropic_usage_counts_cache_tokens_apart_and_never_wraps() {
     let with_usage = |usage: Value| {
@@ -1229,20 +1285,29 @@ async fn anthropic_usage_counts_cache_tokens_apart_and_never_wraps() {
             "{usage}"
         );
     }
+    // Past u64, a count or a sum saturates.
     for usage in [
         json!({"input_tokens": u64::MAX, "cache_read_input_tokens": 1, "output_tokens": 1}),
         json!({"input_tokens": 1e30, "output_tokens": 1}),
+    ] {
+        let server = Server::start(vec![with_usage(usage.clone())]).await;
+        let r = anthropic(&server)
+            .complete(request(&messages, &[]))
+            .await
+            .expect("saturated");
+        assert_eq!(r.usage.input_tokens, u64::MAX, "{usage}");
+    }
+    for usage in [
         json!({"input_tokens": 1, "output_tokens": -3}),
+        json!({"input_tokens": "many", "output_tokens": 3}),
+        json!([1, 2]),
     ] {
         let server = Server::start(vec![with_usage(usage.clone())]).await;
         let err = anthropic(&server)
             .complete(request(&messages, &[]))
             .await
-            .expect_err("malformed usage");
-        assert!(
-            matches!(err, ModelError::MalformedResponse { .. }),
-            "{usage}: {err:?}"
-        );
+            .expect_err("unreadable usage");
+        assert!(err.cost_unknown(), "{usage}: {err:?}");
     }
 }
 

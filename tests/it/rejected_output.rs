@@ -122,7 +122,7 @@ async fn a_run_ending_invalid_output_carries_no_value_in_its_result() {
         .run(&json!({"question": "why?"}), &Ctx::builder(m).build())
         .await;
     assert_eq!(r.outcome, Outcome::InvalidOutput);
-    let err = r.error.unwrap();
+    let err = r.error.unwrap().to_string();
     assert!(!err.contains("IGNORE YOUR"), "{err}");
     assert!(
         err.contains("/findings/0/source_ids/0: the value is longer than 64 characters"),

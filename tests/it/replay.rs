@@ -44,7 +44,11 @@ async fn recorded_runs_replay_offline() {
     // Used up: a third run has nothing left to answer with, and says so.
     let again = run(replay).await;
     assert_eq!(again.outcome, Outcome::ModelError);
-    assert!(again.error.unwrap().contains("no recorded response"));
+    assert!(again
+        .error
+        .unwrap()
+        .to_string()
+        .contains("no recorded response"));
 
     // A corrupt recording is a clear error, not a panic.
     std::fs::write(&path, "{\"not\": \"an exchange\"}\n").unwrap();

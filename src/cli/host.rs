@@ -1,0 +1,106 @@
+//! The flags every command that runs sub-agents takes (`run`, `batch`, `mcp`, `worker`), and
+//! the one library [`HostBuilder`] they make.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use subcontract::events::JsonlSink;
+use subcontract::host::{Host, HostBuilder};
+use subcontract::model::{PriceTable, RateLimits};
+use subcontract::SubAgentSpec;
+
+use super::resolve::resolve_model;
+
+/// Where runs happen and what they may use: the model, its API, the workspace, traces, prices
+/// and rate limits.
+#[derive(Debug, clap::Args, Clone)]
+pub struct HostArgs {
+    /// openai:MODEL, anthropic:MODEL, replay:FILE or example (default: $SUBCONTRACT_MODEL).
+    #[arg(long, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+    /// API root (OpenAI-compatible: with /v1; Anthropic: without).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Root of the read-only workspace tools (read_file, list_dir, grep).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub workspace: PathBuf,
+    /// Write every run's events as JSON Lines (render with `subcontract trace`).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Extra or overriding model prices (TOML, USD per million tokens).
+    #[arg(long, value_name = "FILE")]
+    pub prices: Option<PathBuf>,
+    /// Model calls per minute, per model, shared by every run.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub rpm: Option<u32>,
+    /// Tokens (input + output) per minute, per model, shared by every run.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub tpm: Option<u64>,
+}
+
+impl HostArgs {
+    /// The model (`--model`, else `$SUBCONTRACT_MODEL`).
+    pub fn model_name(&self) -> Result<String, String> {
+        self.model
+            .clone()
+            .or_else(|| std::env::var("SUBCONTRACT_MODEL").ok())
+            .ok_or_else(|| "no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE|example or set SUBCONTRACT_MODEL".to_string())
+    }
+
+    /// The host every run starts from: the model (one shared rate limiter per model id,
+    /// sub-agents' models too, so a provider's `Retry-After` pauses every run), the
+    /// workspace tools and `specs` as tools, prices, the trace. Budget and run id are the
+    /// caller's.
+    pub fn host(&self, specs: &[SubAgentSpec<Value, Value>]) -> Result<HostBuilder, String> {
+        let model_name = self.model_name()?;
+        let mut host = Host::builder()
+            .model_name(model_name)
+            .base_url(self.base_url.clone())
+            .rate_limits(RateLimits {
+                rpm: self.rpm,
+                tpm: self.tpm,
+            })
+            .workspace(&self.workspace)
+            .specs(specs.iter().map(SubAgentSpec::erase));
+        // `example` answers these specs; every other name goes to the library.
+        let (resolver_specs, base_url) = (specs.to_vec(), self.base_url.clone());
+        host = host.resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs));
+        if let Some(path) = &self.prices {
+            host = host.extra_prices(PriceTable::from_toml_file(path).map_err(|e| e.to_string())?);
+        }
+        if let Some(path) = &self.trace {
+            let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            host = host.sink(Arc::new(sink));
+        }
+        Ok(host)
+    }
+
+    /// The flags a Temporal starter does not take (they are the workers'), by name.
+    pub fn set_flags(&self) -> Vec<&'static str> {
+        let mut set = Vec::new();
+        if self.model.is_some() {
+            set.push("--model");
+        }
+        if self.base_url.is_some() {
+            set.push("--base-url");
+        }
+        if self.workspace != std::path::Path::new(".") {
+            set.push("--workspace");
+        }
+        if self.trace.is_some() {
+            set.push("--trace");
+        }
+        if self.prices.is_some() {
+            set.push("--prices");
+        }
+        if self.rpm.is_some() {
+            set.push("--rpm");
+        }
+        if self.tpm.is_some() {
+            set.push("--tpm");
+        }
+        set
+    }
+}

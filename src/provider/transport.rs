@@ -1,0 +1,638 @@
+//! [`Transport`]: one JSON POST to a provider, as every HTTP provider of this crate makes it
+//! (and a third one can): the key in its header, retries with backoff and jitter, no
+//! redirects, a cap on the body read, every failure a redacted [`ModelError`].
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, LOCATION, RETRY_AFTER};
+use serde::{Deserialize, Serialize};
+
+use super::config::{shown_url, ProviderConfig};
+use crate::model::{ModelError, RetryAfter};
+
+/// Where the [`ProviderConfig::api_key`] travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum KeyHeader {
+    /// `Authorization: Bearer KEY` (OpenAI and most compatible servers).
+    #[default]
+    Bearer,
+    /// The key alone as this header's value (Anthropic's `x-api-key`).
+    Named(&'static str),
+}
+
+/// The HTTP side of a provider: a client, its [`ProviderConfig`], and one JSON call with
+/// retries. Cloning shares the connection pool.
+///
+/// - **Retries**: 429, 5xx (but 501 and 505), connection errors and timeouts (a timeout
+///   against a loopback host only if [`ProviderConfig::retry_timeouts`] says so) are retried
+///   up to [`ProviderConfig::max_retries`] times, after `Retry-After` when the server sends
+///   one (capped; reported to the request's [`RetryAfter`] so every caller sharing a rate
+///   limit waits) or else an exponential backoff with jitter.
+/// - **No redirects**: following one would carry the key and the conversation to wherever
+///   it points; it is an error naming the target's origin.
+/// - **Bounded**: a body past [`ProviderConfig::max_response_bytes`] is refused, whatever
+///   length the server announced.
+/// - **Redacted**: the request body and every error text pass [`crate::redact`]; the key is
+///   sent in a header marked sensitive and appears nowhere else.
+///
+/// A provider of its own on top of it, for an API this crate does not speak:
+///
+/// ```no_run
+/// use async_trait::async_trait;
+/// use serde::{Deserialize, Serialize};
+/// use subcontract::model::{Model, ModelError, ModelRequest, ModelResponse, StopReason, Usage};
+/// use subcontract::provider::{ApiKey, KeyHeader, ProviderConfig, Transport};
+///
+/// struct Echo {
+///     transport: Transport,
+/// }
+///
+/// #[derive(Serialize)]
+/// struct Request<'a> {
+///     prompt: &'a str,
+///     max_tokens: u32,
+/// }
+///
+/// #[derive(Deserialize)]
+/// struct Reply {
+///     text: String,
+///     tokens_in: u64,
+///     tokens_out: u64,
+/// }
+///
+/// #[async_trait]
+/// impl Model for Echo {
+///     fn id(&self) -> &str {
+///         "echo:v1"
+///     }
+///
+///     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+///         let body = Request { prompt: request.system, max_tokens: request.max_tokens };
+///         let bytes = self.transport.post("/generate", &body, request.retry_after).await?;
+///         let reply: Reply = self.transport.decode(&bytes, "an Echo answer")?;
+///         Ok(ModelResponse {
+///             text: Some(reply.text),
+///             tool_calls: Vec::new(),
+///             usage: Usage::new(reply.tokens_in, reply.tokens_out),
+///             stop_reason: StopReason::EndTurn,
+///         })
+///     }
+/// }
+///
+/// # fn main() -> Result<(), ModelError> {
+/// let config = ProviderConfig::new("https://echo.example.com/v1").api_key(ApiKey::new("sk-echo"));
+/// let transport = Transport::new("echo", config)?
+///     .key_header(KeyHeader::Named("x-echo-key"))
+///     .header("echo-version", "2")?;
+/// let model = Echo { transport };
+/// # let _ = model;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Transport {
+    provider: Arc<str>,
+    client: reqwest::Client,
+    config: Arc<ProviderConfig>,
+    key_header: KeyHeader,
+    headers: HeaderMap,
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("provider", &self.provider)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failure of one attempt, and whether another attempt could succeed.
+struct Attempt {
+    error: ModelError,
+    retryable: bool,
+    retry_after: Option<Duration>,
+}
+
+impl Transport {
+    /// A transport for `provider` (its name in errors and logs: `openai`, `anthropic`) with
+    /// rustls over the `ring` crypto provider and the platform's certificate verifier (no
+    /// OpenSSL, no process-wide state). The key, if any, goes as a bearer token
+    /// ([`Transport::key_header`] to change that). A base URL without an `http://` or
+    /// `https://` scheme, or without a host, is refused here, before any request.
+    pub fn new(provider: impl Into<Arc<str>>, config: ProviderConfig) -> Result<Self, ModelError> {
+        use rustls_platform_verifier::BuilderVerifierExt;
+        let provider: Arc<str> = provider.into();
+        config.checked_base_url(&provider)?;
+        let config_err = |what: &str, e: &dyn std::error::Error| {
+            ModelError::Config(format!("{provider}: cannot set up {what}: {e}"))
+        };
+        let crypto = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(crypto)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| config_err("TLS", &e))?
+            .with_platform_verifier()
+            .map_err(|e| config_err("the certificate verifier", &e))?
+            .with_no_client_auth();
+        let client = reqwest::Client::builder()
+            .tls_backend_preconfigured(tls)
+            // A redirect is never followed: reqwest would re-send the body (the whole
+            // conversation) and headers it does not know to be secret (Anthropic's
+            // `x-api-key`) to wherever it points. `attempt` turns it into an error instead.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.timeout)
+            .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| config_err("the HTTP client", &e))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            reqwest::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(Transport {
+            provider,
+            client,
+            config: Arc::new(config),
+            key_header: KeyHeader::Bearer,
+            headers,
+        })
+    }
+
+    /// Sends the key in `header` instead.
+    pub fn key_header(mut self, header: KeyHeader) -> Self {
+        self.key_header = header;
+        self
+    }
+
+    /// Sends `name: value` with every request (an API version, a beta flag); not for
+    /// secrets, which belong in the [`ProviderConfig::api_key`].
+    pub fn header(mut self, name: &'static str, value: &str) -> Result<Self, ModelError> {
+        let bad = || {
+            ModelError::Config(format!(
+                "{}: header {name}: {value:?} is not a valid HTTP header",
+                self.provider
+            ))
+        };
+        let value = HeaderValue::from_str(value).map_err(|_| bad())?;
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        self.headers.insert(name, value);
+        Ok(self)
+    }
+
+    /// The provider's name, as errors carry it.
+    pub fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    /// The settings it was made with.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The full URL of `path` (which starts with `/`), as requests go to it.
+    pub fn url(&self, path: &str) -> String {
+        self.config.url(path)
+    }
+
+    /// POSTs `body` as JSON to `path` under the base URL, retrying as configured, and
+    /// returns the body of a 2xx answer for the caller to decode ([`Transport::decode`]).
+    /// A server's `Retry-After` is reported to `retry_after` when given (pass the request's
+    /// [`ModelRequest::retry_after`](crate::model::ModelRequest::retry_after)).
+    pub async fn post<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+        retry_after: Option<&RetryAfter>,
+    ) -> Result<Vec<u8>, ModelError> {
+        let url = self.config.url(path);
+        let text = serde_json::to_string(body).map_err(|e| {
+            ModelError::Config(format!("{}: cannot encode request: {e}", self.provider))
+        })?;
+        // A conversation never needs a key; one echoed by another provider's model (through a
+        // sub-agent's output) must not reach this one.
+        let bytes = crate::redact::redact_string(text).into_bytes();
+        let headers = self.headers_with_key()?;
+        let mut attempt = 0u32;
+        loop {
+            match self.attempt(&url, &headers, bytes.clone()).await {
+                Ok(value) => return Ok(value),
+                Err(failed) => {
+                    let error = redact(failed.error);
+                    if !failed.retryable || attempt >= self.config.max_retries {
+                        return Err(error);
+                    }
+                    let wait = match failed.retry_after {
+                        Some(after) => {
+                            let after = after.min(self.config.max_retry_after);
+                            // Every caller sharing a rate limit waits, not this one alone.
+                            if let Some(handle) = retry_after {
+                                handle.report(after);
+                            }
+                            after
+                        }
+                        None => self.backoff(attempt),
+                    };
+                    tracing::warn!(
+                        provider = &*self.provider,
+                        attempt = attempt + 1,
+                        wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                        error = %error,
+                        "model call failed; retrying"
+                    );
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    /// `bytes` (an answer's body) read as `T`: JSON that is not `T` is a malformed answer
+    /// saying what was expected (`what`: "a Chat Completions answer") and why, text that is
+    /// not JSON says where it broke. Either way a [`ModelError::MalformedResponse`], redacted.
+    pub fn decode<'de, T: Deserialize<'de>>(
+        &self,
+        bytes: &'de [u8],
+        what: &str,
+    ) -> Result<T, ModelError> {
+        serde_json::from_slice(bytes).map_err(|e| {
+            if e.is_data() {
+                self.malformed(format!("not {what} ({e})"))
+            } else {
+                self.malformed(format!("invalid JSON ({e}) in {} bytes", bytes.len()))
+            }
+        })
+    }
+
+    /// A [`ModelError::MalformedResponse`] of this provider, redacted (a parser's message can
+    /// quote the answer, and an answer can echo the key).
+    pub fn malformed(&self, message: impl Into<String>) -> ModelError {
+        redact(ModelError::MalformedResponse {
+            provider: self.provider.to_string(),
+            message: message.into(),
+        })
+    }
+
+    /// A [`ModelError::UnreadableUsage`] of this provider, redacted.
+    pub fn unreadable_usage(&self, message: impl Into<String>) -> ModelError {
+        redact(ModelError::UnreadableUsage {
+            provider: self.provider.to_string(),
+            message: message.into(),
+        })
+    }
+
+    /// The configured headers and the key's, marked sensitive.
+    fn headers_with_key(&self) -> Result<HeaderMap, ModelError> {
+        let mut headers = self.headers.clone();
+        let Some(key) = &self.config.api_key else {
+            return Ok(headers);
+        };
+        let (name, mut text) = match self.key_header {
+            KeyHeader::Bearer => (AUTHORIZATION, format!("Bearer {}", key.expose())),
+            KeyHeader::Named(name) => (
+                HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    ModelError::Config(format!("{}: {name} is not a header name", self.provider))
+                })?,
+                key.expose().to_string(),
+            ),
+        };
+        let value = HeaderValue::from_str(&text);
+        // The header's copy of the key is the one kept; this one is wiped like the key's own.
+        secrecy::zeroize::Zeroize::zeroize(&mut text);
+        let mut value = value.map_err(|_| {
+            ModelError::Config(format!(
+                "{}: the API key has characters HTTP headers do not allow",
+                self.provider
+            ))
+        })?;
+        value.set_sensitive(true);
+        headers.insert(name, value);
+        Ok(headers)
+    }
+
+    async fn attempt(
+        &self,
+        url: &str,
+        headers: &HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, Attempt> {
+        let mut response = self
+            .client
+            .post(url)
+            .headers(headers.clone())
+            .timeout(self.config.timeout)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(e))?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_retry_after);
+        if status.is_redirection() {
+            let target = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map_or_else(|| "nowhere (no Location)".to_string(), |l| origin(url, l));
+            return Err(Attempt {
+                error: ModelError::Http {
+                    provider: self.provider.to_string(),
+                    status: status.as_u16(),
+                    message: format!(
+                        "redirected to {target}; provider calls do not follow redirects, \
+                         which would carry the key and the conversation elsewhere: set the \
+                         base URL to the address that answers"
+                    ),
+                },
+                retryable: false,
+                retry_after: None,
+            });
+        }
+        let cap = self.config.max_response_bytes;
+        let too_large = || Attempt {
+            error: self.malformed(format!(
+                "the answer is larger than {cap} bytes (ProviderConfig::max_response_bytes)"
+            )),
+            retryable: false,
+            retry_after: None,
+        };
+        if response.content_length().is_some_and(|n| n > cap as u64) {
+            return Err(too_large());
+        }
+        // Read in chunks against the cap: the announced length may be absent or a lie.
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.transport_error(e))?
+        {
+            if chunk.len() > cap - bytes.len() {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if !status.is_success() {
+            let code = status.as_u16();
+            let mut message = error_message(&bytes, status);
+            if code == 404 {
+                message = format!("{message} (POST {})", shown_url(url));
+            }
+            return Err(Attempt {
+                error: ModelError::Http {
+                    provider: self.provider.to_string(),
+                    status: code,
+                    message,
+                },
+                // 429 and 5xx may pass on a later attempt (529: Anthropic overloaded); 501 and
+                // 505 will not, nor will any other 4xx.
+                retryable: code == 429
+                    || ((500..600).contains(&code) && !matches!(code, 501 | 505)),
+                retry_after,
+            });
+        }
+        Ok(bytes)
+    }
+
+    fn transport_error(&self, e: reqwest::Error) -> Attempt {
+        if e.is_timeout() {
+            let secs = self.config.timeout.as_secs_f64();
+            return Attempt {
+                error: ModelError::Timeout {
+                    provider: self.provider.to_string(),
+                    secs: self.config.timeout.as_secs(),
+                },
+                retryable: self.config.retries_timeouts(),
+                retry_after: None,
+            }
+            .logged_if_not_retried(&self.provider, secs);
+        }
+        Attempt {
+            error: ModelError::Connection {
+                provider: self.provider.to_string(),
+                message: error_chain(&e.without_url()),
+            },
+            retryable: true,
+            retry_after: None,
+        }
+    }
+
+    /// `initial * 2^attempt`, capped, with "equal jitter": half fixed, half random.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let base = self
+            .config
+            .initial_backoff
+            .saturating_mul(2u32.saturating_pow(attempt))
+            .min(self.config.max_backoff);
+        let half = base / 2;
+        half + half.mul_f64(fastrand::f64())
+    }
+}
+
+impl Attempt {
+    /// Says why a timeout is final when it is: the user may expect retries.
+    fn logged_if_not_retried(self, provider: &str, secs: f64) -> Self {
+        if !self.retryable {
+            tracing::debug!(
+                provider,
+                timeout_secs = secs,
+                "timed out; not retried against a local server (ProviderConfig::retry_timeouts)"
+            );
+        }
+        self
+    }
+}
+
+/// Removes every key from an error's text ([`crate::redact`]), in case a server echoes one
+/// back.
+pub(crate) fn redact(error: ModelError) -> ModelError {
+    let clean = crate::redact::redact_string;
+    match error {
+        ModelError::Http {
+            provider,
+            status,
+            message,
+        } => ModelError::Http {
+            provider,
+            status,
+            message: clean(message),
+        },
+        ModelError::Connection { provider, message } => ModelError::Connection {
+            provider,
+            message: clean(message),
+        },
+        ModelError::MalformedResponse { provider, message } => ModelError::MalformedResponse {
+            provider,
+            message: clean(message),
+        },
+        ModelError::UnreadableUsage { provider, message } => ModelError::UnreadableUsage {
+            provider,
+            message: clean(message),
+        },
+        ModelError::Exhausted(m) => ModelError::Exhausted(clean(m)),
+        ModelError::Config(m) => ModelError::Config(clean(m)),
+        // Redacted when shown.
+        other @ (ModelError::Timeout { .. } | ModelError::Foreign(_)) => other,
+    }
+}
+
+/// The origin (scheme, host, port) of `location` resolved against `url`: enough to say where a
+/// redirect pointed without repeating a path or query that may carry a token.
+fn origin(url: &str, location: &str) -> String {
+    match reqwest::Url::parse(url).and_then(|base| base.join(location)) {
+        Ok(target) if target.origin().is_tuple() => target.origin().ascii_serialization(),
+        _ => "an address that is not a valid URL".to_string(),
+    }
+}
+
+/// `Retry-After` in seconds (integer or decimal). HTTP dates are ignored: backoff applies.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let secs: f64 = value.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// The provider's `error.message` (both OpenAI and Anthropic use that shape), else a short
+/// prefix of the body, else the status' reason phrase.
+fn error_message(body: &[u8], status: reqwest::StatusCode) -> String {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Shape<'a> {
+        Nested {
+            #[serde(borrow)]
+            error: Inner<'a>,
+        },
+        Flat(Inner<'a>),
+    }
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Inner<'a> {
+        Message {
+            #[serde(borrow)]
+            message: Cow<'a, str>,
+        },
+        Text(#[serde(borrow)] Cow<'a, str>),
+    }
+    if let Ok(Shape::Nested { error: inner } | Shape::Flat(inner)) =
+        serde_json::from_slice::<Shape<'_>>(body)
+    {
+        let (Inner::Message { message } | Inner::Text(message)) = inner;
+        return message.into_owned();
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return status
+            .canonical_reason()
+            .unwrap_or("no message")
+            .to_string();
+    }
+    // Redacted before it is cut: a key cut in half would no longer be recognised.
+    crate::redact::redact(text).chars().take(500).collect()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_is_capped() {
+        let config = ProviderConfig::new("http://x")
+            .backoff(Duration::from_millis(100), Duration::from_millis(700));
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        for (attempt, base) in [(0, 100), (1, 200), (2, 400), (3, 700), (30, 700)] {
+            for _ in 0..20 {
+                let wait = t.backoff(attempt).as_millis();
+                assert!((base / 2..=base).contains(&wait), "{attempt}: {wait}");
+            }
+        }
+    }
+
+    #[test]
+    fn retry_after_is_seconds() {
+        assert_eq!(parse_retry_after("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(" 0.5 "), Some(Duration::from_millis(500)));
+        assert_eq!(parse_retry_after("-1"), None);
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
+
+    #[test]
+    fn error_messages_come_from_the_body() {
+        let status = reqwest::StatusCode::BAD_REQUEST;
+        let openai = br#"{"error":{"message":"bad tools","type":"invalid_request_error"}}"#;
+        assert_eq!(error_message(openai, status), "bad tools");
+        let anthropic = br#"{"type":"error","error":{"type":"x","message":"bad block"}}"#;
+        assert_eq!(error_message(anthropic, status), "bad block");
+        assert_eq!(error_message(br#"{"error":"flat"}"#, status), "flat");
+        assert_eq!(error_message(br#"{"message":"top"}"#, status), "top");
+        assert_eq!(error_message(b"", status), "Bad Request");
+        assert_eq!(error_message(b"plain text", status), "plain text");
+    }
+
+    #[test]
+    fn decoding_tells_invalid_json_from_the_wrong_shape() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Answer {
+            n: u32,
+        }
+        let t = Transport::new("openai", ProviderConfig::new("http://x")).expect("client");
+        let e = t
+            .decode::<Answer>(b"{\"n\": ", "an answer")
+            .expect_err("cut");
+        assert!(
+            e.to_string().contains("invalid JSON") && e.to_string().contains("6 bytes"),
+            "{e}"
+        );
+        let e = t
+            .decode::<Answer>(br#"{"m": 1}"#, "an answer")
+            .expect_err("shape");
+        assert!(
+            e.to_string().contains("not an answer (missing field `n`"),
+            "{e}"
+        );
+        assert!(t
+            .decode::<Answer>(br#"{"n": 1, "extra": true}"#, "an answer")
+            .is_ok());
+    }
+
+    #[test]
+    fn api_key_is_redacted_everywhere() {
+        let key = crate::provider::ApiKey::new("sk-live-abc");
+        assert_eq!(format!("{key:?} {key}"), "ApiKey(***) ApiKey(***)");
+        let config = ProviderConfig::new("http://x").api_key(key);
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        assert!(!format!("{t:?}").contains("sk-live-abc"));
+        let e = redact(ModelError::Http {
+            provider: "openai".into(),
+            status: 401,
+            message: "bad key sk-live-abc".into(),
+        });
+        assert!(!e.to_string().contains("sk-live-abc"));
+    }
+
+    #[test]
+    fn a_base_url_without_a_scheme_is_refused_before_any_request() {
+        let e = Transport::new("openai", ProviderConfig::new("localhost:8080/v1"))
+            .expect_err("no scheme");
+        assert!(
+            matches!(&e, ModelError::Config(m) if m.contains("has no scheme")),
+            "{e:?}"
+        );
+    }
+}
