@@ -3,7 +3,7 @@
 //!
 //! - one sub-agent greps, reads, and submits findings citing the lines it found;
 //! - one first submits an invalid answer, is told what to repair, and repairs it;
-//! - one reads too much and exhausts its 0.20 USD budget.
+//! - one reads too much and exhausts its 0.50 USD budget.
 //!
 //! Run: `cargo run --example research_fanout`
 
@@ -91,13 +91,13 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             .unwrap_or("(none)")
     );
     let tree = build_tree(&events.events());
-    // The story this demo tells (see `script`): the reader exhausts its budget after 2 turns.
+    // The story this demo tells (see `script`): the reader exhausts its budget after 4 turns.
     let exhausted = tree
         .iter()
         .flat_map(|r| &r.children)
         .find(|c| c.outcome == Some(subcontract::Outcome::BudgetExhausted));
-    if exhausted.map(|c| c.turns) != Some(2) {
-        return Err("the reading sub-agent should exhaust its budget after 2 turns".into());
+    if exhausted.map(|c| c.turns) != Some(4) {
+        return Err("the reading sub-agent should exhaust its budget after 4 turns".into());
     }
     println!("== run tree (one line per run: outcome, turns, tokens, own and total cost, share)\n");
     print!("{}", render_tree(&tree));
@@ -239,11 +239,12 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
         }
     } else {
         // Reads whole files and bills every byte of its growing conversation as a token (the
-        // most a provider can bill: a token is never less than a byte). Turn 1 is small; turn
-        // 2 carries src/budget.rs (30 KB) and spends about 0.07 USD; turn 3 would carry
-        // src/ctx.rs too, and its worst case (about 0.15 USD at 4,096 output tokens) no longer
-        // fits in what is left of the 0.20, so its call is refused before it starts:
-        // budget_exhausted after 2 turns.
+        // most a provider can bill: a token is never less than a byte). Turn 1 is small; each
+        // later one carries what was read before it (src/budget.rs, 30 KB; then src/ctx.rs;
+        // then Cargo.toml again and again). After 4 turns it has spent about 0.33 USD, and the
+        // fifth call's worst case (about 0.20 USD at 2,048 output tokens) no longer fits in
+        // what is left of the 0.50, so that call is refused before it starts:
+        // budget_exhausted after 4 turns.
         let step = match turn {
             1 => ScriptStep::tool_call("read_file", json!({"path": "src/budget.rs"})),
             2 => ScriptStep::tool_call("read_file", json!({"path": "src/ctx.rs"})),

@@ -598,7 +598,16 @@ fn a_spec_cap_below_one_call_poisons_nothing() {
     write_prices(&prices);
     let spec_text = std::fs::read_to_string(Path::new(ROOT).join(SPEC)).expect("spec");
     let spec = dir.path().join("research_topic.toml");
-    let tight = spec_text.replace("max_cost_usd = \"0.20\"", "max_cost_usd = \"0.000001\"");
+    let tight: String = spec_text
+        .lines()
+        .map(|l| {
+            if l.starts_with("max_cost_usd") {
+                "max_cost_usd = \"0.000001\"\n".to_owned()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
     assert_ne!(tight, spec_text, "the cap was lowered");
     std::fs::write(&spec, &tight).expect("write spec");
     let p = |p: &Path| p.to_str().expect("utf-8 path").to_string();

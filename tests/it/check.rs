@@ -394,3 +394,75 @@ fn a_misspelt_key_gives_one_diagnostic() {
     assert_eq!(diags[0]["code"], "unknown-key");
     assert_eq!(diags[0]["line"], 2);
 }
+
+/// `--model` prices each spec's first call; the warning points at `max_cost_usd`, fails only
+/// under `--deny-warnings`, and a price file that cannot be read is a usage error.
+#[test]
+fn check_model_warns_when_a_call_cannot_fit_the_cap() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("specs/check_claim.toml");
+    let text = std::fs::read_to_string(shipped).expect("spec");
+    // As the spec was before it set max_tokens_per_turn and raised its cap.
+    let old: String = text
+        .lines()
+        .filter(|l| !l.starts_with("max_tokens_per_turn"))
+        .map(|l| l.replace("max_cost_usd = \"0.25\"", "max_cost_usd = \"0.05\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(old, text);
+    std::fs::write(dir.path().join("check_claim.toml"), &old).expect("write");
+    let at = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("the subcontract binary runs")
+    };
+    let out = at(&["check", ".", "--model", "anthropic:claude-sonnet-4-5"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let line = old
+        .lines()
+        .position(|l| l.starts_with("max_cost_usd"))
+        .expect("a cap")
+        + 1;
+    assert!(
+        stdout.contains(&format!(
+            "check_claim.toml:{line}:16: warning[call-over-budget]: for an input of the largest valid size"
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains("lower max_tokens_per_turn to "), "{stdout}");
+    let out = at(&[
+        "check",
+        ".",
+        "--model",
+        "anthropic:claude-sonnet-4-5",
+        "--deny-warnings",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    // Without a model, nothing to price; with an unpriced one, nothing to warn about.
+    for extra in [&[][..], &["--model", "openai:my-local-model"][..]] {
+        let mut args = vec!["check", ".", "--deny-warnings"];
+        args.extend_from_slice(extra);
+        assert_eq!(at(&args).status.code(), Some(0), "{extra:?}");
+    }
+    // A price file makes the local model dear enough to warn about.
+    std::fs::write(
+        dir.path().join("prices.toml"),
+        "[prices.\"openai:my-local-model\"]\ninput_per_mtok = \"100\"\noutput_per_mtok = \"100\"\n",
+    )
+    .expect("write");
+    let out = at(&[
+        "check",
+        "check_claim.toml",
+        "--model",
+        "openai:my-local-model",
+        "--prices",
+        "prices.toml",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("call-over-budget"));
+    let out = at(&["check", ".", "--prices", "absent.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("absent.toml"));
+}

@@ -84,7 +84,7 @@ fn check_against_a_git_revision_fails_a_breaking_change_and_passes_its_twin() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains(
-            "::error file=specs/research_topic.toml,line=22,col=58,title=input-bound-tightened::"
+            "::error file=specs/research_topic.toml,line=28,col=58,title=input-bound-tightened::"
         ),
         "{out}"
     );

@@ -28,7 +28,7 @@ fn design_example_loads_with_its_values() {
     assert_eq!(spec.limits().max_turns, 8);
     assert_eq!(
         spec.limits().max_cost_usd,
-        Some(rust_decimal::Decimal::new(20, 2))
+        Some(rust_decimal::Decimal::new(50, 2))
     );
     assert_eq!(
         spec.output_contract().analysis().worst_case_chars,
@@ -147,23 +147,34 @@ fn the_spec_reference_snippets_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("src/docs/specs.md")).unwrap();
     let blocks = toml_blocks(&doc);
-    assert_eq!(blocks.len(), 3, "spec, catalogue, prices");
+    assert_eq!(blocks.len(), 4, "spec, [model], catalogue, prices");
 
     let spec = subcontract::spec::load_spec_str(Path::new("specs/doc.toml"), &blocks[0])
         .unwrap_or_else(|e| panic!("the documented spec loads:\n{e}"));
     assert_eq!(spec.name(), "research_topic");
     assert_eq!(spec.model(), Some("openai:gpt-4.1-mini"));
+    assert_eq!(spec.sampling().temperature, Some(0.2));
+    assert_eq!(spec.limits().max_tokens_per_turn, 2048);
+
+    // The `[model]` table, in place of the complete spec's own.
+    let (before, after) = blocks[0].split_once("[model]").expect("a [model] table");
+    let after = &after[after.find("\n[").expect("a table after [model]")..];
+    let with = format!("{before}{}{after}", blocks[1]);
+    let spec = subcontract::spec::load_spec_str(Path::new("specs/doc.toml"), &with)
+        .unwrap_or_else(|e| panic!("the documented [model] table loads:\n{e}"));
+    assert_eq!(spec.sampling().seed, Some(7));
+    assert_eq!(spec.sampling().top_p, Some(0.9));
 
     let dir = tempfile::tempdir().unwrap();
     let catalogue = dir.path().join("catalogue.toml");
-    std::fs::write(&catalogue, &blocks[1]).unwrap();
+    std::fs::write(&catalogue, &blocks[2]).unwrap();
     let tools = subcontract::check::load_catalogue(&catalogue).expect("documented catalogue");
     assert_eq!(tools[0].name, "web_search");
     let shipped = subcontract::check::load_catalogue(&root.join("examples/catalogue.toml"))
         .expect("shipped catalogue");
     assert_eq!(shipped[0].name, "web_search");
 
-    let prices = subcontract::model::PriceTable::from_toml_str(&blocks[2]).expect("prices");
+    let prices = subcontract::model::PriceTable::from_toml_str(&blocks[3]).expect("prices");
     let local = prices.get("openai:llama3.1").expect("documented price");
     assert_eq!(local.input_per_mtok.to_string(), "0.10");
     // The format the reference warns about is refused, naming the key it expects.

@@ -692,3 +692,55 @@ fn schemars_style_option_string() {
     assert_eq!(analysis.worst_case_chars, Some(chars(&instance)));
     assert_eq!(analysis.worst_case_chars, Some(2 + 9 + 52 + 1 + 13 + 52));
 }
+
+#[test]
+fn lint_survives_deep_and_wide_schemas() {
+    use super::{lint, FindingKind};
+    // Deep: 2,000 nested `items`, linted on a 64 KiB stack, which a recursive walk of that
+    // depth would overflow.
+    let mut schema = json!({"type": "string", "maxLenght": 1});
+    for _ in 0..2_000 {
+        schema = json!({"type": "array", "items": schema});
+    }
+    let found = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn_scoped(s, || lint(&schema))
+            .expect("thread")
+            .join()
+            .expect("no overflow")
+    });
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].kind, FindingKind::UnknownKeyword);
+    assert_eq!(found[0].at.matches("/items").count(), 2_000);
+
+    // Wide: the walk stops after MAX_VISITS subschemas, so a typo past them is not reached
+    // (and the size analysis reports such a schema as too intricate anyway).
+    let mut props: serde_json::Map<String, serde_json::Value> = (0..super::MAX_VISITS)
+        .map(|i| (format!("p{i}"), json!({"type": "null"})))
+        .collect();
+    props.insert("last".into(), json!({"typ": "string"}));
+    assert!(lint(&json!({"type": "object", "properties": props})).is_empty());
+    let mut first = serde_json::Map::new();
+    first.insert("first".into(), json!({"typ": "string"}));
+    first.extend(props);
+    // One typo first, reached; the one last, not.
+    assert_eq!(
+        lint(&json!({"type": "object", "properties": first})).len(),
+        1
+    );
+    // Booleans, non-object schemas and data are skipped.
+    assert!(lint(&json!(true)).is_empty());
+    assert!(lint(&json!({"enum": [{"maxLenght": 1}], "const": {"x": 1}, "items": 5})).is_empty());
+    // A required name matched by a pattern is allowed; an ECMA pattern Rust cannot compile
+    // is assumed to match.
+    let closed = |pattern: &str| {
+        lint(
+            &json!({"type": "object", "additionalProperties": false, "required": ["x1"],
+            "patternProperties": {pattern: {}}}),
+        )
+    };
+    assert!(closed("^x[0-9]$").is_empty());
+    assert!(closed("(?<=a)b").is_empty());
+    assert_eq!(closed("^y$").len(), 1);
+}
