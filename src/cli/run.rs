@@ -46,6 +46,9 @@ pub enum RunnerError {
         /// The cause.
         source: std::io::Error,
     },
+    /// One model call of the spec cannot fit its `max_cost_usd`: nothing was spent.
+    #[error("{0}")]
+    CallOverBudget(String),
     /// Anything else that stops a run from starting.
     #[error("{0}")]
     Other(String),
@@ -133,6 +136,14 @@ pub async fn run_spec(
         .spec_name("cli")
         .cancellation(cancel)
         .build();
+    // A first call that no budget of the spec can afford is said in one line, before
+    // anything is spent, instead of a run that ends `budget_exhausted` after 0 turns.
+    let model = specs[0]
+        .model()
+        .map_or_else(|| ctx.model().id().to_string(), str::to_string);
+    if let Some(over) = specs[0].call_over_budget(ctx.prices(), &model, ctx.tools(), &opts.input) {
+        return Err(RunnerError::CallOverBudget(over.to_string()));
+    }
     Ok(specs[0].run_child(&opts.input, &ctx).await)
 }
 
@@ -219,6 +230,10 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
         Err(e @ RunnerError::Spec(_)) => {
             eprintln!("{e}");
             USAGE
+        }
+        Err(RunnerError::CallOverBudget(line)) => {
+            eprintln!("error: {line}");
+            VIOLATIONS
         }
         Err(e) => {
             eprintln!("error: {e}");

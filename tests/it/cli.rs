@@ -1,6 +1,7 @@
 //! `subcontract run` and `subcontract trace` through the real binary: offline models, a
 //! recording replayed, exit codes, and a real OpenAI-compatible HTTP server.
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{json, Value};
@@ -680,4 +681,60 @@ maxLength = 100
             .is_some_and(|d| d.contains("at most 300 characters")),
         "{a:#}"
     );
+}
+
+/// A first call that the spec's cap cannot afford is said in one line, with the fix, before
+/// anything is spent: no model call is made (the trace holds none).
+#[test]
+fn run_says_in_one_line_when_no_call_fits_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("check_claim.toml");
+    let text =
+        std::fs::read_to_string(Path::new(ROOT).join("specs/check_claim.toml")).expect("spec");
+    let tight = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("max_cost_usd") {
+                "max_cost_usd = \"0.5\"".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(tight, text, "the cap was lowered");
+    std::fs::write(&spec, tight).expect("write spec");
+    let prices = dir.path().join("prices.toml");
+    std::fs::write(
+        &prices,
+        // Output dear: half of max_tokens_per_turn (1,024) would fit the 0.5 USD cap.
+        "[prices.\"example\"]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"1000\"\n",
+    )
+    .expect("prices");
+    let trace = dir.path().join("trace.jsonl");
+    let p = |p: &Path| p.to_str().expect("utf-8").to_string();
+    let o = run(
+        &[
+            "run",
+            &p(&spec),
+            "--model",
+            "example",
+            "--prices",
+            &p(&prices),
+            "--trace",
+            &p(&trace),
+            "--input",
+            r#"{"claim": "The budget is charged to every ancestor."}"#,
+        ],
+        &[],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("over max_cost_usd") && err.contains("lower max_tokens_per_turn to"),
+        "{err}"
+    );
+    let events = std::fs::read_to_string(&trace).unwrap_or_default();
+    assert!(!events.contains("model_call"), "{events}");
 }
