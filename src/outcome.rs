@@ -272,6 +272,27 @@ pub struct RunResult<O> {
 }
 
 impl<O> RunResult<O> {
+    /// The same result with its output turned into another type by `f`; an output `f`
+    /// refuses ends the result with that failure instead.
+    pub(crate) fn map_output<P>(self, f: impl FnOnce(O) -> Result<P, Failure>) -> RunResult<P> {
+        let (output, error) = match self.output.map(f) {
+            None => (None, self.error),
+            Some(Ok(p)) => (Some(p), self.error),
+            Some(Err(e)) => (None, Some(e)),
+        };
+        RunResult {
+            run_id: self.run_id,
+            outcome: error.as_ref().map_or(self.outcome, Failure::outcome),
+            output,
+            turns: self.turns,
+            usage: self.usage,
+            cost_usd: self.cost_usd,
+            total_cost_usd: self.total_cost_usd,
+            duration: self.duration,
+            error,
+        }
+    }
+
     /// The output, or the failure with its outcome.
     pub fn into_result(self) -> Result<O, RunError> {
         match (self.output, self.error) {

@@ -10,7 +10,7 @@ use crate::outcome::Outcome;
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
-/// The tool [`SubAgentSpec::as_tool`](crate::SubAgentSpec::as_tool) returns.
+/// The tool [`SubAgentSpec::as_tool`](crate::spec::DynSpec::as_tool) returns.
 #[derive(Debug, Clone)]
 pub(crate) struct AgentTool {
     spec: Arc<SpecCore>,

@@ -46,35 +46,10 @@ type Decoded = crate::spec::core::Accepted;
 
 impl RunResult<Decoded> {
     pub(crate) fn downcast<O: 'static>(self) -> RunResult<O> {
-        let RunResult {
-            run_id,
-            outcome,
-            output,
-            turns,
-            usage,
-            cost_usd,
-            total_cost_usd,
-            duration,
-            error,
-        } = self;
-        let (output, error) =
-            match output.map(|(_, any)| crate::spec::core::downcast_output::<O>(any)) {
-                None => (None, error),
-                Some(Ok(o)) => (Some(o), error),
-                Some(Err(e)) => (None, Some(Failure::OutputType(e.to_string()))),
-            };
-        let outcome = error.as_ref().map_or(outcome, Failure::outcome);
-        RunResult {
-            run_id,
-            outcome,
-            output,
-            turns,
-            usage,
-            cost_usd,
-            total_cost_usd,
-            duration,
-            error,
-        }
+        self.map_output(|(_, any)| {
+            crate::spec::core::downcast_output::<O>(any)
+                .map_err(|e| Failure::OutputType(e.to_string()))
+        })
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::core::{Limits, OutputKind, OutputMode, OutputText, SpecCore};
-use super::typed::SubAgentSpec;
 use crate::contract::Contract;
 use crate::ctx::{ChildTerms, Ctx, Delegate};
 use crate::outcome::{Failure, RunResult};
@@ -19,7 +18,7 @@ use crate::tool::Tool;
 pub const WRAP_KEY: &str = "result";
 
 /// A spec with its types erased: input and output are JSON values. Made from any
-/// [`SubAgentSpec`] with [`SubAgentSpec::erase`] (or `From`); cheap to clone. The contracts,
+/// [`SubAgentSpec`](crate::SubAgentSpec) with [`SubAgentSpec::erase`](crate::SubAgentSpec::erase) (or `From`); cheap to clone. The contracts,
 /// limits and run loop are the spec's own: a typed spec's `validator` rules still hold on
 /// every output a `DynSpec` returns.
 ///
@@ -72,27 +71,6 @@ pub enum ToolFormat {
     Mcp,
 }
 
-impl<I, O> SubAgentSpec<I, O> {
-    /// The same spec over JSON values.
-    pub fn erase(&self) -> DynSpec {
-        DynSpec {
-            core: self.core_arc().clone(),
-        }
-    }
-}
-
-impl<I, O> From<SubAgentSpec<I, O>> for DynSpec {
-    fn from(spec: SubAgentSpec<I, O>) -> Self {
-        spec.erase()
-    }
-}
-
-impl<I, O> From<&SubAgentSpec<I, O>> for DynSpec {
-    fn from(spec: &SubAgentSpec<I, O>) -> Self {
-        spec.erase()
-    }
-}
-
 impl Delegate for DynSpec {
     fn terms(&self) -> ChildTerms<'_> {
         self.core.terms()
@@ -100,6 +78,14 @@ impl Delegate for DynSpec {
 }
 
 impl DynSpec {
+    pub(crate) fn from_core(core: Arc<SpecCore>) -> Self {
+        DynSpec { core }
+    }
+
+    pub(crate) fn core(&self) -> &SpecCore {
+        &self.core
+    }
+
     /// The tool name a host sees.
     pub fn name(&self) -> &str {
         &self.core.name
@@ -140,13 +126,19 @@ impl DynSpec {
     pub fn output_mode(&self) -> OutputMode {
         self.core.output_mode
     }
+    /// Sampling settings sent with each model call.
+    pub fn sampling(&self) -> crate::model::Sampling {
+        self.core.sampling
+    }
     /// Contract examples (input, output), each validated when the spec was built.
     pub fn examples(&self) -> &[(Value, Value)] {
         &self.core.examples
     }
 
-    /// The spec as an ordinary tool of a host's [`ToolSet`](crate::ToolSet), as
-    /// [`SubAgentSpec::as_tool`] makes it.
+    /// The spec as an ordinary tool of a host's [`ToolSet`](crate::ToolSet): a host sees its
+    /// name, description and input schema; a call forks a child context, runs the sub-agent,
+    /// and returns its validated output as compact JSON, or an error result naming the
+    /// outcome.
     pub fn as_tool(&self) -> Arc<dyn Tool> {
         Arc::new(AgentTool::new(self.core.clone()))
     }
@@ -247,40 +239,14 @@ impl DynSpec {
 /// A run's output as a JSON value: a spec over values holds it as one; a typed spec's output
 /// is read back from the compact JSON the run wrote when it checked it.
 fn into_value(r: RunResult<crate::spec::core::Accepted>) -> RunResult<Value> {
-    let RunResult {
-        run_id,
-        outcome,
-        output,
-        turns,
-        usage,
-        cost_usd,
-        total_cost_usd,
-        duration,
-        mut error,
-    } = r;
-    let output = output.and_then(|(text, any)| match any.downcast::<Value>() {
-        Ok(v) => Some(*v),
-        Err(_) => match text.as_deref().map(serde_json::from_str::<Value>) {
-            Some(Ok(v)) => Some(v),
+    r.map_output(|(text, any)| match any.downcast::<Value>() {
+        Ok(v) => Ok(*v),
+        Err(_) => text
+            .as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
             // Written by us from a checked value: reported, never a panic.
-            _ => {
-                error = Some(Failure::OutputType(
-                    "internal: the output's JSON could not be read back".into(),
-                ));
-                None
-            }
-        },
-    });
-    let outcome = error.as_ref().map_or(outcome, Failure::outcome);
-    RunResult {
-        run_id,
-        outcome,
-        output,
-        turns,
-        usage,
-        cost_usd,
-        total_cost_usd,
-        duration,
-        error,
-    }
+            .ok_or_else(|| {
+                Failure::OutputType("internal: the output's JSON could not be read back".into())
+            }),
+    })
 }

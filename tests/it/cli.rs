@@ -503,7 +503,9 @@ async fn extreme_and_negative_prices() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(101), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    assert!(err.contains("budget_exhausted"), "{err}");
+    // A price so large that no first call fits the cap is refused before the run starts.
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("over max_cost_usd"), "{err}");
     assert!(server.received().is_empty(), "no call is made");
     let o = run_with(negative).await.unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
