@@ -21,7 +21,7 @@ mod agent_tool;
 mod fanout;
 mod turn;
 
-pub(crate) use agent_tool::AgentTool;
+pub(crate) use agent_tool::{ended_without_result, AgentTool};
 use turn::turns;
 
 impl<O> RunResult<O> {
