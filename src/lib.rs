@@ -5,7 +5,7 @@
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events ·
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
-//   files) · host · check, mcp, batch · temporal
+//   files) · host · check, mcp, batch, rig · temporal
 pub mod batch;
 mod budget;
 pub mod check;
@@ -22,6 +22,8 @@ pub mod model;
 mod outcome;
 pub mod provider;
 pub mod redact;
+#[cfg(feature = "rig")]
+pub mod rig;
 mod run;
 pub mod spec;
 pub mod telemetry;

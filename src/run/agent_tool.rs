@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::ctx::Ctx;
-use crate::outcome::Outcome;
+use crate::outcome::{Failure, Outcome};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
 
@@ -64,12 +64,27 @@ impl AgentTool {
                 structured: value.downcast::<Value>().ok().map(|v| *v),
                 is_error: false,
             },
-            (outcome, _) => ToolOutput::error(format!(
-                "sub-agent `{}` ended without a result: {outcome} after {} turn(s){}",
-                self.spec.name,
+            (outcome, _) => ToolOutput::error(ended_without_result(
+                &self.spec.name,
+                outcome,
                 r.turns,
-                r.error.map(|e| format!(": {e}")).unwrap_or_default()
+                r.error.as_ref(),
             )),
         }
     }
+}
+
+/// What a parent is told of a sub-agent that ended without a result, by every host that
+/// runs specs as tools: the outcome's name, the turns, and the failure, whose text names
+/// where and why an output was rejected, never what it held.
+pub(crate) fn ended_without_result(
+    spec: &str,
+    outcome: Outcome,
+    turns: u32,
+    error: Option<&Failure>,
+) -> String {
+    format!(
+        "sub-agent `{spec}` ended without a result: {outcome} after {turns} turn(s){}",
+        error.map(|e| format!(": {e}")).unwrap_or_default()
+    )
 }

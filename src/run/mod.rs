@@ -22,6 +22,9 @@ mod fanout;
 mod turn;
 
 pub(crate) use agent_tool::AgentTool;
+// The rig adapter tells a rig agent what our own host tells a parent model.
+#[cfg(feature = "rig")]
+pub(crate) use agent_tool::ended_without_result;
 use turn::turns;
 
 impl<O> RunResult<O> {

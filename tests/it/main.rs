@@ -19,6 +19,8 @@ mod provider_wire;
 mod providers;
 mod rejected_output;
 mod replay;
+#[cfg(feature = "rig")]
+mod rig;
 #[cfg(feature = "temporal")]
 mod temporal;
 mod toml_specs;
