@@ -122,10 +122,11 @@ fn error_kind(outcome: Outcome) -> ToolErrorKind {
         Outcome::Cancelled => ToolErrorKind::Cancelled,
         Outcome::Denied => ToolErrorKind::PermissionDenied,
         Outcome::ModelError => ToolErrorKind::Provider,
-        // Budget, turns and a rejected output: the sub-agent's own limits, not rig's
+        // Budget, turns, a stall and a rejected output: the sub-agent's own limits, not rig's
         // categories; a retry is the caller's decision.
         Outcome::BudgetExhausted
         | Outcome::MaxTurns
+        | Outcome::Stalled
         | Outcome::InvalidOutput
         | Outcome::Completed => ToolErrorKind::Other,
     }
