@@ -497,6 +497,9 @@ fn ctrl_c_stops_starting_inputs_and_writes_those_in_flight() {
         .status()
         .expect("kill runs");
     assert!(kill.success());
+    // On a loaded machine more lines land between the poll above and the signal: what counts
+    // is what was written once the signal was sent.
+    let at_signal = complete_lines(&out);
     let o = child.wait_with_output().expect("exits");
     // The runs in flight finish (one more call each), nothing new starts.
     assert!(
@@ -511,8 +514,13 @@ fn ctrl_c_stops_starting_inputs_and_writes_those_in_flight() {
         "{err}"
     );
     assert!(err.contains("run the same command to resume"), "{err}");
+    // The 5 in flight finish; at most one more round may have started before the signal
+    // handler ran.
     let first = lines(&out).len();
-    assert!((5..=15).contains(&first), "{first} lines");
+    assert!(
+        (at_signal..=at_signal + 10).contains(&first),
+        "{first} lines, {at_signal} when signalled"
+    );
     // Resumed: the rest, each input once.
     let o = batch(&args, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

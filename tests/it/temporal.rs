@@ -254,10 +254,10 @@ fn open_runs(trace: &Path) -> usize {
 }
 
 /// Every model call the workers' traces record (complete lines only: a killed worker's last
-/// line may be torn): the cost billed, and the run ids that finished, per input run.
-fn traces(dir: &Path) -> (Decimal, HashMap<String, usize>) {
+/// line may be torn): the cost billed, and per input run the workers that finished it.
+fn traces(dir: &Path) -> (Decimal, HashMap<String, Vec<&'static str>>) {
     let mut billed = Decimal::ZERO;
-    let mut finished: HashMap<String, usize> = HashMap::new();
+    let mut finished: HashMap<String, Vec<&'static str>> = HashMap::new();
     for name in ["a", "b"] {
         let Ok(f) = std::fs::File::open(dir.join(format!("{name}.trace.jsonl"))) else {
             continue;
@@ -269,9 +269,10 @@ fn traces(dir: &Path) -> (Decimal, HashMap<String, usize>) {
             match e["event"].as_str() {
                 Some("model_call") => billed += usd(&e["cost_usd"]),
                 Some("finished") if e["depth"] == 1 => {
-                    *finished
+                    finished
                         .entry(e["parent_run_id"].as_str().unwrap_or_default().to_string())
-                        .or_default() += 1;
+                        .or_default()
+                        .push(name);
                 }
                 _ => {}
             }
@@ -407,15 +408,27 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
         total - billed <= Decimal::new(20, 2) * Decimal::from(lost),
         "{total} charged, {billed} billed, {lost} lost attempts"
     );
-    // No input finished twice: each scheduled run (by its run id) finished at most once, and
-    // no more runs finished than there are inputs (an input scheduled twice would show here).
+    // No input scheduled twice: no more runs finished than there are inputs. A run finishes
+    // twice only as the module documents (reports reach the workflow at least once): worker a
+    // finished it and was killed before its report reached Temporal, the retry finished it on
+    // b, and that attempt counts as lost. Any other second finish is a run started again.
     assert!(
         (990..=1000).contains(&finished.len()),
         "{} runs finished",
         finished.len()
     );
-    let twice: Vec<_> = finished.iter().filter(|(_, &n)| n > 1).collect();
-    assert!(twice.is_empty(), "finished twice: {twice:?}");
+    let twice: Vec<_> = finished.iter().filter(|(_, w)| w.len() > 1).collect();
+    for (run, workers) in &twice {
+        assert!(
+            workers.as_slice() == ["a", "b"],
+            "run {run} finished again other than after a's kill: {workers:?}"
+        );
+    }
+    assert!(
+        twice.len() as u64 <= lost,
+        "{} runs finished twice, {lost} lost attempts",
+        twice.len()
+    );
 }
 
 /// The batch's money runs out: inputs left are not started (exit 1), nothing is over the
