@@ -2,6 +2,7 @@
 //! and validation that reports every violation with its path.
 
 pub mod analysis;
+pub(crate) mod subsume;
 
 pub use analysis::{analyze, Analysis, Unbounded, UnboundedKind};
 

@@ -2,7 +2,7 @@
 
 mod ack;
 mod lock;
-pub mod schema;
+
 mod set;
 mod spec;
 #[cfg(test)]
@@ -15,6 +15,7 @@ pub use set::{SpecEntry, SpecSet};
 use crate::diag::{Diagnostic, Severity};
 
 use super::CheckReport;
+use crate::contract::subsume::{Kind, Side};
 
 /// The stable codes of contract-evolution diagnostics (`src/docs/compat.md`). They are
 /// distinct from `check`'s codes, whose meanings do not change.
@@ -133,5 +134,27 @@ fn accept(d: &mut Diagnostic, opts: &CompatOptions) {
     if let Some(reason) = reason {
         d.severity = Severity::Info;
         d.message = format!("{} ({reason})", d.message);
+    }
+}
+
+/// The stable diagnostic code of a finding's kind on `side`.
+pub(crate) fn code(kind: Kind, side: Side) -> &'static str {
+    use codes::*;
+    match (side, kind) {
+        (_, Kind::CannotProve) => CANNOT_PROVE,
+        (Side::Input, Kind::Required) => INPUT_REQUIRED_ADDED,
+        (Side::Input, Kind::Property) => INPUT_PROPERTY_REMOVED,
+        (Side::Input, Kind::Type) => INPUT_TYPE_NARROWED,
+        (Side::Input, Kind::Bound) => INPUT_BOUND_TIGHTENED,
+        (Side::Input, Kind::Enum) => INPUT_ENUM_NARROWED,
+        (Side::Input, Kind::Pattern) => INPUT_PATTERN_TIGHTENED,
+        (Side::Input, Kind::Constraint) => INPUT_CONSTRAINT_ADDED,
+        (Side::Output, Kind::Required) => OUTPUT_REQUIRED_REMOVED,
+        (Side::Output, Kind::Property) => OUTPUT_PROPERTY_ADDED,
+        (Side::Output, Kind::Type) => OUTPUT_TYPE_WIDENED,
+        (Side::Output, Kind::Bound) => OUTPUT_BOUND_LOOSENED,
+        (Side::Output, Kind::Enum) => OUTPUT_ENUM_WIDENED,
+        (Side::Output, Kind::Pattern) => OUTPUT_PATTERN_LOOSENED,
+        (Side::Output, Kind::Constraint) => OUTPUT_CONSTRAINT_REMOVED,
     }
 }

@@ -7,8 +7,8 @@ use crate::contract::analysis::analyze;
 use crate::diag::{Diagnostic, Pos, Severity};
 
 use super::codes::*;
-use super::schema::{self, Side};
 use super::set::{SpecEntry, SpecSet};
+use crate::contract::subsume::{self as schema, Side};
 
 /// Every change between two sets.
 pub(super) fn compare_sets(old: &SpecSet, new: &SpecSet) -> Vec<Diagnostic> {
@@ -103,7 +103,7 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
                 n,
                 pos,
                 f.severity(),
-                f.kind.code(side),
+                super::code(f.kind, side),
                 format!("{table}: {}", f.message),
             ));
         }
