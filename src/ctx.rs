@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, SpendJournal};
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
-use crate::model::{Model, ModelError, PriceTable};
+use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
 use crate::tool::ToolSet;
 
@@ -63,6 +63,7 @@ struct Inner {
     cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
+    prompt_cache: Option<PromptCache>,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
@@ -91,6 +92,7 @@ impl Inner {
             cancel: self.cancel.clone(),
             fanout_limit: self.fanout_limit,
             journal: self.journal.clone(),
+            prompt_cache: self.prompt_cache,
             children: self.children.clone(),
             rejected: AtomicU32::new(0),
         }
@@ -137,6 +139,7 @@ pub struct CtxBuilder {
     cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
+    prompt_cache: Option<PromptCache>,
 }
 
 impl CtxBuilder {
@@ -206,6 +209,14 @@ impl CtxBuilder {
         self
     }
 
+    /// Prompt caching for every run under this host whose spec does not set its own
+    /// ([`SpecBuilder::prompt_cache`](crate::SpecBuilder::prompt_cache)); unset, each model
+    /// keeps its own setting.
+    pub fn prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.prompt_cache = Some(cache);
+        self
+    }
+
     /// The context.
     pub fn build(self) -> Ctx {
         Ctx {
@@ -226,6 +237,7 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
                 journal: self.journal,
+                prompt_cache: self.prompt_cache,
                 children: Arc::default(),
                 rejected: AtomicU32::new(0),
             }),
@@ -250,6 +262,7 @@ impl Ctx {
             cancel: CancellationToken::new(),
             fanout_limit: DEFAULT_FANOUT_LIMIT,
             journal: None,
+            prompt_cache: None,
         }
     }
 
@@ -392,6 +405,10 @@ impl Ctx {
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancel
+    }
+    /// The host's prompt caching, if it sets one ([`CtxBuilder::prompt_cache`]).
+    pub fn prompt_cache(&self) -> Option<PromptCache> {
+        self.inner.prompt_cache
     }
     /// How many sub-agent calls of one response run at once.
     pub fn fanout_limit(&self) -> usize {

@@ -5,6 +5,7 @@
 
 mod foreign;
 mod price;
+mod prompt_cache;
 mod rate;
 mod replay;
 mod scripted;
@@ -12,6 +13,7 @@ mod scripted;
 pub use foreign::ForeignError;
 pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
+pub use prompt_cache::PromptCache;
 pub use rate::{RateLimited, RateLimits, RetryAfter};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use scripted::{ScriptStep, ScriptedModel};
@@ -205,6 +207,9 @@ pub struct ModelRequest<'a> {
     /// Where to report a provider's request to wait (`Retry-After`) so that every caller
     /// sharing a rate limit waits, not only this one; set by [`RateLimited`].
     pub retry_after: Option<&'a RetryAfter>,
+    /// Prompt caching for this call, overriding the provider's own setting when set (a
+    /// spec's `prompt_cache`, else its host's).
+    pub prompt_cache: Option<PromptCache>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -224,6 +229,7 @@ impl<'a> ModelRequest<'a> {
             tool_choice: ToolChoice::Auto,
             response_format: None,
             retry_after: None,
+            prompt_cache: None,
         }
     }
 
@@ -242,6 +248,12 @@ impl<'a> ModelRequest<'a> {
     /// The same request asking for text that follows `format`'s schema.
     pub fn with_response_format(mut self, format: &'a ResponseFormat) -> Self {
         self.response_format = Some(format);
+        self
+    }
+
+    /// The same request with this prompt caching, whatever the provider's own setting.
+    pub fn with_prompt_cache(mut self, cache: Option<PromptCache>) -> Self {
+        self.prompt_cache = cache;
         self
     }
 
@@ -321,6 +333,36 @@ impl Usage {
             output_tokens,
             ..Usage::default()
         }
+    }
+}
+
+/// `1200 in / 30 out tokens`, then the prompt cache's share when it had one:
+/// `, cache 900 read / 200 written`.
+///
+/// ```
+/// use subcontract::model::Usage;
+///
+/// let mut u = Usage::new(1200, 30);
+/// assert_eq!(u.to_string(), "1200 in / 30 out tokens");
+/// u.cache_read_tokens = 900;
+/// u.cache_write_tokens = 200;
+/// assert_eq!(u.to_string(), "1200 in / 30 out tokens, cache 900 read / 200 written");
+/// ```
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} in / {} out tokens",
+            self.input_tokens, self.output_tokens
+        )?;
+        if self.cache_read_tokens > 0 || self.cache_write_tokens > 0 {
+            write!(
+                f,
+                ", cache {} read / {} written",
+                self.cache_read_tokens, self.cache_write_tokens
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -311,7 +311,9 @@ async fn call_model(
     let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
     let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
         .with_sampling(spec.sampling)
-        .with_tool_choice(req.choice);
+        .with_tool_choice(req.choice)
+        // The spec's setting, else its host's, else the model's own.
+        .with_prompt_cache(spec.prompt_cache.or(ctx.prompt_cache()));
     if let Some(f) = req.format {
         request = request.with_response_format(f);
     }

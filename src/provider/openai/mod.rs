@@ -157,7 +157,7 @@ impl Model for OpenAiModel {
             &self.model,
             self.max_tokens_field,
             self.strict,
-            self.prompt_cache,
+            request.prompt_cache.unwrap_or(self.prompt_cache),
             &request,
         );
         let answer = self
