@@ -417,3 +417,292 @@ async fn the_mock_follows_the_providers_rules() {
     let (_, d) = post(body(1, &long)).await;
     assert_eq!(d["usage"]["cache_read_input_tokens"], 0, "{d}");
 }
+
+#[tokio::test]
+async fn a_specs_prompt_cache_wins_over_its_hosts() {
+    let server = start(Api::Anthropic, Latency::ZERO).await;
+    let (reader, _) = specs();
+    let question = json!({"question": "read 1 files"});
+    let marks = |from: usize| -> Vec<Vec<Value>> {
+        server.received()[from..]
+            .iter()
+            .map(|r| {
+                let text = String::from_utf8_lossy(&r.body).to_string();
+                text.match_indices("\"cache_control\":")
+                    .map(|(i, _)| {
+                        let rest = &text[i + 16..];
+                        serde_json::Deserializer::from_str(rest)
+                            .into_iter::<Value>()
+                            .next()
+                            .and_then(Result::ok)
+                            .unwrap_or(Value::Null)
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    // The host turns caching off; a spec without a setting follows it.
+    let host_off = ctx(Api::Anthropic, &server, PromptCache::FiveMinutes, &reader);
+    let host_off = Ctx::builder(host_off.model().clone())
+        .tools(host_off.tools().clone())
+        .prompt_cache(PromptCache::Off)
+        .build();
+    assert!(reader.run(&question, &host_off).await.error.is_none());
+    assert!(marks(0).iter().all(Vec::is_empty));
+    // A spec asking for an hour wins over the host's off.
+    let hourly = SubAgentSpec::dynamic("reader", mock::question_schema(), mock::summary_schema())
+        .description("Reads files and summarises them.")
+        .system(mock::long_text("reader rules", mock::SYSTEM_BYTES))
+        .tools(["read_file"])
+        .prompt_cache(PromptCache::OneHour)
+        .build()
+        .expect("valid");
+    let n = server.received().len();
+    assert!(hourly.run(&question, &host_off).await.error.is_none());
+    let sent = marks(n);
+    assert_eq!(sent.len(), 2);
+    for m in sent {
+        assert!(
+            !m.is_empty()
+                && m.iter()
+                    .all(|c| c == &json!({"type": "ephemeral", "ttl": "1h"})),
+            "{m:?}"
+        );
+    }
+    // The model's own setting applies when neither sets one.
+    let n = server.received().len();
+    let own = ctx(Api::Anthropic, &server, PromptCache::Off, &reader);
+    assert!(reader.run(&question, &own).await.error.is_none());
+    assert!(marks(n).iter().all(Vec::is_empty));
+}
+
+/// Records every unsigned field recorded on a span, by span name.
+#[derive(Clone, Default)]
+struct SpanFields(Arc<std::sync::Mutex<Vec<(String, String, u64)>>>);
+
+struct Visit<'a>(&'a SpanFields, &'static str);
+
+impl tracing::field::Visit for Visit<'_> {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        let mut v = self.0 .0.lock().expect("lock");
+        v.push((self.1.to_string(), field.name().to_string(), value));
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+}
+
+impl<S> tracing_subscriber::Layer<S> for SpanFields
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id) {
+            values.record(&mut Visit(self, span.name()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_spans_carry_cache_reads_and_writes() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let fields = SpanFields::default();
+    let _guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
+    let (server, _) = solo(Api::Anthropic, PromptCache::FiveMinutes, 2).await;
+    let got = fields.0.lock().expect("lock").clone();
+    let of = |span: &str, field: &str| -> Vec<u64> {
+        got.iter()
+            .filter(|(s, f, _)| s == span && f == field)
+            .map(|(_, _, v)| *v)
+            .collect()
+    };
+    let bill = server.bill();
+    let reads: Vec<u64> = bill
+        .iter()
+        .map(|l| l.tokens.read)
+        .filter(|&n| n > 0)
+        .collect();
+    let writes: Vec<u64> = bill
+        .iter()
+        .map(|l| l.tokens.written_5m)
+        .filter(|&n| n > 0)
+        .collect();
+    assert_eq!(of("chat", "gen_ai.usage.cache_read.input_tokens"), reads);
+    assert_eq!(
+        of("chat", "gen_ai.usage.cache_creation.input_tokens"),
+        writes
+    );
+    // The run's span: its calls' sums.
+    assert_eq!(
+        of("invoke_agent", "gen_ai.usage.cache_read.input_tokens"),
+        [reads.iter().sum::<u64>()]
+    );
+    assert_eq!(
+        of("invoke_agent", "gen_ai.usage.cache_creation.input_tokens"),
+        [writes.iter().sum::<u64>()]
+    );
+}
+
+#[tokio::test]
+async fn model_call_events_and_the_run_tree_show_the_cache() {
+    let server = start(Api::Anthropic, Latency::ZERO).await;
+    let (reader, host) = specs();
+    let events = Arc::new(subcontract::MemorySink::new());
+    let base = ctx(Api::Anthropic, &server, PromptCache::FiveMinutes, &reader);
+    let ctx = Ctx::builder(base.model().clone())
+        .tools(base.tools().clone())
+        .prices(PriceTable::builtin())
+        .events(events.clone())
+        .build();
+    assert!(host.run(&json!({}), &ctx).await.error.is_none());
+    let events = events.events();
+    let mut read = 0;
+    let mut written = 0;
+    for e in &events {
+        if let subcontract::events::EventKind::ModelCall { usage, .. } = &e.kind {
+            read += usage.cache_read_tokens;
+            written += usage.cache_write_tokens;
+            // As a JSON Lines trace has them.
+            let line = serde_json::to_value(e).expect("serialisable");
+            if usage.cache_read_tokens > 0 {
+                assert_eq!(
+                    line["usage"]["cache_read_tokens"], usage.cache_read_tokens,
+                    "{line}"
+                );
+            }
+        }
+    }
+    let bill = server.bill();
+    assert_eq!(read, bill.iter().map(|l| l.tokens.read).sum::<u64>());
+    assert_eq!(
+        written,
+        bill.iter().map(|l| l.tokens.written_5m).sum::<u64>()
+    );
+    assert!(read > 0 && written > 0);
+    let tree =
+        subcontract::events::tree::render_tree(&subcontract::events::tree::build_tree(&events));
+    let readers: Vec<&str> = tree.lines().filter(|l| l.contains("[reader]")).collect();
+    assert_eq!(readers.len(), 3, "{tree}");
+    assert!(
+        readers
+            .iter()
+            .all(|l| l.contains(" read / ") && l.contains(" written")),
+        "{tree}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_flag_sets_the_hosts_cache_and_the_summary_shows_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("notes")).expect("mkdir");
+    for n in 1..=2 {
+        let path = format!("notes/{n}.md");
+        std::fs::write(ws.join(&path), mock::file_text(&path)).expect("write");
+    }
+    std::fs::write(
+        dir.path().join("system.txt"),
+        mock::long_text("reader rules", mock::SYSTEM_BYTES),
+    )
+    .expect("write");
+    let spec = dir.path().join("reader.toml");
+    let toml = r#"name = "reader"
+description = "Reads files and summarises them."
+system_file = "system.txt"
+tools = ["read_file"]
+PROMPT_CACHE
+[input]
+type = "object"
+required = ["question"]
+additionalProperties = false
+properties = { question = { type = "string", maxLength = 500 } }
+[output]
+type = "object"
+required = ["summary"]
+additionalProperties = false
+properties = { summary = { type = "string", maxLength = 500 } }
+"#;
+    let server = start(Api::Anthropic, Latency::ZERO).await;
+    let run = |flag: Option<&'static str>, in_spec: &'static str| {
+        std::fs::write(&spec, toml.replace("PROMPT_CACHE", in_spec)).expect("write");
+        let trace = dir.path().join("trace.jsonl");
+        let _ = std::fs::remove_file(&trace);
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"));
+        c.args([
+            "run",
+            spec.to_str().unwrap(),
+            "--model",
+            &format!("anthropic:{SONNET}"),
+        ])
+        .args([
+            "--base-url",
+            server.base_url(),
+            "--workspace",
+            ws.to_str().unwrap(),
+        ])
+        .args(["--trace", trace.to_str().unwrap()])
+        .args(["--input", r#"{"question": "read 2 files"}"#])
+        .env("ANTHROPIC_API_KEY", "sk-test-cache")
+        .env_remove("SUBCONTRACT_PROMPT_CACHE");
+        if let Some(f) = flag {
+            c.args(["--prompt-cache", f]);
+        }
+        let trace_path = trace.clone();
+        async move {
+            let o = tokio::task::spawn_blocking(move || c.output().expect("the binary runs"))
+                .await
+                .expect("joined");
+            let err = String::from_utf8_lossy(&o.stderr).to_string();
+            assert_eq!(o.status.code(), Some(0), "{err}");
+            let tree = std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"))
+                .args(["trace", trace_path.to_str().unwrap()])
+                .output()
+                .expect("trace runs");
+            (err, String::from_utf8_lossy(&tree.stdout).to_string())
+        }
+    };
+    let sent_marks = |from: usize| {
+        server.received()[from..]
+            .iter()
+            .map(|r| {
+                String::from_utf8_lossy(&r.body)
+                    .matches("cache_control")
+                    .count()
+            })
+            .collect::<Vec<_>>()
+    };
+    // The default: cached, and the summary and the trace say how much.
+    let (err, tree) = run(None, "").await;
+    assert!(
+        err.contains(", cache ") && err.contains(" read / "),
+        "{err}"
+    );
+    assert!(
+        tree.contains(", cache ") && tree.contains(" written"),
+        "{tree}"
+    );
+    assert!(sent_marks(0).iter().all(|&n| n > 0));
+    // The flag turns it off.
+    let n = server.received().len();
+    let (err, _) = run(Some("off"), "").await;
+    assert!(!err.contains(", cache "), "{err}");
+    assert!(sent_marks(n).iter().all(|&n| n == 0));
+    // The spec's own setting wins over the flag.
+    let n = server.received().len();
+    run(Some("off"), "prompt_cache = \"1h\"").await;
+    let hourly = server.received()[n..]
+        .iter()
+        .all(|r| String::from_utf8_lossy(&r.body).contains(r#""ttl":"1h""#));
+    assert!(hourly);
+    // A value the flag does not know is refused.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .args(["run", spec.to_str().unwrap(), "--prompt-cache", "forever"])
+        .output()
+        .expect("the binary runs");
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("expected `off`, `5m` or `1h`"));
+}
