@@ -11,6 +11,7 @@ use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
+use crate::run::shared_prefix::SharedPrefix;
 use crate::tool::ToolSet;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
@@ -64,6 +65,11 @@ struct Inner {
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
     prompt_cache: Option<PromptCache>,
+    share_prefix: bool,
+    // Given to the sub-agents this view of the run starts (one fan-out's siblings of one spec).
+    handoff: Option<Arc<SharedPrefix>>,
+    // This run's siblings' share, when it was started as one of them.
+    siblings: Option<Arc<SharedPrefix>>,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
@@ -93,6 +99,9 @@ impl Inner {
             fanout_limit: self.fanout_limit,
             journal: self.journal.clone(),
             prompt_cache: self.prompt_cache,
+            share_prefix: self.share_prefix,
+            handoff: self.handoff.clone(),
+            siblings: self.siblings.clone(),
             children: self.children.clone(),
             rejected: AtomicU32::new(0),
         }
@@ -140,6 +149,7 @@ pub struct CtxBuilder {
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
     prompt_cache: Option<PromptCache>,
+    share_prefix: bool,
 }
 
 impl CtxBuilder {
@@ -217,6 +227,15 @@ impl CtxBuilder {
         self
     }
 
+    /// Whether siblings of one spec that one model response starts share one prompt-cache
+    /// write (default off): the first makes its first model call, the others make theirs once
+    /// it is answered, and read the tools and system prompt it wrote. It saves the others'
+    /// cache writes and costs them one model call's wait.
+    pub fn share_fanout_prefix(mut self, on: bool) -> Self {
+        self.share_prefix = on;
+        self
+    }
+
     /// The context.
     pub fn build(self) -> Ctx {
         Ctx {
@@ -238,6 +257,9 @@ impl CtxBuilder {
                 fanout_limit: self.fanout_limit,
                 journal: self.journal,
                 prompt_cache: self.prompt_cache,
+                share_prefix: self.share_prefix,
+                handoff: None,
+                siblings: None,
                 children: Arc::default(),
                 rejected: AtomicU32::new(0),
             }),
@@ -263,6 +285,7 @@ impl Ctx {
             fanout_limit: DEFAULT_FANOUT_LIMIT,
             journal: None,
             prompt_cache: None,
+            share_prefix: false,
         }
     }
 
@@ -331,9 +354,32 @@ impl Ctx {
                 model_id,
                 cancel: p.cancel.child_token(),
                 children: Arc::default(),
+                siblings: p.handoff.clone(),
+                handoff: None,
                 ..p.shared()
             }),
         })
+    }
+
+    /// The same run, its next child one of the siblings sharing `share`.
+    pub(crate) fn with_siblings(&self, share: Arc<SharedPrefix>) -> Ctx {
+        Ctx {
+            inner: Arc::new(Inner {
+                handoff: Some(share),
+                ..self.inner.shared()
+            }),
+        }
+    }
+
+    /// Whether a fan-out's siblings share a prompt-cache write
+    /// ([`CtxBuilder::share_fanout_prefix`]).
+    pub fn shares_fanout_prefix(&self) -> bool {
+        self.inner.share_prefix
+    }
+
+    /// The share of the siblings this run was started among, if any.
+    pub(crate) fn siblings(&self) -> Option<&Arc<SharedPrefix>> {
+        self.inner.siblings.as_ref()
     }
 
     /// The same context with `gate` added to its chain: stricter, never looser. Children made

@@ -306,6 +306,15 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
+    // A fan-out sibling's first call waits for the first sibling's, to read what it cached.
+    let _opener = match ctx.siblings().filter(|_| st.turns == 0) {
+        Some(share) => tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
+            o = share.enter() => o,
+        },
+        None => None,
+    };
     st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);

@@ -706,3 +706,51 @@ properties = { summary = { type = "string", maxLength = 500 } }
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("expected `off`, `5m` or `1h`"));
 }
+
+/// The siblings' first calls of a fan-out on a mock that takes `first_token` to begin
+/// answering: how many read the tools and system prompt from the cache, and how many wrote
+/// them.
+async fn sibling_firsts(api: Api, share: bool) -> (usize, usize) {
+    let latency = Latency {
+        first_token: Duration::from_millis(150),
+        rest: Duration::from_millis(50),
+    };
+    let server = start(api, latency).await;
+    let (reader, host) = specs();
+    let base = ctx(api, &server, PromptCache::FiveMinutes, &reader);
+    let ctx = Ctx::builder(base.model().clone())
+        .tools(base.tools().clone())
+        .prices(PriceTable::builtin())
+        .share_fanout_prefix(share)
+        .build();
+    let result = host.run(&json!({}), &ctx).await;
+    assert!(result.error.is_none(), "{:?}", result.error);
+    assert_eq!(result.total_cost_usd, server.totals().0);
+    let firsts: Vec<mock::Counted> = server
+        .received()
+        .iter()
+        .zip(server.bill())
+        .filter(|(r, _)| {
+            r.json["tools"].to_string().contains("read_file")
+                && !r.json["messages"].to_string().contains("notes/")
+        })
+        .map(|(_, l)| l.tokens)
+        .collect();
+    assert_eq!(firsts.len(), 3);
+    let read = firsts.iter().filter(|t| t.read >= 6_000).count();
+    let wrote = firsts
+        .iter()
+        .filter(|t| t.written_5m >= 6_000 || (api == Api::OpenAi && t.read == 0))
+        .count();
+    (read, wrote)
+}
+
+#[tokio::test]
+async fn siblings_started_together_miss_each_others_write_unless_they_share() {
+    for api in [Api::Anthropic, Api::OpenAi] {
+        // Started at once, no sibling's write is readable yet: each writes the prefix.
+        assert_eq!(sibling_firsts(api, false).await, (0, 3), "{api:?}");
+        // Sharing: the first writes it, the others wait for its answer and read it.
+        assert_eq!(sibling_firsts(api, true).await, (2, 1), "{api:?}");
+    }
+}

@@ -11,6 +11,7 @@
 //! **Anthropic** (`POST /v1/messages`), as its prompt-caching guide describes:
 //! - The prompt is a sequence of blocks in the order tools → system → messages; a block with
 //!   `cache_control` is a breakpoint, and its cache entry holds every block up to it.
+//! - Automatic caching: a top-level `cache_control` is a breakpoint on the last block.
 //! - At most 4 breakpoints: a 5th is answered 400. `type` must be `ephemeral`, `ttl` `5m` or
 //!   `1h`, and a `1h` breakpoint may not follow a `5m` one.
 //! - A read: for each breakpoint, the 20 block boundaries ending at it are checked for an
@@ -51,7 +52,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The largest request body read (a larger one is answered 413).
+/// The largest request body read (past it, the connection is closed unanswered).
 const MAX_BODY: usize = 32 << 20;
 
 /// Which provider a mock speaks.
@@ -510,6 +511,14 @@ fn anthropic(shared: &Shared, req: &Value, t0: Instant) -> Handled {
                 }
             }
             _ => return Err(bad("messages.content: a string or blocks".into())),
+        }
+    }
+    // Automatic caching: a top-level `cache_control` puts a breakpoint on the last block,
+    // one of the four.
+    if let Some(c) = req.get("cache_control").filter(|c| !c.is_null()) {
+        let (_, ttl) = unmark(&json!({"cache_control": c}), "").map_err(bad)?;
+        if let Some(last) = blocks.last_mut().filter(|b| b.1.is_none()) {
+            last.1 = ttl;
         }
     }
     let breakpoints: Vec<usize> = (0..blocks.len())
