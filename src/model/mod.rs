@@ -494,6 +494,13 @@ pub trait Model: Send + Sync {
 
     /// Runs one turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+
+    /// The prompt caching this model asks its provider for when a request sets none; `None`
+    /// (the default) for a model with no provider cache (scripted, replayed). A wrapper
+    /// answers for the model it wraps.
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        None
+    }
 }
 
 #[cfg(test)]

@@ -11,9 +11,8 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use super::shared_prefix::SharedPrefix;
 use crate::contract::Contract;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, SharedPrefix};
 use crate::events::EventKind;
 use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};

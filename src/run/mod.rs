@@ -19,7 +19,6 @@ use tracing::Instrument;
 
 mod agent_tool;
 mod fanout;
-pub(crate) mod shared_prefix;
 mod turn;
 
 pub(crate) use agent_tool::AgentTool;

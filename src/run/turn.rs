@@ -25,8 +25,8 @@ use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::{EventKind, Forced, TextRead};
 use crate::model::{
-    Arguments, Message, ModelRequest, ModelResponse, ResponseFormat, ToolCall, ToolChoice,
-    ToolDefinition, Usage, SUBMIT_TOOL,
+    Arguments, Message, ModelRequest, ModelResponse, PromptCache, ResponseFormat, ToolCall,
+    ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
@@ -306,8 +306,13 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
+    // The spec's setting, else its host's, else the model's own.
+    let cache = spec.prompt_cache.or(ctx.prompt_cache());
+    let caching = cache
+        .or(model.prompt_cache())
+        .is_some_and(|c| c != PromptCache::Off);
     // A fan-out sibling's first call waits for the first sibling's, to read what it cached.
-    let _opener = match ctx.siblings().filter(|_| st.turns == 0) {
+    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
         Some(share) => tokio::select! {
             biased;
             _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
@@ -321,8 +326,7 @@ async fn call_model(
     let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
         .with_sampling(spec.sampling)
         .with_tool_choice(req.choice)
-        // The spec's setting, else its host's, else the model's own.
-        .with_prompt_cache(spec.prompt_cache.or(ctx.prompt_cache()));
+        .with_prompt_cache(cache);
     if let Some(f) = req.format {
         request = request.with_response_format(f);
     }

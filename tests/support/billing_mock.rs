@@ -35,8 +35,11 @@
 //! - Billed: uncached input at the input price, cached tokens at the cached price; no write
 //!   premium.
 //!
+//! Both answer `stream: true` with the provider's server-sent events: the first after the time
+//! to first token, the rest (and the bill's line) once the answer is done.
+//!
 //! Not modelled: OpenAI's overflow to other machines past ~15 requests a minute per key, the
-//! 24-hour retention option, images and documents, streaming.
+//! 24-hour retention option, images and documents.
 
 #![allow(dead_code)] // Each includer uses its own part of it.
 
@@ -342,20 +345,66 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let Some((method, path, body)) = read_request(&mut socket).await else {
         return;
     };
-    let (status, answer) = match (method.as_str(), path.as_str()) {
-        ("GET", "/_mock/bill") => (200, bill_json(&shared)),
+    let handler: fn(&Shared, &Value, Instant) -> Handled = match (method.as_str(), path.as_str()) {
+        ("GET", "/_mock/bill") => return reply(&mut socket, 200, &bill_json(&shared)).await,
         ("POST", "/_mock/reset") => {
             *shared.lock() = State::default();
-            (200, json!({}))
+            return reply(&mut socket, 200, &json!({})).await;
         }
-        ("POST", "/v1/messages") if shared.api == Api::Anthropic => {
-            answer(&shared, &body, anthropic).await
+        ("POST", "/v1/messages") if shared.api == Api::Anthropic => anthropic,
+        ("POST", "/v1/chat/completions") if shared.api == Api::OpenAi => openai,
+        _ => {
+            let e = error(shared.api, "not_found_error", "no such route");
+            return reply(&mut socket, 404, &e).await;
         }
-        ("POST", "/v1/chat/completions") if shared.api == Api::OpenAi => {
-            answer(&shared, &body, openai).await
-        }
-        _ => (404, error(shared.api, "not_found_error", "no such route")),
     };
+    let t0 = shared.now();
+    let request = serde_json::from_slice::<Value>(&body);
+    let handled = match &request {
+        Ok(v) => handler(&shared, v, t0),
+        Err(e) => Err((
+            400,
+            error(shared.api, "invalid_request_error", &format!("body: {e}")),
+        )),
+    };
+    let stream = request.as_ref().is_ok_and(|v| v["stream"] == true);
+    shared.lock().received.push(Received {
+        body: body.clone(),
+        json: request.unwrap_or(Value::Null),
+        status: handled.as_ref().map_or_else(|(s, _)| *s, |_| 200),
+    });
+    let (answer, billed) = match handled {
+        Ok(done) => done,
+        Err((status, e)) => return reply(&mut socket, status, &e).await,
+    };
+    let latency = shared.latency;
+    if stream {
+        // The response begins (its first event) after the time to first token, and ends after
+        // the rest.
+        let events = match shared.api {
+            Api::Anthropic => anthropic_events(&answer),
+            Api::OpenAi => openai_events(&answer),
+        };
+        tokio::time::sleep(latency.first_token).await;
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        let _ = socket.write_all(head.as_bytes()).await;
+        let _ = socket.write_all(events[0].as_bytes()).await;
+        let _ = socket.flush().await;
+        tokio::time::sleep(latency.rest).await;
+        shared.lock().bill.push(billed);
+        for e in &events[1..] {
+            let _ = socket.write_all(e.as_bytes()).await;
+        }
+        let _ = socket.shutdown().await;
+    } else {
+        tokio::time::sleep(latency.first_token + latency.rest).await;
+        shared.lock().bill.push(billed);
+        reply(&mut socket, 200, &answer).await;
+    }
+}
+
+async fn reply(socket: &mut TcpStream, status: u16, answer: &Value) {
     let text = answer.to_string();
     let head = format!(
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -366,37 +415,90 @@ async fn serve(mut socket: TcpStream, shared: Arc<Shared>) {
     let _ = socket.shutdown().await;
 }
 
-/// What a provider's handler decided: the answer and its bill line, or a refusal.
-type Handled = Result<(Value, Billed), (u16, Value)>;
-
-async fn answer(
-    shared: &Arc<Shared>,
-    body: &[u8],
-    handler: fn(&Shared, &Value, Instant) -> Handled,
-) -> (u16, Value) {
-    let t0 = shared.now();
-    let handled = match serde_json::from_slice::<Value>(body) {
-        Ok(v) => handler(shared, &v, t0),
-        Err(e) => Err((
-            400,
-            error(shared.api, "invalid_request_error", &format!("body: {e}")),
-        )),
-    };
-    let status = handled.as_ref().map_or_else(|(s, _)| *s, |_| 200);
-    shared.lock().received.push(Received {
-        body: body.to_vec(),
-        json: serde_json::from_slice(body).unwrap_or(Value::Null),
-        status,
-    });
-    match handled {
-        Ok((answer, billed)) => {
-            tokio::time::sleep(shared.latency.first_token + shared.latency.rest).await;
-            shared.lock().bill.push(billed);
-            (200, answer)
-        }
-        Err((status, answer)) => (status, answer),
+fn sse(event: Option<&str>, data: &Value) -> String {
+    match event {
+        Some(e) => format!("event: {e}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
     }
 }
+
+/// A Messages answer as its stream of events (`stream: true`).
+fn anthropic_events(answer: &Value) -> Vec<String> {
+    let mut start = answer.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    let usage = answer["usage"].clone();
+    start["usage"]["output_tokens"] = json!(0);
+    let mut out = vec![sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": start}),
+    )];
+    for (i, block) in answer["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let (empty, delta) = if block["type"] == "tool_use" {
+            (
+                json!({"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}),
+                json!({"type": "input_json_delta", "partial_json": block["input"].to_string()}),
+            )
+        } else {
+            (
+                json!({"type": "text", "text": ""}),
+                json!({"type": "text_delta", "text": block["text"]}),
+            )
+        };
+        out.push(sse(
+            Some("content_block_start"),
+            &json!({"type": "content_block_start", "index": i, "content_block": empty}),
+        ));
+        out.push(sse(
+            Some("content_block_delta"),
+            &json!({"type": "content_block_delta", "index": i, "delta": delta}),
+        ));
+        out.push(sse(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    out.push(sse(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": answer["stop_reason"], "stop_sequence": null},
+                "usage": {"output_tokens": usage["output_tokens"]}}),
+    ));
+    out.push(sse(Some("message_stop"), &json!({"type": "message_stop"})));
+    out
+}
+
+/// A Chat Completions answer as its stream of chunks, usage last (`stream: true`).
+fn openai_events(answer: &Value) -> Vec<String> {
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": answer["id"], "object": "chat.completion.chunk", "created": 0, "model": answer["model"],
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    let message = &answer["choices"][0]["message"];
+    let mut delta = json!({"role": "assistant", "content": message["content"]});
+    if let Some(calls) = message["tool_calls"].as_array() {
+        let calls: Vec<Value> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| json!({"index": i, "id": c["id"], "type": "function", "function": c["function"]}))
+            .collect();
+        delta["tool_calls"] = Value::Array(calls);
+    }
+    let mut last = chunk(json!({}), answer["choices"][0]["finish_reason"].clone());
+    last["usage"] = answer["usage"].clone();
+    vec![
+        sse(None, &chunk(delta, Value::Null)),
+        sse(None, &last),
+        "data: [DONE]\n\n".to_string(),
+    ]
+}
+
+/// What a provider's handler decided: the answer and its bill line, or a refusal.
+type Handled = Result<(Value, Billed), (u16, Value)>;
 
 fn error(api: Api, kind: &str, message: &str) -> Value {
     match api {

@@ -122,6 +122,10 @@ impl Model for AnthropicModel {
         &self.id
     }
 
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        Some(self.prompt_cache)
+    }
+
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         super::check_tool_choice("anthropic", &request)?;
         let cache = request.prompt_cache.unwrap_or(self.prompt_cache);

@@ -4,8 +4,9 @@
 //! each writing them again (a provider's cache entry is readable only once the response
 //! writing it has begun; a whole answer is the first moment that is known without streaming).
 //!
-//! Off by default ([`CtxBuilder::share_fanout_prefix`](crate::CtxBuilder::share_fanout_prefix)):
-//! the siblings after the first wait one model call, which the README's measurement weighs
+//! On by default where the calls are cached
+//! ([`CtxBuilder::share_fanout_prefix`](crate::CtxBuilder::share_fanout_prefix)): the
+//! siblings after the first wait one model call, which the README's measurement weighs
 //! against what it saves.
 
 use std::sync::atomic::{AtomicBool, Ordering};
