@@ -319,6 +319,10 @@ pub struct Usage {
     /// Of `input_tokens`, those written to the prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`, those written to last an hour (Anthropic's `ttl: "1h"`),
+    /// priced apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -371,6 +375,9 @@ impl std::ops::AddAssign for Usage {
         self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
         self.cache_read_tokens = self.cache_read_tokens.saturating_add(rhs.cache_read_tokens);
+        self.cache_write_1h_tokens = self
+            .cache_write_1h_tokens
+            .saturating_add(rhs.cache_write_1h_tokens);
         self.cache_write_tokens = self
             .cache_write_tokens
             .saturating_add(rhs.cache_write_tokens);
@@ -514,12 +521,14 @@ mod tests {
             output_tokens: u64::MAX,
             cache_read_tokens: u64::MAX,
             cache_write_tokens: 1,
+            cache_write_1h_tokens: 0,
         };
         total += Usage {
             input_tokens: 5,
             output_tokens: 5,
             cache_read_tokens: 5,
             cache_write_tokens: 5,
+            cache_write_1h_tokens: 5,
         };
         assert_eq!(
             total,
@@ -528,6 +537,7 @@ mod tests {
                 output_tokens: u64::MAX,
                 cache_read_tokens: u64::MAX,
                 cache_write_tokens: 6,
+                cache_write_1h_tokens: 5,
             }
         );
         // Cache counts are left out of JSON when zero and default to zero when absent.

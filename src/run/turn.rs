@@ -280,8 +280,11 @@ async fn call_model(
     let model = ctx.model();
     let price = ctx.prices().get(model.id());
     let max_tokens = spec.limits.max_tokens_per_turn;
+    // The spec's setting, else its host's, else the model's own.
+    let cache = spec.prompt_cache.or(ctx.prompt_cache());
+    let effective_cache = cache.or(model.prompt_cache());
     let worst = price.map_or(Decimal::ZERO, |p| {
-        p.worst_case_cost(convo.bytes as u64, u64::from(max_tokens))
+        p.worst_case_cost_with(convo.bytes as u64, u64::from(max_tokens), effective_cache)
     });
     // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
     // (dropping the wait leaves nothing reserved).
@@ -306,11 +309,7 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
-    // The spec's setting, else its host's, else the model's own.
-    let cache = spec.prompt_cache.or(ctx.prompt_cache());
-    let caching = cache
-        .or(model.prompt_cache())
-        .is_some_and(|c| c != PromptCache::Off);
+    let caching = effective_cache.is_some_and(|c| c != PromptCache::Off);
     // A fan-out sibling's first call waits for the first sibling's, to read what it cached.
     let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
         Some(share) => tokio::select! {

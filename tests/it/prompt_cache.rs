@@ -754,3 +754,22 @@ async fn siblings_started_together_miss_each_others_write_unless_they_share() {
         assert_eq!(sibling_firsts(api, true).await, (2, 1), "{api:?}");
     }
 }
+
+#[tokio::test]
+async fn an_hour_long_cache_is_charged_what_it_is_billed() {
+    // 1-hour writes cost twice the input price, not the 5-minute 1.25 times; with a budget,
+    // the reservation must cover them too.
+    let server = start(Api::Anthropic, Latency::ZERO).await;
+    let (reader, _) = specs();
+    let base = ctx(Api::Anthropic, &server, PromptCache::OneHour, &reader);
+    let ctx = Ctx::builder(base.model().clone())
+        .tools(base.tools().clone())
+        .prices(PriceTable::builtin())
+        .budget(subcontract::Budget::new(Some(Decimal::ONE), None))
+        .build();
+    let result = reader.run(&json!({"question": "read 2 files"}), &ctx).await;
+    assert!(result.error.is_none(), "{:?}", result.error);
+    assert!(server.bill().iter().all(|l| l.tokens.written_5m == 0));
+    assert!(server.bill().iter().any(|l| l.tokens.written_1h > 0));
+    assert_eq!(result.total_cost_usd, server.totals().0);
+}
