@@ -9,9 +9,12 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Budget, SpendJournal};
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
-use crate::model::{Model, ModelError, PriceTable};
+use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
 use crate::tool::ToolSet;
+
+mod shared_prefix;
+pub(crate) use shared_prefix::SharedPrefix;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
 pub const DEFAULT_MAX_DEPTH: u32 = 2;
@@ -63,6 +66,12 @@ struct Inner {
     cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
+    prompt_cache: Option<PromptCache>,
+    share_prefix: bool,
+    // Given to the sub-agents this view of the run starts (one fan-out's siblings of one spec).
+    handoff: Option<Arc<SharedPrefix>>,
+    // This run's siblings' share, when it was started as one of them.
+    siblings: Option<Arc<SharedPrefix>>,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
@@ -91,6 +100,10 @@ impl Inner {
             cancel: self.cancel.clone(),
             fanout_limit: self.fanout_limit,
             journal: self.journal.clone(),
+            prompt_cache: self.prompt_cache,
+            share_prefix: self.share_prefix,
+            handoff: self.handoff.clone(),
+            siblings: self.siblings.clone(),
             children: self.children.clone(),
             rejected: AtomicU32::new(0),
         }
@@ -137,6 +150,8 @@ pub struct CtxBuilder {
     cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
+    prompt_cache: Option<PromptCache>,
+    share_prefix: bool,
 }
 
 impl CtxBuilder {
@@ -206,6 +221,25 @@ impl CtxBuilder {
         self
     }
 
+    /// Prompt caching for every run under this host whose spec does not set its own
+    /// ([`SpecBuilder::prompt_cache`](crate::SpecBuilder::prompt_cache)); unset, each model
+    /// keeps its own setting.
+    pub fn prompt_cache(mut self, cache: PromptCache) -> Self {
+        self.prompt_cache = Some(cache);
+        self
+    }
+
+    /// Whether siblings of one spec that one model response starts share one prompt-cache
+    /// write (default on): the first makes its first model call, the others make theirs once
+    /// it is answered, and read the tools and system prompt it wrote. It saves the others'
+    /// cache writes (on the billing mock, a quarter of a 3-sibling fan-out's bill on
+    /// Anthropic) and costs them one model call's wait. Only where the sub-agents' calls are
+    /// cached: a model without a provider cache (or `prompt_cache = "off"`) never waits.
+    pub fn share_fanout_prefix(mut self, on: bool) -> Self {
+        self.share_prefix = on;
+        self
+    }
+
     /// The context.
     pub fn build(self) -> Ctx {
         Ctx {
@@ -226,6 +260,10 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
                 journal: self.journal,
+                prompt_cache: self.prompt_cache,
+                share_prefix: self.share_prefix,
+                handoff: None,
+                siblings: None,
                 children: Arc::default(),
                 rejected: AtomicU32::new(0),
             }),
@@ -250,6 +288,8 @@ impl Ctx {
             cancel: CancellationToken::new(),
             fanout_limit: DEFAULT_FANOUT_LIMIT,
             journal: None,
+            prompt_cache: None,
+            share_prefix: true,
         }
     }
 
@@ -318,9 +358,32 @@ impl Ctx {
                 model_id,
                 cancel: p.cancel.child_token(),
                 children: Arc::default(),
+                siblings: p.handoff.clone(),
+                handoff: None,
                 ..p.shared()
             }),
         })
+    }
+
+    /// The same run, its next child one of the siblings sharing `share`.
+    pub(crate) fn with_siblings(&self, share: Arc<SharedPrefix>) -> Ctx {
+        Ctx {
+            inner: Arc::new(Inner {
+                handoff: Some(share),
+                ..self.inner.shared()
+            }),
+        }
+    }
+
+    /// Whether a fan-out's siblings share a prompt-cache write
+    /// ([`CtxBuilder::share_fanout_prefix`]).
+    pub fn shares_fanout_prefix(&self) -> bool {
+        self.inner.share_prefix
+    }
+
+    /// The share of the siblings this run was started among, if any.
+    pub(crate) fn siblings(&self) -> Option<&Arc<SharedPrefix>> {
+        self.inner.siblings.as_ref()
     }
 
     /// The same context with `gate` added to its chain: stricter, never looser. Children made
@@ -392,6 +455,10 @@ impl Ctx {
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
         &self.inner.cancel
+    }
+    /// The host's prompt caching, if it sets one ([`CtxBuilder::prompt_cache`]).
+    pub fn prompt_cache(&self) -> Option<PromptCache> {
+        self.inner.prompt_cache
     }
     /// How many sub-agent calls of one response run at once.
     pub fn fanout_limit(&self) -> usize {

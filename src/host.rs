@@ -41,7 +41,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::ctx::{CtxBuilder, ModelResolver};
 use crate::events::{EventSink, Sinks};
-use crate::model::{Model, ModelError, PriceTable, RateLimited, RateLimits, Recorder, ReplayModel};
+use crate::model::{
+    Model, ModelError, PriceTable, PromptCache, RateLimited, RateLimits, Recorder, ReplayModel,
+};
 use crate::spec::DynSpec;
 use crate::tool::workspace::{Workspace, WorkspaceError};
 use crate::tool::{Tool, ToolSet, ToolSetError};
@@ -105,6 +107,7 @@ pub struct HostBuilder {
     resolver: Option<Arc<ModelResolver>>,
     rate_limits: Option<RateLimits>,
     record: Option<PathBuf>,
+    prompt_cache: Option<PromptCache>,
     prices: PriceTable,
     workspace: Option<PathBuf>,
     specs: Vec<DynSpec>,
@@ -120,6 +123,7 @@ impl Default for HostBuilder {
             resolver: None,
             rate_limits: None,
             record: None,
+            prompt_cache: None,
             prices: PriceTable::builtin(),
             workspace: None,
             specs: Vec::new(),
@@ -189,6 +193,13 @@ impl HostBuilder {
     /// Records the host model's exchanges to `path`, for `replay:PATH`.
     pub fn record(mut self, path: Option<PathBuf>) -> Self {
         self.record = path;
+        self
+    }
+
+    /// Prompt caching for every run whose spec does not set its own
+    /// ([`CtxBuilder::prompt_cache`]); `None` leaves each model's own setting.
+    pub fn prompt_cache(mut self, cache: Option<PromptCache>) -> Self {
+        self.prompt_cache = cache;
         self
     }
 
@@ -290,11 +301,15 @@ impl HostBuilder {
                 None => m,
             })
         };
-        Ok(Ctx::builder(model)
+        let ctx = Ctx::builder(model)
             .tools(tools)
             .prices(self.prices)
             .events(Arc::new(Sinks(self.sinks)))
-            .model_resolver(resolver))
+            .model_resolver(resolver);
+        Ok(match self.prompt_cache {
+            Some(cache) => ctx.prompt_cache(cache),
+            None => ctx,
+        })
     }
 }
 

@@ -7,7 +7,9 @@
 //!
 //! The spans have the target [`TARGET`] and level INFO. Their attributes: `gen_ai.operation.name`,
 //! `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.request.model`,
-//! `gen_ai.response.model`, `gen_ai.usage.input_tokens` / `output_tokens`,
+//! `gen_ai.response.model`, `gen_ai.usage.input_tokens` / `output_tokens` (and, when the
+//! prompt cache had a share of the input, `gen_ai.usage.cache_read.input_tokens` /
+//! `gen_ai.usage.cache_creation.input_tokens`),
 //! `gen_ai.response.finish_reasons`, `gen_ai.tool.name`, `gen_ai.tool.call.id`, `error.type`,
 //! and under `subcontract.*`: `run_id`, `parent_run_id`, `depth`, `turns`, `cost_usd` (this
 //! run's own calls, or this model call), `total_cost_usd` (with its sub-agents),
@@ -93,6 +95,8 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
         gen_ai.request.model = model,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
+        gen_ai.usage.cache_creation.input_tokens = Empty,
         error.type = Empty,
         subcontract.run_id = ctx.run_id(),
         subcontract.parent_run_id = Empty,
@@ -135,8 +139,7 @@ pub(crate) fn agent_done(
     if span.is_disabled() {
         return;
     }
-    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    record_usage(&span, usage);
     span.record("subcontract.turns", turns);
     span.record("subcontract.cost_usd", usd(cost));
     span.record("subcontract.total_cost_usd", usd(total));
@@ -194,6 +197,25 @@ pub(crate) fn chat_span(ctx: &Ctx, system: &str, messages: &[Message], max_token
     span
 }
 
+/// The GenAI usage attributes: tokens in and out, and the prompt cache's reads and writes
+/// (of the input tokens) when there were any.
+fn record_usage(span: &Span, usage: Usage) {
+    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    if usage.cache_read_tokens > 0 {
+        span.record(
+            "gen_ai.usage.cache_read.input_tokens",
+            usage.cache_read_tokens,
+        );
+    }
+    if usage.cache_write_tokens > 0 {
+        span.record(
+            "gen_ai.usage.cache_creation.input_tokens",
+            usage.cache_write_tokens,
+        );
+    }
+}
+
 /// A finished model call, on its span; the span ends here.
 pub(crate) fn chat_done(
     span: Span,
@@ -211,20 +233,7 @@ pub(crate) fn chat_done(
     // The model that answered is the one asked: a provider's echo of it is not kept.
     span.record("gen_ai.response.model", provider_model(ctx.model().id()).1);
     span.record("gen_ai.response.finish_reasons", reason);
-    span.record("gen_ai.usage.input_tokens", usage.input_tokens);
-    span.record("gen_ai.usage.output_tokens", usage.output_tokens);
-    if usage.cache_read_tokens > 0 {
-        span.record(
-            "gen_ai.usage.cache_read.input_tokens",
-            usage.cache_read_tokens,
-        );
-    }
-    if usage.cache_write_tokens > 0 {
-        span.record(
-            "gen_ai.usage.cache_creation.input_tokens",
-            usage.cache_write_tokens,
-        );
-    }
+    record_usage(&span, usage);
     span.record("subcontract.cost_usd", usd(cost));
     if capture_content() {
         let mut m = assistant_json(text, calls);

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::ids::IdSet;
 use super::{io_err, BatchError};
+use crate::model::Usage;
 use crate::{Outcome, RunResult};
 
 /// One line of a batch's output: the result of one input.
@@ -31,6 +32,10 @@ pub struct ResultLine {
     /// USD spent, sub-agents included (a decimal string: exact).
     #[serde(default)]
     pub cost_usd: Decimal,
+    /// Tokens of the run's own model calls, prompt-cache reads and writes among them (a
+    /// sub-agent's are in its own events).
+    #[serde(default)]
+    pub usage: Usage,
     /// The run's id (empty for a line that held no input).
     #[serde(default)]
     pub run_id: String,
@@ -51,6 +56,7 @@ impl ResultLine {
             error: r.error.map(|f| crate::redact::redact_string(f.to_string())),
             turns: r.turns,
             cost_usd: r.total_cost_usd,
+            usage: r.usage,
             run_id: r.run_id,
         }
     }
@@ -64,6 +70,7 @@ impl ResultLine {
             error: Some(reason),
             turns: 0,
             cost_usd: Decimal::ZERO,
+            usage: Usage::default(),
             run_id: String::new(),
         }
     }
@@ -403,6 +410,7 @@ mod tests {
             error: None,
             turns: 1,
             cost_usd: Decimal::new(15, 4),
+            usage: Usage::default(),
             run_id: "r.s-1".into(),
         };
         let b = ResultLine::invalid("2".into(), "line 2: not JSON".into());

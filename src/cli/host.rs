@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use subcontract::events::JsonlSink;
 use subcontract::host::{Host, HostBuilder};
-use subcontract::model::{PriceTable, RateLimits};
+use subcontract::model::{PriceTable, PromptCache, RateLimits};
 use subcontract::SubAgentSpec;
 
 use super::resolve::resolve_model;
@@ -38,6 +38,14 @@ pub struct HostArgs {
     /// Tokens (input + output) per minute, per model, shared by every run.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub tpm: Option<u64>,
+    /// Prompt caching of every run whose spec sets no `prompt_cache`: off, 5m or 1h
+    /// (default: $SUBCONTRACT_PROMPT_CACHE, else 5m). A spec's own setting wins.
+    #[arg(long, value_name = "off|5m|1h", value_parser = parse_prompt_cache)]
+    pub prompt_cache: Option<PromptCache>,
+}
+
+fn parse_prompt_cache(s: &str) -> Result<PromptCache, String> {
+    s.parse()
 }
 
 impl HostArgs {
@@ -63,6 +71,7 @@ impl HostArgs {
                 tpm: self.tpm,
             })
             .workspace(&self.workspace)
+            .prompt_cache(self.prompt_cache)
             .specs(specs.iter().map(SubAgentSpec::erase));
         // `example` answers these specs; every other name goes to the library.
         let (resolver_specs, base_url) = (specs.to_vec(), self.base_url.clone());
@@ -100,6 +109,9 @@ impl HostArgs {
         }
         if self.tpm.is_some() {
             set.push("--tpm");
+        }
+        if self.prompt_cache.is_some() {
+            set.push("--prompt-cache");
         }
         set
     }

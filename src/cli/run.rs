@@ -241,12 +241,11 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
         }
         Ok(r) => {
             eprintln!(
-                "{}: {} after {} turn(s), {} in / {} out tokens, {} USD in all, {:.0} ms",
+                "{}: {} after {} turn(s), {}, {} USD in all, {:.0} ms",
                 r.run_id,
                 r.outcome,
                 r.turns,
-                r.usage.input_tokens,
-                r.usage.output_tokens,
+                r.usage,
                 r.total_cost_usd.round_dp(6).normalize(),
                 r.duration.as_secs_f64() * 1000.0
             );
@@ -303,10 +302,7 @@ impl subcontract::EventSink for Progress {
                 turn, usage, error, ..
             } => match error {
                 Some(err) => eprintln!("[{}] turn {turn}: model error: {err}", e.run_id),
-                None => eprintln!(
-                    "[{}] turn {turn}: {} in / {} out tokens",
-                    e.run_id, usage.input_tokens, usage.output_tokens
-                ),
+                None => eprintln!("[{}] turn {turn}: {usage}", e.run_id),
             },
             EventKind::ToolCall {
                 turn,

@@ -178,12 +178,11 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     let outcome = n.outcome.map_or("unfinished", |o| o.as_str());
     let _ = writeln!(
         s,
-        "{prefix}{branch}{} [{}] {outcome}, {} turn(s), {} in / {} out tokens, ${} own, ${} total ({:.1}% of all), {:.0} ms",
+        "{prefix}{branch}{} [{}] {outcome}, {} turn(s), {}, ${} own, ${} total ({:.1}% of all), {:.0} ms",
         n.run_id,
         n.spec,
         n.turns,
-        n.usage.input_tokens,
-        n.usage.output_tokens,
+        n.usage,
         n.own_cost_usd.round_dp(6).normalize(),
         n.total_cost_usd.round_dp(6).normalize(),
         n.share * 100.0,

@@ -5,6 +5,7 @@
 
 mod foreign;
 mod price;
+mod prompt_cache;
 mod rate;
 mod replay;
 mod scripted;
@@ -12,6 +13,7 @@ mod scripted;
 pub use foreign::ForeignError;
 pub(crate) use price::cost_at;
 pub use price::{Price, PriceError, PriceTable};
+pub use prompt_cache::PromptCache;
 pub use rate::{RateLimited, RateLimits, RetryAfter};
 pub use replay::{RecordedExchange, Recorder, ReplayError, ReplayModel};
 pub use scripted::{ScriptStep, ScriptedModel};
@@ -205,6 +207,9 @@ pub struct ModelRequest<'a> {
     /// Where to report a provider's request to wait (`Retry-After`) so that every caller
     /// sharing a rate limit waits, not only this one; set by [`RateLimited`].
     pub retry_after: Option<&'a RetryAfter>,
+    /// Prompt caching for this call, overriding the provider's own setting when set (a
+    /// spec's `prompt_cache`, else its host's).
+    pub prompt_cache: Option<PromptCache>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -224,6 +229,7 @@ impl<'a> ModelRequest<'a> {
             tool_choice: ToolChoice::Auto,
             response_format: None,
             retry_after: None,
+            prompt_cache: None,
         }
     }
 
@@ -242,6 +248,12 @@ impl<'a> ModelRequest<'a> {
     /// The same request asking for text that follows `format`'s schema.
     pub fn with_response_format(mut self, format: &'a ResponseFormat) -> Self {
         self.response_format = Some(format);
+        self
+    }
+
+    /// The same request with this prompt caching, whatever the provider's own setting.
+    pub fn with_prompt_cache(mut self, cache: Option<PromptCache>) -> Self {
+        self.prompt_cache = cache;
         self
     }
 
@@ -307,6 +319,10 @@ pub struct Usage {
     /// Of `input_tokens`, those written to the prompt cache.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`, those written to last an hour (Anthropic's `ttl: "1h"`),
+    /// priced apart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -324,11 +340,44 @@ impl Usage {
     }
 }
 
+/// `1200 in / 30 out tokens`, then the prompt cache's share when it had one:
+/// `, cache 900 read / 200 written`.
+///
+/// ```
+/// use subcontract::model::Usage;
+///
+/// let mut u = Usage::new(1200, 30);
+/// assert_eq!(u.to_string(), "1200 in / 30 out tokens");
+/// u.cache_read_tokens = 900;
+/// u.cache_write_tokens = 200;
+/// assert_eq!(u.to_string(), "1200 in / 30 out tokens, cache 900 read / 200 written");
+/// ```
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} in / {} out tokens",
+            self.input_tokens, self.output_tokens
+        )?;
+        if self.cache_read_tokens > 0 || self.cache_write_tokens > 0 {
+            write!(
+                f,
+                ", cache {} read / {} written",
+                self.cache_read_tokens, self.cache_write_tokens
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, rhs: Self) {
         self.input_tokens = self.input_tokens.saturating_add(rhs.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(rhs.output_tokens);
         self.cache_read_tokens = self.cache_read_tokens.saturating_add(rhs.cache_read_tokens);
+        self.cache_write_1h_tokens = self
+            .cache_write_1h_tokens
+            .saturating_add(rhs.cache_write_1h_tokens);
         self.cache_write_tokens = self
             .cache_write_tokens
             .saturating_add(rhs.cache_write_tokens);
@@ -452,6 +501,13 @@ pub trait Model: Send + Sync {
 
     /// Runs one turn.
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+
+    /// The prompt caching this model asks its provider for when a request sets none; `None`
+    /// (the default) for a model with no provider cache (scripted, replayed). A wrapper
+    /// answers for the model it wraps.
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -465,12 +521,14 @@ mod tests {
             output_tokens: u64::MAX,
             cache_read_tokens: u64::MAX,
             cache_write_tokens: 1,
+            cache_write_1h_tokens: 0,
         };
         total += Usage {
             input_tokens: 5,
             output_tokens: 5,
             cache_read_tokens: 5,
             cache_write_tokens: 5,
+            cache_write_1h_tokens: 5,
         };
         assert_eq!(
             total,
@@ -479,6 +537,7 @@ mod tests {
                 output_tokens: u64::MAX,
                 cache_read_tokens: u64::MAX,
                 cache_write_tokens: 6,
+                cache_write_1h_tokens: 5,
             }
         );
         // Cache counts are left out of JSON when zero and default to zero when absent.

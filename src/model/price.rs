@@ -15,8 +15,8 @@ use super::Usage;
 /// read costs the input price (no provider bills a read above it) and a cache write 1.25 times
 /// the input price (Anthropic's premium for 5-minute cache writes; OpenAI bills and reports no
 /// writes): defaults that never count a call as cheaper than the providers we know bill it.
-/// Anthropic's 1-hour cache writes cost twice the input price: set `cache_write_per_mtok` to
-/// that if you use them.
+/// Anthropic's 1-hour cache writes have a column of their own, `cache_write_1h_per_mtok`
+/// (default: twice the input price, as Anthropic bills them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Price {
     /// USD per million input tokens.
@@ -40,6 +40,14 @@ pub struct Price {
         skip_serializing_if = "Option::is_none"
     )]
     pub cache_write_per_mtok: Option<Decimal>,
+    /// USD per million input tokens written to the prompt cache for an hour (default: 2 × the
+    /// input price).
+    #[serde(
+        default,
+        with = "rust_decimal::serde::str_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_1h_per_mtok: Option<Decimal>,
 }
 
 impl Price {
@@ -50,6 +58,7 @@ impl Price {
             output_per_mtok: output,
             cache_read_per_mtok: None,
             cache_write_per_mtok: None,
+            cache_write_1h_per_mtok: None,
         }
     }
 
@@ -75,6 +84,16 @@ impl Price {
         })
     }
 
+    /// USD per million 1-hour cache-write tokens, defaulted as the type's documentation says
+    /// (saturating at `Decimal::MAX`).
+    pub fn cache_write_1h(&self) -> Decimal {
+        self.cache_write_1h_per_mtok.unwrap_or_else(|| {
+            self.input_per_mtok
+                .checked_mul(Decimal::TWO)
+                .unwrap_or(Decimal::MAX)
+        })
+    }
+
     /// The cost of `usage` at this price: uncached input, cache reads, cache writes and output,
     /// each at its own price. A cost past `Decimal::MAX` (an absurd price or token count) is
     /// `Decimal::MAX`, which exhausts any budget, rather than a panic or a wrapped value.
@@ -88,7 +107,16 @@ impl Price {
                 self.input_per_mtok,
             ),
             (usage.cache_read_tokens, self.cache_read()),
-            (usage.cache_write_tokens, self.cache_write()),
+            (
+                usage
+                    .cache_write_tokens
+                    .saturating_sub(usage.cache_write_1h_tokens),
+                self.cache_write(),
+            ),
+            (
+                usage.cache_write_1h_tokens.min(usage.cache_write_tokens),
+                self.cache_write_1h(),
+            ),
             (usage.output_tokens, self.output_per_mtok),
         ])
     }
@@ -101,6 +129,26 @@ impl Price {
             .input_per_mtok
             .max(self.cache_read())
             .max(self.cache_write());
+        sum_per_mtok(&[(input_tokens, input), (output_tokens, self.output_per_mtok)])
+    }
+
+    /// [`worst_case_cost`](Self::worst_case_cost) for a call made with `cache`: with
+    /// [`PromptCache::OneHour`](super::PromptCache::OneHour), every input token may be a
+    /// 1-hour cache write.
+    pub fn worst_case_cost_with(
+        &self,
+        input_tokens: u64,
+        output_tokens: u64,
+        cache: Option<super::PromptCache>,
+    ) -> Decimal {
+        if cache != Some(super::PromptCache::OneHour) {
+            return self.worst_case_cost(input_tokens, output_tokens);
+        }
+        let input = self
+            .input_per_mtok
+            .max(self.cache_read())
+            .max(self.cache_write())
+            .max(self.cache_write_1h());
         sum_per_mtok(&[(input_tokens, input), (output_tokens, self.output_per_mtok)])
     }
 }
@@ -188,7 +236,8 @@ impl PriceTable {
 
     /// A table from TOML text: `[prices."provider:model"]` tables with `input_per_mtok` and
     /// `output_per_mtok` as decimal strings, the format of the built-in table, and optionally
-    /// `cache_read_per_mtok` and `cache_write_per_mtok` (defaults: see [`Price`]). A negative
+    /// `cache_read_per_mtok`, `cache_write_per_mtok` and `cache_write_1h_per_mtok` (defaults:
+    /// see [`Price`]). A negative
     /// price is refused.
     pub fn from_toml_str(text: &str) -> Result<Self, PriceError> {
         #[derive(Deserialize)]
@@ -208,6 +257,7 @@ impl PriceTable {
                 ("output_per_mtok", Some(p.output_per_mtok)),
                 ("cache_read_per_mtok", p.cache_read_per_mtok),
                 ("cache_write_per_mtok", p.cache_write_per_mtok),
+                ("cache_write_1h_per_mtok", p.cache_write_1h_per_mtok),
             ] {
                 if let Some(v) = value.filter(|v| v.is_sign_negative() && !v.is_zero()) {
                     return Err(PriceError::Negative {
@@ -362,6 +412,7 @@ mod tests {
             output_tokens: 1_000_000,
             cache_read_tokens: 1_000_000,
             cache_write_tokens: 1_000_000,
+            cache_write_1h_tokens: 0,
         };
         let cost = prices.cost("anthropic:claude-sonnet-4-5", usage);
         assert_eq!(cost, Decimal::new(3_00 + 3_75 + 30 + 15_00, 2), "{cost}");
@@ -387,6 +438,21 @@ mod tests {
         assert_eq!(p.cost(only(0, 1_000_000)), Decimal::new(250, 2));
         // A worst case assumes every input token is written to the cache.
         assert_eq!(p.worst_case_cost(1_000_000, 0), Decimal::new(250, 2));
+        // 1-hour writes: twice the input price, in the cost and the worst case of such a call.
+        let hourly = Usage {
+            cache_write_1h_tokens: 1_000_000,
+            ..only(0, 1_000_000)
+        };
+        assert_eq!(p.cost(hourly), Decimal::new(4, 0));
+        let one_hour = Some(crate::model::PromptCache::OneHour);
+        assert_eq!(
+            p.worst_case_cost_with(1_000_000, 0, one_hour),
+            Decimal::new(4, 0)
+        );
+        assert_eq!(
+            p.worst_case_cost_with(1_000_000, 0, None),
+            Decimal::new(250, 2)
+        );
         assert!(PriceTable::from_toml_str(
             "[prices.m]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"2\"\ncache_read_per_mtok = \"0.1\"\ncache_write_per_mtok = \"1.25\"\n"
         )

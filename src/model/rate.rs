@@ -195,6 +195,10 @@ impl Model for RateLimited {
         self.inner.id()
     }
 
+    fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
+        self.inner.prompt_cache()
+    }
+
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         self.admit().await;
         let result = self

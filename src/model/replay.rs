@@ -195,6 +195,10 @@ impl Model for Recorder {
         self.inner.id()
     }
 
+    fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
+        self.inner.prompt_cache()
+    }
+
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let response = self.inner.complete(request).await?;
         let ex = RecordedExchange::from_request(self.inner.id(), request, response.clone());

@@ -3,9 +3,11 @@
 //! siblings of one spec, read it back at a fraction of the input price.
 //!
 //! - **Anthropic**: `cache_control` breakpoints on the last tool (caching every tool), on the
-//!   system prompt and on the latest message's last block, so each turn reads the turns before
-//!   it; three breakpoints, under the four the API accepts. A prefix shorter than the model's
-//!   minimum is not cached, and the breakpoints cost nothing then.
+//!   system prompt, on the latest message's last block, so each turn reads the turns before
+//!   it, and where the call before put that one (the API looks back only 20 blocks from a
+//!   breakpoint, and a turn of many tool calls adds more): four breakpoints, the most the API
+//!   accepts. A prefix shorter than the model's minimum is not cached, and the breakpoints
+//!   cost nothing then.
 //! - **OpenAI-compatible**: OpenAI caches prefixes of 1,024 tokens and more by itself; a
 //!   `prompt_cache_key` derived from the tools and the system prompt
 //!   ([`prefix_key`]) routes every call of one spec to the same cache. Servers that do not
@@ -16,47 +18,9 @@
 
 use std::hash::Hasher;
 use std::io::Write;
-use std::str::FromStr;
 
+pub use crate::model::PromptCache;
 use crate::model::ToolDefinition;
-
-/// Whether, and for how long, providers are asked to cache a request's prefix.
-///
-/// ```
-/// use subcontract::provider::PromptCache;
-///
-/// assert_eq!("1h".parse::<PromptCache>(), Ok(PromptCache::OneHour));
-/// assert_eq!(PromptCache::default(), PromptCache::FiveMinutes);
-/// assert!("forever".parse::<PromptCache>().is_err());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum PromptCache {
-    /// No cache markers, no cache key.
-    Off,
-    /// Cache for 5 minutes after each read (Anthropic's default TTL); the default.
-    #[default]
-    FiveMinutes,
-    /// Cache for an hour (Anthropic's `ttl: "1h"`, written at a higher price). OpenAI's
-    /// cache has no such setting: the key is sent as for five minutes.
-    OneHour,
-}
-
-impl FromStr for PromptCache {
-    type Err = String;
-
-    /// `off`, `5m` or `1h`.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "off" => Ok(PromptCache::Off),
-            "5m" => Ok(PromptCache::FiveMinutes),
-            "1h" => Ok(PromptCache::OneHour),
-            other => Err(format!(
-                "prompt cache `{other}`: expected `off`, `5m` or `1h`"
-            )),
-        }
-    }
-}
 
 /// A key naming the prefix `system` and `tools` make: the same for every call that sends
 /// them, whatever the process, and different when either changes (a 64-bit FNV-1a hash).

@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 use crate::contract::Contract;
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, SharedPrefix};
 use crate::events::EventKind;
 use crate::gate::{ApprovalRequest, Decision};
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
@@ -56,6 +56,21 @@ pub(super) async fn run_tool_calls(
     // sub-agent call, so a turn of ordinary tools pays for none of it.
     let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
     let mut permits: Option<Arc<Semaphore>> = None;
+    // One share per spec called more than once here, when siblings share their prefix.
+    let mut shares: HashMap<&str, Arc<SharedPrefix>> = HashMap::new();
+    if ctx.shares_fanout_prefix() {
+        for c in calls {
+            let sub_agent = ctx
+                .tools()
+                .get(&c.name)
+                .is_some_and(|e| e.tool.kind() == ToolKind::SubAgent);
+            if sub_agent && calls.iter().filter(|o| o.name == c.name).count() > 1 {
+                shares
+                    .entry(c.name.as_str())
+                    .or_insert_with(SharedPrefix::new);
+            }
+        }
+    }
     let mut taken = 0;
     for (i, c) in calls.iter().enumerate() {
         if let Some(o) = answered.get_mut(i).and_then(Option::take) {
@@ -110,7 +125,10 @@ pub(super) async fn run_tool_calls(
                 let permits = permits
                     .get_or_insert_with(|| Arc::new(Semaphore::new(ctx.fanout_limit())))
                     .clone();
-                let ctx = ctx.clone();
+                let ctx = match shares.get(c.name.as_str()) {
+                    Some(share) => ctx.with_siblings(share.clone()),
+                    None => ctx.clone(),
+                };
                 let (set, ids) = tasks.get_or_insert_with(Default::default);
                 let span = crate::telemetry::tool_span(c);
                 let handle = set.spawn(async move {

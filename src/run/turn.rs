@@ -25,8 +25,8 @@ use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::{EventKind, Forced, TextRead};
 use crate::model::{
-    Arguments, Message, ModelRequest, ModelResponse, ResponseFormat, ToolCall, ToolChoice,
-    ToolDefinition, Usage, SUBMIT_TOOL,
+    Arguments, Message, ModelRequest, ModelResponse, PromptCache, ResponseFormat, ToolCall,
+    ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
@@ -280,8 +280,11 @@ async fn call_model(
     let model = ctx.model();
     let price = ctx.prices().get(model.id());
     let max_tokens = spec.limits.max_tokens_per_turn;
+    // The spec's setting, else its host's, else the model's own.
+    let cache = spec.prompt_cache.or(ctx.prompt_cache());
+    let effective_cache = cache.or(model.prompt_cache());
     let worst = price.map_or(Decimal::ZERO, |p| {
-        p.worst_case_cost(convo.bytes as u64, u64::from(max_tokens))
+        p.worst_case_cost_with(convo.bytes as u64, u64::from(max_tokens), effective_cache)
     });
     // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
     // (dropping the wait leaves nothing reserved).
@@ -306,12 +309,23 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
+    let caching = effective_cache.is_some_and(|c| c != PromptCache::Off);
+    // A fan-out sibling's first call waits for the first sibling's, to read what it cached.
+    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
+        Some(share) => tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
+            o = share.enter() => o,
+        },
+        None => None,
+    };
     st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
     let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
         .with_sampling(spec.sampling)
-        .with_tool_choice(req.choice);
+        .with_tool_choice(req.choice)
+        .with_prompt_cache(cache);
     if let Some(f) = req.format {
         request = request.with_response_format(f);
     }

@@ -105,6 +105,7 @@ pub struct SpecBuilder<I, O> {
     model: Option<String>,
     output_mode: OutputMode,
     sampling: crate::model::Sampling,
+    prompt_cache: Option<crate::model::PromptCache>,
     input_schema: Result<Value, String>,
     output_schema: Result<Value, String>,
     decode_input: Box<Decoder>,
@@ -225,6 +226,7 @@ impl<I, O> SpecBuilder<I, O> {
             model: None,
             output_mode: OutputMode::default(),
             sampling: crate::model::Sampling::default(),
+            prompt_cache: None,
             input_schema,
             output_schema,
             decode_input,
@@ -312,6 +314,14 @@ impl<I, O> SpecBuilder<I, O> {
         self.output_mode = mode;
         self
     }
+    /// Prompt caching for every model call of the run: `Off`, or a TTL
+    /// ([`PromptCache`](crate::model::PromptCache)). It wins over the host's setting (the
+    /// CLI's `--prompt-cache`, [`CtxBuilder::prompt_cache`](crate::CtxBuilder::prompt_cache)),
+    /// which wins over the model's own (`SUBCONTRACT_PROMPT_CACHE`, default 5 minutes).
+    pub fn prompt_cache(mut self, cache: crate::model::PromptCache) -> Self {
+        self.prompt_cache = Some(cache);
+        self
+    }
     /// Sampling settings for every model call of the run (default: the provider's).
     pub fn sampling(mut self, sampling: crate::model::Sampling) -> Self {
         self.sampling = sampling;
@@ -384,6 +394,7 @@ impl<I, O> SpecBuilder<I, O> {
             output_kind,
             output_mode: self.output_mode,
             sampling: self.sampling,
+            prompt_cache: self.prompt_cache,
             submit_tool,
             output_schema_bytes,
             decode_input: self.decode_input,

@@ -165,6 +165,8 @@ pub struct SpecCore {
     pub(crate) output_mode: OutputMode,
     /// Sampling settings sent with each model call.
     pub(crate) sampling: crate::model::Sampling,
+    /// Prompt caching for each model call, overriding the host's; `None` leaves it.
+    pub(crate) prompt_cache: Option<crate::model::PromptCache>,
     /// The submission tool offered for [`OutputKind::Json`], built once: every run offers it.
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.

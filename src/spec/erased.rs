@@ -126,6 +126,10 @@ impl DynSpec {
     pub fn output_mode(&self) -> OutputMode {
         self.core.output_mode
     }
+    /// Prompt caching asked for each model call, if the spec sets it.
+    pub fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
+        self.core.prompt_cache
+    }
     /// Sampling settings sent with each model call.
     pub fn sampling(&self) -> crate::model::Sampling {
         self.core.sampling

@@ -86,6 +86,9 @@ pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
     if let Some(m) = &raw.output_mode {
         b = b.output_mode(m.value);
     }
+    if let Some(c) = &raw.prompt_cache {
+        b = b.prompt_cache(c.value);
+    }
     if let Some(m) = &raw.model {
         b = b.model(m.value.clone());
     }

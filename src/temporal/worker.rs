@@ -193,6 +193,7 @@ fn report(
             error: Some(error),
             turns: 0,
             cost_usd,
+            usage: crate::model::Usage::default(),
             run_id: req.run_id.clone(),
         },
         refused_at_start: false,

@@ -325,6 +325,7 @@ impl BatchWorkflow {
                                 )),
                                 turns: 0,
                                 cost_usd: cap.unwrap_or(Decimal::ZERO),
+                                usage: crate::model::Usage::default(),
                                 run_id: run_id.clone(),
                             };
                             ctx.state_mut(|s| {

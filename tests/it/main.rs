@@ -1,6 +1,8 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
 mod batch;
+#[path = "../support/billing_mock.rs"]
+mod billing_mock;
 mod budget_stress;
 mod call_cost;
 mod check;
@@ -15,6 +17,7 @@ mod mcp;
 #[cfg(feature = "otel")]
 mod otel;
 mod output_text;
+mod prompt_cache;
 mod provider_wire;
 mod providers;
 mod rejected_output;

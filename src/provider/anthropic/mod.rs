@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `sampling` | `temperature`, `top_p` (each only when set). The API has no seed: `seed` is not sent. Recent models refuse `temperature` and `top_p` together: set one. |
 //! | `tool_choice` | `Auto`: not sent (the default); `Required`: `{"type": "any"}`; `Tool(n)`: `{"type": "tool", "name": n}`; never without tools |
-//! | (prompt caching) | `cache_control` on the last tool, the system prompt (then a text block) and the latest message's last block ([`PromptCache`]) |
+//! | (prompt caching) | `cache_control` on the last tool, the system prompt (then a text block), the latest message's last block and the one the call before marked ([`PromptCache`]); a request's own setting wins over [`AnthropicModel::prompt_cache`] |
 //! | `response_format` | structured outputs: `output_config: {"format": {"type": "json_schema", "schema"}}`, the schema in the strict dialect ([`dialect::anthropic`]); the JSON comes back as the answer's text |
 //!
 //! Structured outputs are generally available in the Messages API (no beta header; the beta's
@@ -122,9 +122,14 @@ impl Model for AnthropicModel {
         &self.id
     }
 
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        Some(self.prompt_cache)
+    }
+
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         super::check_tool_choice("anthropic", &request)?;
-        let body = request::build(&self.model, self.strict, self.prompt_cache, &request);
+        let cache = request.prompt_cache.unwrap_or(self.prompt_cache);
+        let body = request::build(&self.model, self.strict, cache, &request);
         let answer = self
             .transport
             .post("/v1/messages", &body, request.retry_after)

@@ -156,7 +156,8 @@ struct OutputFormat {
 
 /// The body for `request`; `strict` sends each tool in the strict dialect, `strict: true`;
 /// `cache` places the breakpoints ([`crate::provider::cache`]): the last tool, the system
-/// prompt, the latest message's last block. Three, under the API's four.
+/// prompt, the latest message's last block and the previous call's latest. Four, the API's
+/// most.
 pub(super) fn build<'a>(
     model: &'a str,
     strict: bool,
@@ -178,6 +179,14 @@ pub(super) fn build<'a>(
     }
     if let Some(last) = turns.last_mut().and_then(|t| t.content.last_mut()) {
         last.cache_control = mark;
+    }
+    // Also where the call before this one put its latest breakpoint (the end of the turn two
+    // back, as turns alternate): the API looks back only 20 blocks from a breakpoint for an
+    // entry, and one turn of many tool calls and results adds more than that.
+    if let Some(i) = turns.len().checked_sub(3) {
+        if let Some(last) = turns[i].content.last_mut() {
+            last.cache_control = mark;
+        }
     }
     let mut tools: Vec<Tool<'a>> = request.tools.iter().map(|t| tool(t, strict)).collect();
     if let Some(last) = tools.last_mut() {

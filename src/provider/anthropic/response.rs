@@ -49,6 +49,15 @@ struct ReplyUsage {
     cache_read_input_tokens: Option<Value>,
     #[serde(default)]
     output_tokens: Option<Value>,
+    /// The writes by TTL.
+    #[serde(default)]
+    cache_creation: Option<CacheCreation>,
+}
+
+#[derive(Deserialize)]
+struct CacheCreation {
+    #[serde(default)]
+    ephemeral_1h_input_tokens: Option<Value>,
 }
 
 /// The answer in `body`.
@@ -116,6 +125,17 @@ fn usage(transport: &Transport, raw: Option<&RawValue>) -> Result<Usage, ModelEr
         u.cache_read_input_tokens.as_ref(),
     )?;
     let output = counts.get("output_tokens", u.output_tokens.as_ref())?;
+    let hourly = counts.get(
+        "cache_creation.ephemeral_1h_input_tokens",
+        u.cache_creation
+            .as_ref()
+            .and_then(|c| c.ephemeral_1h_input_tokens.as_ref()),
+    )?;
+    if hourly > written {
+        return Err(counts.inconsistent(
+            "`usage.cache_creation.ephemeral_1h_input_tokens` exceeds `usage.cache_creation_input_tokens`",
+        ));
+    }
     // `input_tokens` excludes the cache's tokens; ours counts every token read, and the
     // cache's are priced apart. A sum past u64 saturates, like a count past it.
     let input = counts.add("the input token counts' sum", uncached, written);
@@ -125,6 +145,7 @@ fn usage(transport: &Transport, raw: Option<&RawValue>) -> Result<Usage, ModelEr
         output_tokens: output,
         cache_read_tokens: read,
         cache_write_tokens: written,
+        cache_write_1h_tokens: hourly,
     }))
 }
 

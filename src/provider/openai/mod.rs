@@ -144,6 +144,10 @@ impl Model for OpenAiModel {
         &self.id
     }
 
+    fn prompt_cache(&self) -> Option<PromptCache> {
+        Some(self.prompt_cache)
+    }
+
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         super::check_tool_choice("openai", &request)?;
         if let Some(seed) = request.sampling.seed.filter(|s| i64::try_from(*s).is_err()) {
@@ -157,7 +161,7 @@ impl Model for OpenAiModel {
             &self.model,
             self.max_tokens_field,
             self.strict,
-            self.prompt_cache,
+            request.prompt_cache.unwrap_or(self.prompt_cache),
             &request,
         );
         let answer = self

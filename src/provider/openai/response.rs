@@ -130,6 +130,7 @@ fn usage(transport: &Transport, raw: Option<&RawValue>) -> Result<Usage, ModelEr
         output_tokens: output,
         cache_read_tokens: cached,
         cache_write_tokens: 0,
+        cache_write_1h_tokens: 0,
     }))
 }
 

@@ -18,6 +18,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "tools",
     "model",
     "output_mode",
+    "prompt_cache",
     "limits",
     "input",
     "output",

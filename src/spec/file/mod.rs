@@ -233,6 +233,9 @@ impl Parser<'_> {
         let output_mode = fields
             .get("output_mode")
             .and_then(|(_, v)| self.output_mode(v));
+        let prompt_cache = fields
+            .get("prompt_cache")
+            .and_then(|(_, v)| self.prompt_cache(v));
         let limits = match fields.get("limits") {
             Some((_, v)) => match v.get_ref() {
                 DeValue::Table(t) => self.limits(t),
@@ -295,6 +298,7 @@ impl Parser<'_> {
                     model: model.name,
                     sampling: model.sampling,
                     output_mode,
+                    prompt_cache,
                     limits,
                     input,
                     output,

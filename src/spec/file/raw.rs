@@ -120,6 +120,8 @@ pub struct RawSpec {
     pub sampling: RawSampling,
     /// `output_mode`, when written.
     pub output_mode: Option<Located<OutputMode>>,
+    /// `prompt_cache`, when written.
+    pub prompt_cache: Option<Located<crate::model::PromptCache>>,
     /// The `[limits]` table.
     pub limits: RawLimits,
     /// The `[input]` JSON Schema, converted from TOML.

@@ -1,5 +1,5 @@
 //! How the sub-agent calls its model: `model` (a name, or a `[model]` table with the name and
-//! the sampling settings) and `output_mode`.
+//! the sampling settings), `output_mode` and `prompt_cache`.
 //!
 //! Values are read and typed here; their ranges are the spec builder's to check, once, for
 //! files and Rust alike.
@@ -9,6 +9,7 @@ use toml::de::DeValue;
 use super::keys::{suggest, IN_MODEL, MODEL_KEYS};
 use super::{shown, Item, Located, Parser, RawSampling};
 use crate::diag::codes;
+use crate::model::PromptCache;
 use crate::spec::OutputMode;
 
 /// What the `model` key held.
@@ -71,6 +72,26 @@ impl Parser<'_> {
             return None;
         }
         Some(m)
+    }
+
+    /// `prompt_cache`: `"off"`, `"5m"` or `"1h"`.
+    pub(super) fn prompt_cache(&mut self, v: &Item<'_>) -> Option<Located<PromptCache>> {
+        let expected = "one of \"off\", \"5m\", \"1h\"";
+        let s = self.string("prompt_cache", v, expected)?;
+        match s.value.parse::<PromptCache>() {
+            Ok(cache) => Some(Located {
+                value: cache,
+                pos: s.pos,
+            }),
+            Err(_) => {
+                let message = format!(
+                    "`prompt_cache` must be {expected}, found \"{}\"",
+                    shown(&s.value)
+                );
+                self.error_at(s.pos, codes::INVALID_VALUE, message);
+                None
+            }
+        }
     }
 
     /// `output_mode`: one of the [`OutputMode`] names, with the closest one suggested.

@@ -990,6 +990,30 @@ fn output_mode_takes_the_four_modes() {
 }
 
 #[test]
+fn prompt_cache_takes_off_5m_and_1h() {
+    use crate::model::PromptCache;
+    for (text, cache) in [
+        ("off", PromptCache::Off),
+        ("5m", PromptCache::FiveMinutes),
+        ("1h", PromptCache::OneHour),
+    ] {
+        let src = format!("prompt_cache = \"{text}\"\n{LOADABLE}");
+        let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
+        assert_eq!(spec.prompt_cache(), Some(cache));
+    }
+    let spec = crate::spec::load_spec_str(Path::new("t.toml"), LOADABLE).expect("valid");
+    assert_eq!(spec.prompt_cache(), None);
+    let (_, diags) = parse(&format!("prompt_cache = \"10m\"\n{LOADABLE}"));
+    assert_eq!(summary(&diags), [("invalid-value", 1, 16)]);
+    assert_eq!(
+        diags[0].message,
+        "`prompt_cache` must be one of \"off\", \"5m\", \"1h\", found \"10m\""
+    );
+    let (_, diags) = parse(&format!("prompt_cache = false\n{LOADABLE}"));
+    assert_eq!(summary(&diags), [("invalid-value", 1, 16)]);
+}
+
+#[test]
 fn max_tokens_per_turn_is_a_limit() {
     let src = format!("{LOADABLE}[limits]\nmax_tokens_per_turn = 1024\n");
     let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
@@ -1082,7 +1106,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     // And each accepted key really is read: a spec using every one loads without an
     // unknown-key diagnostic.
     let src = format!(
-        "output_mode = \"tool\"\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
+        "output_mode = \"tool\"\nprompt_cache = \"1h\"\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
          [limits]\nmax_turns = 1\nmax_cost_usd = \"1\"\ntimeout_secs = 1\nmax_output_chars = 10\n\
          max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n"
     );
