@@ -2,7 +2,7 @@
 //! limit, ordinary tools in call order, every call settled, and what one turn may add to the
 //! conversation bounded.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,13 +58,15 @@ pub(super) async fn run_tool_calls(
     let mut permits: Option<Arc<Semaphore>> = None;
     // One share per spec called more than once here, when siblings share their prefix.
     let mut shares: HashMap<&str, Arc<SharedPrefix>> = HashMap::new();
-    if ctx.shares_fanout_prefix() {
+    if calls.len() > 1 && ctx.shares_fanout_prefix() {
+        let mut seen = HashSet::new();
         for c in calls {
             let sub_agent = ctx
                 .tools()
                 .get(&c.name)
                 .is_some_and(|e| e.tool.kind() == ToolKind::SubAgent);
-            if sub_agent && calls.iter().filter(|o| o.name == c.name).count() > 1 {
+            // The second call of a spec makes the first and itself siblings.
+            if sub_agent && !seen.insert(c.name.as_str()) {
                 shares
                     .entry(c.name.as_str())
                     .or_insert_with(SharedPrefix::new);

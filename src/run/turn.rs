@@ -286,6 +286,17 @@ async fn call_model(
     let worst = price.map_or(Decimal::ZERO, |p| {
         p.worst_case_cost_with(convo.bytes as u64, u64::from(max_tokens), effective_cache)
     });
+    let caching = effective_cache.is_some_and(|c| c != PromptCache::Off);
+    // A fan-out sibling's first call waits for the first sibling's, to read what it cached;
+    // before its reservation, so that a waiting sibling holds no budget others could use.
+    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
+        Some(share) => tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
+            o = share.enter() => o,
+        },
+        None => None,
+    };
     // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
     // (dropping the wait leaves nothing reserved).
     let reserved = tokio::select! {
@@ -309,16 +320,6 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
-    let caching = effective_cache.is_some_and(|c| c != PromptCache::Off);
-    // A fan-out sibling's first call waits for the first sibling's, to read what it cached.
-    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
-        Some(share) => tokio::select! {
-            biased;
-            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
-            o = share.enter() => o,
-        },
-        None => None,
-    };
     st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
