@@ -18,15 +18,16 @@
 
 #[path = "../tests/support/billing_mock.rs"]
 mod billing_mock;
+#[path = "../tests/support/cache_scenario.rs"]
+mod cache_scenario;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
-use subcontract::model::{Model, PriceTable};
-use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, PromptCache, ProviderConfig};
-use subcontract::{Ctx, FnTool, SubAgentSpec, ToolOutput, ToolSet};
+use subcontract::model::PriceTable;
+use subcontract::provider::PromptCache;
+use subcontract::{Ctx, SubAgentSpec, ToolSet};
 
 use billing_mock::{Api, BillingMock, Latency, Rates};
 
@@ -68,13 +69,6 @@ fn api_named(name: &str) -> Result<Api, Error> {
     }
 }
 
-fn rates(api: Api) -> Rates {
-    match api {
-        Api::Anthropic => Rates::sonnet_4_5(),
-        Api::OpenAi => Rates::gpt_4_1(),
-    }
-}
-
 async fn serve(args: &[String]) -> Result<(), Error> {
     let [api, port] = args else {
         return Err("usage: bench_cache serve anthropic|openai PORT".into());
@@ -83,7 +77,7 @@ async fn serve(args: &[String]) -> Result<(), Error> {
     let mock = BillingMock::start_on(
         &format!("127.0.0.1:{port}"),
         api,
-        rates(api),
+        Rates::of(api),
         LATENCY,
         billing_mock::delegation_script(),
     )
@@ -118,34 +112,6 @@ impl Figures {
     }
 }
 
-fn model(api: Api, mock: &BillingMock) -> Result<Arc<dyn Model>, Error> {
-    let config = ProviderConfig::new(mock.base_url())
-        .api_key(ApiKey::new("sk-bench"))
-        .timeout(Duration::from_secs(30))
-        .max_retries(0);
-    Ok(match api {
-        Api::Anthropic => Arc::new(
-            AnthropicModel::new("claude-sonnet-4-5", config)?
-                .prompt_cache(PromptCache::FiveMinutes),
-        ),
-        Api::OpenAi => {
-            Arc::new(OpenAiModel::new("gpt-4.1", config)?.prompt_cache(PromptCache::FiveMinutes))
-        }
-    })
-}
-
-fn read_file() -> Arc<dyn subcontract::Tool> {
-    FnTool::new(
-        "read_file",
-        "Reads a file of the workspace.",
-        json!({"type": "object", "required": ["path"], "additionalProperties": false,
-               "properties": {"path": {"type": "string", "maxLength": 200}}}),
-        |args| async move {
-            ToolOutput::text(billing_mock::file_text(args["path"].as_str().unwrap_or("")))
-        },
-    )
-}
-
 fn reader() -> Result<SubAgentSpec<Value, Value>, Error> {
     Ok(SubAgentSpec::dynamic(
         "reader",
@@ -162,34 +128,26 @@ fn reader() -> Result<SubAgentSpec<Value, Value>, Error> {
     .build()?)
 }
 
-fn host() -> Result<SubAgentSpec<Value, Value>, Error> {
-    Ok(SubAgentSpec::dynamic(
-        "host",
-        json!({"type": "object"}),
-        json!({"type": "string", "maxLength": 2000}),
-    )
-    .description("Delegates the reading.")
-    .system(billing_mock::long_text("host rules", 2_000))
-    .tools(["reader"])
-    .max_turns(3)
-    .build()?)
-}
-
 async fn scenario(api: Api, fan_out: bool, share: bool) -> Result<Figures, Error> {
-    let mock =
-        BillingMock::start(api, rates(api), LATENCY, billing_mock::delegation_script()).await;
+    let mock = BillingMock::start(
+        api,
+        Rates::of(api),
+        LATENCY,
+        billing_mock::delegation_script(),
+    )
+    .await;
     let reader = reader()?;
     let mut tools = ToolSet::new();
-    tools.insert(read_file())?;
+    tools.insert(cache_scenario::read_file())?;
     tools.insert(reader.as_tool())?;
-    let ctx = Ctx::builder(model(api, &mock)?)
+    let ctx = Ctx::builder(cache_scenario::model(api, &mock, PromptCache::FiveMinutes))
         .tools(tools)
         .prices(PriceTable::builtin())
         .share_fanout_prefix(share)
         .build();
     let t0 = Instant::now();
     let result = if fan_out {
-        host()?.run(&json!({}), &ctx).await
+        cache_scenario::host().run(&json!({}), &ctx).await
     } else {
         reader.run(&json!({"question": "read 5 files"}), &ctx).await
     };

@@ -4,6 +4,8 @@ mod batch;
 #[path = "../support/billing_mock.rs"]
 mod billing_mock;
 mod budget_stress;
+#[path = "../support/cache_scenario.rs"]
+mod cache_scenario;
 mod call_cost;
 mod check;
 mod cli;

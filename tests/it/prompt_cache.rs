@@ -9,43 +9,17 @@ use std::time::Duration;
 use rust_decimal::Decimal;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use subcontract::model::{Model, PriceTable};
-use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, PromptCache, ProviderConfig};
-use subcontract::{Ctx, FnTool, SubAgentSpec, ToolOutput, ToolSet};
+use subcontract::model::PriceTable;
+use subcontract::provider::PromptCache;
+use subcontract::{Ctx, SubAgentSpec, ToolSet};
 
 use crate::billing_mock::{self as mock, Api, BillingMock, Latency, Rates};
+use crate::cache_scenario::{self as scenario, model, read_file};
 
 const SONNET: &str = "claude-sonnet-4-5";
-const GPT: &str = "gpt-4.1";
-
-fn rates(api: Api) -> Rates {
-    match api {
-        Api::Anthropic => Rates::sonnet_4_5(),
-        Api::OpenAi => Rates::gpt_4_1(),
-    }
-}
 
 async fn start(api: Api, latency: Latency) -> BillingMock {
-    BillingMock::start(api, rates(api), latency, mock::delegation_script()).await
-}
-
-fn model(api: Api, server: &BillingMock, cache: PromptCache) -> Arc<dyn Model> {
-    let config = ProviderConfig::new(server.base_url())
-        .api_key(ApiKey::new("sk-test-cache"))
-        .timeout(Duration::from_secs(20))
-        .max_retries(0);
-    match api {
-        Api::Anthropic => Arc::new(
-            AnthropicModel::new(SONNET, config)
-                .expect("client")
-                .prompt_cache(cache),
-        ),
-        Api::OpenAi => Arc::new(
-            OpenAiModel::new(GPT, config)
-                .expect("client")
-                .prompt_cache(cache),
-        ),
-    }
+    BillingMock::start(api, Rates::of(api), latency, mock::delegation_script()).await
 }
 
 /// A reading sub-agent (a 6,000-token system prompt, `read_file`) that reads `reads` files
@@ -67,17 +41,7 @@ fn specs_with(
         .max_tool_result_chars_per_turn(result_chars)
         .build()
         .expect("the reader spec is valid");
-    let host = SubAgentSpec::dynamic(
-        "host",
-        json!({"type": "object"}),
-        json!({"type": "string", "maxLength": 2000}),
-    )
-    .description("Delegates.")
-    .system(mock::long_text("host rules", 2_000))
-    .tools(["reader"])
-    .max_turns(3)
-    .build()
-    .expect("the host spec is valid");
+    let host = scenario::host();
     (reader, host)
 }
 
@@ -94,16 +58,6 @@ fn ctx(
         .tools(tools)
         .prices(PriceTable::builtin())
         .build()
-}
-
-fn read_file() -> Arc<dyn subcontract::Tool> {
-    FnTool::new(
-        "read_file",
-        "Reads a file of the workspace.",
-        json!({"type": "object", "required": ["path"], "additionalProperties": false,
-               "properties": {"path": {"type": "string", "maxLength": 200}}}),
-        |args| async move { ToolOutput::text(mock::file_text(args["path"].as_str().unwrap_or(""))) },
-    )
 }
 
 /// One reader run on its own: `reads` file reads, then the submission.
@@ -281,6 +235,24 @@ async fn siblings_of_one_spec_share_the_prefix() {
     }
 }
 
+/// A script that reads `calls` files a turn for `turns` turns, then submits.
+fn reads_then_submits(turns: usize, calls: usize, dir: &'static str) -> mock::Script {
+    Arc::new(move |seen: &mock::Seen| {
+        if seen.assistant_turns < turns {
+            mock::Reply::Calls(
+                (0..calls)
+                    .map(|i| {
+                        let path = format!("{dir}{}-{i}", seen.assistant_turns);
+                        ("read_file".to_string(), json!({ "path": path }))
+                    })
+                    .collect(),
+            )
+        } else {
+            mock::Reply::Calls(vec![("submit_output".into(), json!({"summary": "done"}))])
+        }
+    })
+}
+
 #[tokio::test]
 async fn more_than_four_breakpoints_are_never_sent() {
     // Tools, a long system prompt and a long conversation: many turns, each with several
@@ -289,22 +261,7 @@ async fn more_than_four_breakpoints_are_never_sent() {
         Api::Anthropic,
         Rates::sonnet_4_5(),
         Latency::ZERO,
-        Arc::new(|seen: &mock::Seen| {
-            if seen.assistant_turns < 8 {
-                mock::Reply::Calls(
-                    (0..3)
-                        .map(|i| {
-                            (
-                                "read_file".to_string(),
-                                json!({"path": format!("notes/{}-{i}.md", seen.assistant_turns)}),
-                            )
-                        })
-                        .collect(),
-                )
-            } else {
-                mock::Reply::Calls(vec![("submit_output".into(), json!({"summary": "done"}))])
-            }
-        }),
+        reads_then_submits(8, 3, "notes/"),
     )
     .await;
     let (reader, _) = specs();
@@ -332,22 +289,7 @@ async fn a_turn_of_many_tool_calls_still_reads_the_turns_before() {
         Api::Anthropic,
         Rates::sonnet_4_5(),
         Latency::ZERO,
-        Arc::new(|seen: &mock::Seen| {
-            if seen.assistant_turns < 2 {
-                mock::Reply::Calls(
-                    (0..12)
-                        .map(|i| {
-                            (
-                                "read_file".to_string(),
-                                json!({"path": format!("n/{}-{i}", seen.assistant_turns)}),
-                            )
-                        })
-                        .collect(),
-                )
-            } else {
-                mock::Reply::Calls(vec![("submit_output".into(), json!({"summary": "done"}))])
-            }
-        }),
+        reads_then_submits(2, 12, "n/"),
     )
     .await;
     let (reader, _) = specs_with(12, 200_000);

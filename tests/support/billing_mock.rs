@@ -83,6 +83,14 @@ pub struct Rates {
 }
 
 impl Rates {
+    /// The rates of the model the scenarios use on `api`.
+    pub fn of(api: Api) -> Rates {
+        match api {
+            Api::Anthropic => Rates::sonnet_4_5(),
+            Api::OpenAi => Rates::gpt_4_1(),
+        }
+    }
+
     /// Claude Sonnet 4.5's list prices: 3 / 15, reads 0.30, writes 3.75 (5 min) and 6 (1 h).
     pub fn sonnet_4_5() -> Rates {
         Rates {
