@@ -3,7 +3,6 @@
 
 use serde_json::{Map, Value};
 
-#[allow(clippy::wildcard_imports)]
 use super::*;
 
 /// A bound: value and whether it is exclusive.

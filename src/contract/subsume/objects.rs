@@ -2,7 +2,6 @@
 
 use serde_json::{Map, Value};
 
-#[allow(clippy::wildcard_imports)]
 use super::*;
 
 impl<'a> Cmp<'a> {
