@@ -53,7 +53,12 @@ pub(super) fn call_over_budget(
             let Some(price) = opts.prices.get(model) else {
                 continue;
             };
-            let cost = spec.first_call_cost_sized(&price, &tools, largest.unwrap_or(0));
+            let cost = spec.first_call_cost_sized(
+                &price,
+                &tools,
+                largest.unwrap_or(0),
+                spec.prompt_cache(),
+            );
             let cap = spec.limits().max_cost_usd.unwrap_or_default();
             let Some(over) = CallOverBudget::check(model, &price, cost, cap) else {
                 continue;

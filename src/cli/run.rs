@@ -138,10 +138,7 @@ pub async fn run_spec(
         .build();
     // A first call that no budget of the spec can afford is said in one line, before
     // anything is spent, instead of a run that ends `budget_exhausted` after 0 turns.
-    let model = specs[0]
-        .model()
-        .map_or_else(|| ctx.model().id().to_string(), str::to_string);
-    if let Some(over) = specs[0].call_over_budget(ctx.prices(), &model, ctx.tools(), &opts.input) {
+    if let Some(over) = specs[0].call_over_budget_in(&ctx, &opts.input) {
         return Err(RunnerError::CallOverBudget(over.to_string()));
     }
     Ok(specs[0].run_child(&opts.input, &ctx).await)

@@ -22,7 +22,8 @@ pub enum PromptCache {
     #[default]
     FiveMinutes,
     /// Cache for an hour (Anthropic's `ttl: "1h"`, written at a higher price). OpenAI's
-    /// cache has no such setting: the key is sent as for five minutes.
+    /// only lifetime setting (`prompt_cache_options.ttl`) has one value, its default, and its
+    /// `prompt_cache_retention` is deprecated: the key is sent as for five minutes.
     OneHour,
 }
 

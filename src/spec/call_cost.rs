@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::core::SpecCore;
 use super::SubAgentSpec;
-use crate::model::{Price, PriceTable, SUBMIT_DESCRIPTION, SUBMIT_TOOL};
+use crate::model::{Price, PriceTable, PromptCache, SUBMIT_DESCRIPTION, SUBMIT_TOOL};
 use crate::tool::ToolSet;
 
 /// Bytes the run loop counts for each message beside its text (role, framing).
@@ -28,15 +28,31 @@ pub struct CallCost {
     pub output_tokens: u32,
     /// The reservation, in USD.
     pub usd: Decimal,
+    /// The prompt cache the call is made with: a 1-hour cache prices every prompt token as a
+    /// possible 1-hour cache write, as the run reserves it.
+    pub cache: Option<PromptCache>,
 }
 
 impl CallCost {
-    /// The reservation for a prompt of `prompt_tokens` and `output_tokens` at `price`.
+    /// The reservation for a prompt of `prompt_tokens` and `output_tokens` at `price`, with
+    /// the provider's default cache.
     pub fn at(price: &Price, prompt_tokens: u64, output_tokens: u32) -> Self {
+        Self::at_cached(price, prompt_tokens, output_tokens, None)
+    }
+
+    /// [`at`](Self::at) for a call made with `cache`
+    /// ([`Price::worst_case_cost_with`]).
+    pub fn at_cached(
+        price: &Price,
+        prompt_tokens: u64,
+        output_tokens: u32,
+        cache: Option<PromptCache>,
+    ) -> Self {
         CallCost {
             prompt_tokens,
             output_tokens,
-            usd: price.worst_case_cost(prompt_tokens, u64::from(output_tokens)),
+            usd: price.worst_case_cost_with(prompt_tokens, u64::from(output_tokens), cache),
+            cache,
         }
     }
 }
@@ -65,7 +81,7 @@ impl CallOverBudget {
             model: model.to_owned(),
             cost,
             cap,
-            max_tokens_that_fit: max_tokens_within(price, cost.prompt_tokens, cap),
+            max_tokens_that_fit: max_tokens_within(price, cost.prompt_tokens, cap, cost.cache),
         })
     }
 
@@ -107,8 +123,13 @@ impl std::fmt::Display for CallOverBudget {
 }
 
 /// The largest output-token count whose call, with this prompt, fits under `cap`.
-fn max_tokens_within(price: &Price, prompt_tokens: u64, cap: Decimal) -> Option<u32> {
-    let prompt = price.worst_case_cost(prompt_tokens, 0);
+fn max_tokens_within(
+    price: &Price,
+    prompt_tokens: u64,
+    cap: Decimal,
+    cache: Option<PromptCache>,
+) -> Option<u32> {
+    let prompt = price.worst_case_cost_with(prompt_tokens, 0, cache);
     let left = cap.checked_sub(prompt).filter(|d| d.is_sign_positive())?;
     if price.output_per_mtok.is_zero() {
         return Some(u32::MAX);
@@ -118,7 +139,7 @@ fn max_tokens_within(price: &Price, prompt_tokens: u64, cap: Decimal) -> Option<
         .and_then(|x| x.checked_div(price.output_per_mtok))
         .map_or(u32::MAX, |x| u32::try_from(x.floor()).unwrap_or(u32::MAX));
     // The division is exact to 28 digits; step down past any rounding so the answer fits.
-    let fits = |n: u32| price.worst_case_cost(prompt_tokens, u64::from(n)) <= cap;
+    let fits = |n: u32| price.worst_case_cost_with(prompt_tokens, u64::from(n), cache) <= cap;
     let n = (0..4).map(|k| n.saturating_sub(k)).find(|&n| fits(n))?;
     (n > 0).then_some(n)
 }
@@ -137,7 +158,9 @@ impl SpecCore {
 impl<I, O> SubAgentSpec<I, O> {
     /// What the first model call of a run of this spec reserves at `price`, when its tools come
     /// from `tools` (those it names that `tools` lacks are not counted: such a run is denied
-    /// before any call) and its input is `input`.
+    /// before any call) and its input is `input`. The spec's own
+    /// [`prompt_cache`](crate::SpecBuilder::prompt_cache) setting prices it: a 1-hour cache
+    /// reserves at the 1-hour write price.
     ///
     /// ```
     /// use rust_decimal::Decimal;
@@ -163,7 +186,8 @@ impl<I, O> SubAgentSpec<I, O> {
     /// assert_eq!(cost.usd, Decimal::new(1023, 6));
     /// ```
     pub fn first_call_cost(&self, price: &Price, tools: &ToolSet, input: &Value) -> CallCost {
-        self.first_call_cost_sized(price, tools, crate::json::compact_bytes(input) as u64)
+        let bytes = crate::json::compact_bytes(input) as u64;
+        self.first_call_cost_sized(price, tools, bytes, self.core().prompt_cache)
     }
 
     /// [`first_call_cost`](Self::first_call_cost) for an input of `input_bytes` bytes of
@@ -173,6 +197,7 @@ impl<I, O> SubAgentSpec<I, O> {
         price: &Price,
         tools: &ToolSet,
         input_bytes: u64,
+        cache: Option<PromptCache>,
     ) -> CallCost {
         let core = self.core();
         let tools_bytes: u64 = core
@@ -188,7 +213,7 @@ impl<I, O> SubAgentSpec<I, O> {
             .own_prompt_bytes()
             .saturating_add(tools_bytes)
             .saturating_add(input_bytes);
-        CallCost::at(price, prompt, core.limits.max_tokens_per_turn)
+        CallCost::at_cached(price, prompt, core.limits.max_tokens_per_turn, cache)
     }
 
     /// The first call's reservation on `model` (priced from `prices`) when it is over this
@@ -232,6 +257,27 @@ impl<I, O> SubAgentSpec<I, O> {
         let cost = self.first_call_cost(&price, tools, input);
         CallOverBudget::check(model, &price, cost, cap)
     }
+
+    /// [`call_over_budget`](Self::call_over_budget) for a run of this spec under `ctx`, priced
+    /// as the run itself prices its first call: the spec's model (or `ctx`'s), `ctx`'s prices
+    /// and tools, and the prompt cache the run will use (the spec's setting, else `ctx`'s, else
+    /// the model's own).
+    pub fn call_over_budget_in(&self, ctx: &crate::Ctx, input: &Value) -> Option<CallOverBudget> {
+        let core = self.core();
+        let cap = core.limits.max_cost_usd?;
+        let model = core
+            .model
+            .as_deref()
+            .map_or_else(|| ctx.model().id().to_string(), str::to_string);
+        let price = ctx.prices().get(&model)?;
+        let cache = core
+            .prompt_cache
+            .or(ctx.prompt_cache())
+            .or(ctx.model().prompt_cache());
+        let bytes = crate::json::compact_bytes(input) as u64;
+        let cost = self.first_call_cost_sized(&price, ctx.tools(), bytes, cache);
+        CallOverBudget::check(&model, &price, cost, cap)
+    }
 }
 
 #[cfg(test)]
@@ -248,19 +294,19 @@ mod tests {
         let p = price(1, 10);
         let cap = Decimal::new(1, 2); // 0.01 USD
                                       // 1,000 prompt tokens cost 0.001; 900 output tokens at 10/M cost the other 0.009.
-        assert_eq!(max_tokens_within(&p, 1_000, cap), Some(900));
+        assert_eq!(max_tokens_within(&p, 1_000, cap, None), Some(900));
         assert!(p.worst_case_cost(1_000, 900) <= cap);
         assert!(p.worst_case_cost(1_000, 901) > cap);
         // The prompt alone over the cap, or exactly at it: no output fits.
-        assert_eq!(max_tokens_within(&p, 20_000, cap), None);
-        assert_eq!(max_tokens_within(&p, 10_000, cap), None);
+        assert_eq!(max_tokens_within(&p, 20_000, cap, None), None);
+        assert_eq!(max_tokens_within(&p, 10_000, cap, None), None);
         // Free output: any count fits once the prompt does.
-        assert_eq!(max_tokens_within(&price(1, 0), 1_000, cap), Some(u32::MAX));
+        assert_eq!(max_tokens_within(&price(1, 0), 1_000, cap, None), Some(u32::MAX));
         // Absurd prices and caps saturate rather than overflow.
         let huge = Price::per_mtok(Decimal::MAX, Decimal::MAX);
-        let _ = max_tokens_within(&huge, 1, Decimal::MAX);
+        let _ = max_tokens_within(&huge, 1, Decimal::MAX, None);
         assert_eq!(
-            max_tokens_within(&price(0, 1), 0, Decimal::MAX),
+            max_tokens_within(&price(0, 1), 0, Decimal::MAX, None),
             Some(u32::MAX)
         );
     }
@@ -289,5 +335,41 @@ mod tests {
             CallOverBudget::check("m:x", &p, CallCost::at(&p, 1_000, 900), Decimal::new(1, 2))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_one_hour_spec_is_priced_at_the_one_hour_write_price() {
+        use serde_json::json;
+        let spec = |cache: Option<PromptCache>| {
+            let b = SubAgentSpec::dynamic(
+                "echo",
+                json!({"type": "object"}),
+                json!({"type": "string", "maxLength": 10}),
+            )
+            .description("Echoes.")
+            .system("Echo.")
+            .max_tokens_per_turn(1)
+            .max_cost_usd(Decimal::new(3, 5));
+            match cache {
+                Some(c) => b.prompt_cache(c),
+                None => b,
+            }
+            .build()
+            .unwrap()
+        };
+        // Input 1 USD/M: a 5-minute write costs 1.25/M, a 1-hour write 2/M; output is free.
+        let p = Price::per_mtok(Decimal::ONE, Decimal::ZERO);
+        let tools = ToolSet::new();
+        let five = spec(None).first_call_cost(&p, &tools, &json!({}));
+        let hour = spec(Some(PromptCache::OneHour)).first_call_cost(&p, &tools, &json!({}));
+        assert_eq!(five.prompt_tokens, hour.prompt_tokens);
+        assert_eq!(five.usd, Decimal::new(2875, 8)); // 23 tokens × 1.25 USD/M
+        assert_eq!(hour.usd, Decimal::new(46, 6)); // 23 tokens × 2 USD/M
+        // Under a cap of 0.00003 USD only the 1-hour call is over; the fix it names is priced
+        // the same way.
+        assert!(CallOverBudget::check("m:x", &p, five, Decimal::new(3, 5)).is_none());
+        let over = CallOverBudget::check("m:x", &p, hour, Decimal::new(3, 5)).unwrap();
+        assert_eq!(over.max_tokens_that_fit, None);
+        assert_eq!(over.cap_needed(), Decimal::new(1, 4));
     }
 }
