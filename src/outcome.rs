@@ -13,6 +13,7 @@ use crate::model::{ModelError, Usage};
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Outcome {
     /// It produced a valid output.
     Completed,

@@ -320,6 +320,8 @@ impl subcontract::EventSink for Progress {
                 )
             }
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
+            // Kinds added later are not progress this view knows how to show.
+            _ => {}
         }
     }
 }

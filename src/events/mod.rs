@@ -38,6 +38,7 @@ pub struct Event {
 /// What happened.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum EventKind {
     /// A run started.
     Started {
@@ -124,6 +125,7 @@ pub enum EventKind {
 /// tools; in `prompted` (and for text) it offered no tools.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Forced {
     /// It was the run's last allowed turn.
     LastTurn,

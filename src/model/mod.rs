@@ -308,6 +308,7 @@ pub struct ResponseFormat {
 /// `cache_write_tokens` say how many of them were read from or written to a provider's prompt
 /// cache, which are priced apart ([`Price`]). Sums saturate at `u64::MAX` instead of wrapping.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Usage {
     /// Tokens read (prompt), including cached ones.
     pub input_tokens: u64,
@@ -387,6 +388,7 @@ impl std::ops::AddAssign for Usage {
 /// Why a model stopped producing output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum StopReason {
     /// It finished its turn.
     EndTurn,
@@ -416,6 +418,7 @@ pub struct ModelResponse {
 
 /// A failed model call. Every provider maps its failures to one of these; none panics.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The provider answered with an HTTP error status.
     #[error("{provider} returned HTTP {status}: {message}")]

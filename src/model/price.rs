@@ -18,6 +18,7 @@ use super::Usage;
 /// Anthropic's 1-hour cache writes have a column of their own, `cache_write_1h_per_mtok`
 /// (default: twice the input price, as Anthropic bills them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Price {
     /// USD per million input tokens.
     #[serde(with = "rust_decimal::serde::str")]

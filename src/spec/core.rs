@@ -27,6 +27,7 @@ pub const DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN: usize = 200_000;
 
 /// A sub-agent's limits.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Model turns before the run ends with `max_turns` (default 10).
     pub max_turns: u32,
