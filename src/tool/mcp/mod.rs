@@ -22,14 +22,16 @@
 //!
 //! [`Tool`]: crate::Tool
 
-mod client;
 pub mod config;
 mod names;
+mod server;
+mod servers;
 mod tool;
 
-pub use client::{McpError, McpServers, DEFAULT_CALL_TIMEOUT, ENV_ALLOW_LIST};
 pub use config::{load_mcp_config, parse_mcp_config, McpConfig, ServerConfig, ServerTransport};
 pub use names::{server_prefix, tool_name};
+pub use server::{McpError, DEFAULT_CALL_TIMEOUT, ENV_ALLOW_LIST};
+pub use servers::McpServers;
 pub use tool::McpTool;
 
 /// The prefix of every MCP tool name: `mcp__SERVER__TOOL`.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::client::{McpError, Server};
 use super::names::server_prefix;
+use super::server::{McpError, Server};
 use crate::contract::Contract;
 use crate::ctx::Ctx;
 use crate::tool::{Tool, ToolOutput};

@@ -1,8 +1,7 @@
-//! The servers: each started on first use, once per process, shared by every run (an MCP
-//! session takes concurrent requests), restarted (a bounded number of times) after it died,
-//! and stopped with the process.
+//! One server: started on first use, once per process, shared by every run (an MCP session
+//! takes concurrent requests), restarted (a bounded number of times) after it died, stopped
+//! with the process; its environment cleared but for an allow-list.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +13,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
-use super::config::{McpConfig, ServerConfig, ServerTransport};
-use super::names::{server_prefix, tool_name};
-use super::tool::McpTool;
-use crate::tool::Tool;
+use super::config::{ServerConfig, ServerTransport};
 
 /// How long one call may take when neither the server's `timeout` nor
 /// [`McpServers::call_timeout`] says otherwise.
@@ -74,19 +70,6 @@ pub enum McpError {
     },
 }
 
-/// The servers of one config. Cheap to share (`Arc`); a server starts when its tools are first
-/// asked for and stops when the last handle is dropped (stdio servers also exit when their
-/// stdin closes, as it does when this process ends, even by `kill -9`).
-pub struct McpServers {
-    servers: BTreeMap<String, Arc<Server>>,
-}
-
-impl std::fmt::Debug for McpServers {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.servers.keys()).finish()
-    }
-}
-
 /// One server: its config, its running session (if any) and its last tool list.
 pub(super) struct Server {
     pub(super) config: ServerConfig,
@@ -121,96 +104,27 @@ impl ClientHandler for Handler {
     }
 }
 
-impl McpServers {
-    /// The servers of `config`; none is started yet.
-    pub fn new(config: McpConfig) -> Arc<Self> {
-        let servers = config
-            .servers
-            .into_iter()
-            .map(|c| {
-                let timeout = c.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
-                (
-                    c.name.clone(),
-                    Arc::new(Server {
-                        config: c,
-                        timeout: std::sync::RwLock::new(timeout),
-                        session: tokio::sync::Mutex::default(),
-                        restarts: AtomicU32::new(0),
-                        started: AtomicBool::new(false),
-                        tools: std::sync::Mutex::default(),
-                        stale: Arc::default(),
-                    }),
-                )
-            })
-            .collect();
-        Arc::new(McpServers { servers })
-    }
-
-    /// Sets the per-call timeout of every server whose entry has no `timeout` of its own
-    /// (`--mcp-timeout`; default [`DEFAULT_CALL_TIMEOUT`]).
-    pub fn call_timeout(&self, timeout: Duration) {
-        for s in self.servers.values() {
-            if s.config.timeout.is_none() {
-                *s.timeout.write().unwrap_or_else(|p| p.into_inner()) = timeout;
-            }
-        }
-    }
-
-    /// The servers' names.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.servers.keys().map(String::as_str)
-    }
-
-    /// The tools of every server that one of `names` refers to (`mcp__SERVER` or
-    /// `mcp__SERVER__TOOL`; other names are ignored), starting those servers if they are not
-    /// running. Every tool of such a server is returned: narrowing to what a spec names is
-    /// the [`ToolSet`](crate::ToolSet)'s job, as for every tool.
-    pub async fn tools_for<'a>(
-        self: &Arc<Self>,
-        names: impl IntoIterator<Item = &'a str>,
-    ) -> Result<Vec<Arc<dyn Tool>>, McpError> {
-        let names: Vec<&str> = names.into_iter().collect();
-        let wanted: Vec<&Arc<Server>> = self
-            .servers
-            .values()
-            .filter(|s| {
-                let p = server_prefix(&s.config.name);
-                names.iter().any(|n| {
-                    n.strip_prefix(p.as_str())
-                        .is_some_and(|rest| rest.is_empty() || rest.starts_with("__"))
-                })
-            })
-            .collect();
-        self.tools_of(wanted).await
-    }
-
-    /// The tools of every server (what `check --mcp-config` lists), starting them all.
-    pub async fn all_tools(self: &Arc<Self>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
-        self.tools_of(self.servers.values().collect()).await
-    }
-
-    async fn tools_of(&self, servers: Vec<&Arc<Server>>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
-        let mut by_name: BTreeMap<String, String> = BTreeMap::new();
-        let mut out: Vec<Arc<dyn Tool>> = Vec::new();
-        for server in servers {
-            for t in server.list().await?.iter() {
-                let name = tool_name(&server.config.name, &t.name);
-                let qualified = format!("{}/{}", server.config.name, t.name);
-                if let Some(first) = by_name.insert(name.clone(), qualified.clone()) {
-                    return Err(McpError::Collision {
-                        name,
-                        first,
-                        second: qualified,
-                    });
-                }
-                out.push(Arc::new(McpTool::new(server.clone(), name, t)?));
-            }
-        }
-        Ok(out)
-    }
-}
-
 impl Server {
+    pub(super) fn new(config: ServerConfig) -> Self {
+        let timeout = config.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        Server {
+            config,
+            timeout: std::sync::RwLock::new(timeout),
+            session: tokio::sync::Mutex::default(),
+            restarts: AtomicU32::new(0),
+            started: AtomicBool::new(false),
+            tools: std::sync::Mutex::default(),
+            stale: Arc::default(),
+        }
+    }
+
+    /// Sets the per-call timeout unless the server's entry has its own.
+    pub(super) fn default_timeout(&self, timeout: Duration) {
+        if self.config.timeout.is_none() {
+            *self.timeout.write().unwrap_or_else(|p| p.into_inner()) = timeout;
+        }
+    }
+
     fn err(&self, message: impl Into<String>) -> McpError {
         McpError::Server {
             server: self.config.name.clone(),
@@ -227,7 +141,7 @@ impl Server {
     }
 
     /// The server's tools: the last listing, unless the server said they changed.
-    async fn list(&self) -> Result<Arc<Vec<rmcp::model::Tool>>, McpError> {
+    pub(super) async fn list(&self) -> Result<Arc<Vec<rmcp::model::Tool>>, McpError> {
         if !self.stale.load(Ordering::Acquire) {
             if let Some(t) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
                 return Ok(t);
