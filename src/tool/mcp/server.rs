@@ -16,7 +16,7 @@ use serde_json::Value;
 use super::config::{ServerConfig, ServerTransport};
 
 /// How long one call may take when neither the server's `timeout` nor
-/// [`McpServers::call_timeout`] says otherwise.
+/// [`McpServers::call_timeout`](super::McpServers::call_timeout) says otherwise.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The least time a server gets to start and answer `initialize` and `tools/list`: a server

@@ -35,7 +35,7 @@ impl McpServers {
     }
 
     /// Sets the per-call timeout of every server whose entry has no `timeout` of its own
-    /// (`--mcp-timeout`; default [`DEFAULT_CALL_TIMEOUT`]).
+    /// (`--mcp-timeout`; default [`DEFAULT_CALL_TIMEOUT`](super::DEFAULT_CALL_TIMEOUT)).
     pub fn call_timeout(&self, timeout: Duration) {
         for s in self.servers.values() {
             s.default_timeout(timeout);
