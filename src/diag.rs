@@ -125,6 +125,13 @@ pub mod codes {
     pub const OUTPUT_TOO_LARGE: &str = "output-too-large";
     /// A spec names a tool that is neither built in, another spec, nor in the catalogue.
     pub const UNKNOWN_TOOL: &str = "unknown-tool";
+    /// The MCP config is not valid JSON.
+    pub const JSON_SYNTAX: &str = "json-syntax";
+    /// An MCP config key for a feature subcontract does not have (`oauth`, `headersHelper`,
+    /// the SSE transport): refused, not ignored.
+    pub const MCP_UNSUPPORTED: &str = "mcp-unsupported";
+    /// A spec names MCP tools and no MCP config was given, so `check` cannot know them.
+    pub const MCP_UNCHECKED: &str = "mcp-unchecked";
     /// A spec calls another spec without holding every tool that spec uses (capabilities never
     /// widen: invariant 1 of `src/docs/invariants.md`), so spawning it would fail.
     pub const TOOL_NOT_HELD: &str = "tool-not-held";

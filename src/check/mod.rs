@@ -418,6 +418,21 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
             let name = t.value.as_str();
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
+            } else if name.starts_with("mcp__") && !catalogue.iter().any(|t| t.starts_with("mcp__"))
+            {
+                // No server's tools were listed: whether one offers it is unknown, which is
+                // neither an error nor a pass.
+                let mut d = err(
+                    r,
+                    t.pos,
+                    codes::MCP_UNCHECKED,
+                    format!(
+                        "`{name}` is a tool of an MCP server; no server's tools were listed, so \
+                         check cannot know whether it exists"
+                    ),
+                );
+                d.severity = crate::diag::Severity::Warning;
+                out.push(d);
             } else if !BUILTIN_TOOLS.contains(&name) && !catalogue.contains(name) {
                 let mut message = format!(
                     "unknown tool `{name}`: not a built-in tool ({}), not a spec in this set, \

@@ -598,3 +598,27 @@ fn a_user_price_file_prices_a_local_model() {
     };
     assert_eq!(over_budget(&one(CAPPED, &opts)).len(), 1);
 }
+
+#[test]
+fn mcp_tools_without_a_server_listing_are_unchecked_not_unknown() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.toml"),
+        "name = \"a\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"mcp__fs__read_text_file\"]\n[input]\ntype = \"string\"\nmaxLength = 5\n[output]\ntype = \"string\"\nmaxLength = 5\n",
+    )
+    .unwrap();
+    let report = check_paths(&[dir.path().to_path_buf()], &CheckOptions::default()).unwrap();
+    let codes: Vec<(&str, Severity)> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.code != "no-examples")
+        .map(|d| (d.code.as_str(), d.severity))
+        .collect();
+    assert_eq!(
+        codes,
+        [("mcp-unchecked", Severity::Warning)],
+        "{:?}",
+        report.diagnostics
+    );
+    assert!(!report.failed());
+}

@@ -42,6 +42,14 @@ pub struct HostArgs {
     /// (default: $SUBCONTRACT_PROMPT_CACHE, else 5m). A spec's own setting wins.
     #[arg(long, value_name = "off|5m|1h", value_parser = parse_prompt_cache)]
     pub prompt_cache: Option<PromptCache>,
+    /// MCP servers whose tools specs may name as mcp__SERVER__TOOL (the mcpServers format of
+    /// .mcp.json). Only `run` starts them so far.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// Seconds one MCP tool call may take, for servers whose entry sets no `timeout`
+    /// (default 60).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub mcp_timeout: Option<u64>,
 }
 
 fn parse_prompt_cache(s: &str) -> Result<PromptCache, String> {
@@ -86,6 +94,41 @@ impl HostArgs {
         Ok(host)
     }
 
+    /// The tools of the MCP servers (`--mcp-config`) that `specs` name, starting those servers;
+    /// none without the flag.
+    pub async fn mcp_tools(
+        &self,
+        specs: &[SubAgentSpec<Value, Value>],
+    ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
+        use subcontract::tool::mcp::{load_mcp_config, McpServers};
+        let Some(path) = &self.mcp_config else {
+            return Ok(Vec::new());
+        };
+        let config = load_mcp_config(path).map_err(|d| {
+            d.iter()
+                .map(|d| {
+                    format!(
+                        "{}:{}:{}: {}: {}",
+                        d.file, d.line, d.column, d.code, d.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })?;
+        let servers = McpServers::new(config);
+        if let Some(secs) = self.mcp_timeout {
+            servers.call_timeout(std::time::Duration::from_secs(secs));
+        }
+        let names: Vec<String> = specs
+            .iter()
+            .flat_map(|s| s.erase().tools().to_vec())
+            .collect();
+        servers
+            .tools_for(names.iter().map(String::as_str))
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// The flags a Temporal starter does not take (they are the workers'), by name.
     pub fn set_flags(&self) -> Vec<&'static str> {
         let mut set = Vec::new();
@@ -112,6 +155,12 @@ impl HostArgs {
         }
         if self.prompt_cache.is_some() {
             set.push("--prompt-cache");
+        }
+        if self.mcp_config.is_some() {
+            set.push("--mcp-config");
+        }
+        if self.mcp_timeout.is_some() {
+            set.push("--mcp-timeout");
         }
         set
     }

@@ -127,6 +127,14 @@ pub async fn run_spec(
         .host(&specs)
         .map_err(RunnerError::Other)?
         .record(opts.record.clone());
+    for t in opts
+        .host
+        .mcp_tools(&specs)
+        .await
+        .map_err(RunnerError::Other)?
+    {
+        host = host.tool(t);
+    }
     if let Some(p) = progress {
         host = host.sink(p);
     }

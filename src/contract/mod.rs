@@ -107,6 +107,32 @@ impl Contract {
         })
     }
 
+    /// Compiles a schema someone else wrote (an MCP server's tool schema) in the draft its
+    /// `$schema` names, draft 2020-12 when it names none: the same keywords mean other things
+    /// in other drafts, so it is checked as its author meant. Our own contracts use
+    /// [`compile`](Self::compile), which accepts 2020-12 only.
+    pub fn compile_foreign(schema: Arc<Value>) -> Result<Self, SchemaError> {
+        let error = |e: ValidationError<'_>| SchemaError {
+            path: e.schema_path().to_string(),
+            message: truncate(&e.to_string()),
+        };
+        let draft = match jsonschema::Draft::Draft202012.detect(&schema) {
+            jsonschema::Draft::Unknown => jsonschema::Draft::Draft202012,
+            d => d,
+        };
+        let validator = jsonschema::options()
+            .with_draft(draft)
+            .build(&schema)
+            .map_err(error)?;
+        let analysis = analyze(&schema);
+        Ok(Contract {
+            schema,
+            validator: Arc::new(validator),
+            tape_validator: Arc::default(),
+            analysis: Arc::new(analysis),
+        })
+    }
+
     /// The schema.
     pub fn schema(&self) -> &Arc<Value> {
         &self.schema

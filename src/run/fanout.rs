@@ -86,11 +86,7 @@ pub(super) async fn run_tool_calls(
             continue;
         }
         taken += 1;
-        let entry = if spec.tools.iter().any(|t| t == &c.name) {
-            ctx.tools().get(&c.name)
-        } else {
-            None
-        };
+        let entry = ctx.tools().get(&c.name).filter(|e| e.named_by(&spec.tools));
         let Some(entry) = entry else {
             let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
             if spec.output_kind == OutputKind::Json {

@@ -125,23 +125,22 @@ impl<'s> Plan<'s> {
         let mode = (spec.output_kind == OutputKind::Json).then_some(spec.output_mode);
         let tool_modes = matches!(mode, Some(OutputMode::Auto | OutputMode::Tool));
         let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
-        let mut missing: Vec<&str> = Vec::new();
         let mut bytes = 0;
-        for t in &spec.tools {
-            match ctx.tools().get(t) {
-                Some(e) => {
+        // A name may stand for several tools (`mcp__SERVER`: every tool of a server).
+        match ctx.tools().listed(spec.tools.iter().map(String::as_str)) {
+            Ok(entries) => {
+                for e in entries {
                     let d = &e.definition;
                     bytes += d.name.len() + d.description.len() + e.schema_bytes;
                     offered.push(d.clone());
                 }
-                None => missing.push(t),
             }
-        }
-        if !missing.is_empty() {
-            return Err(Failure::ToolsNotHeld {
-                spec: spec.name.clone(),
-                missing: missing.into_iter().map(str::to_owned).collect(),
-            });
+            Err(missing) => {
+                return Err(Failure::ToolsNotHeld {
+                    spec: spec.name.clone(),
+                    missing,
+                })
+            }
         }
         let mut submit_only = Vec::new();
         if let (true, Some(d)) = (tool_modes, &spec.submit_tool) {

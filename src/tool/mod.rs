@@ -2,6 +2,8 @@
 //!
 //! [`SubAgentSpec::as_tool`]: crate::spec::DynSpec::as_tool
 
+#[cfg(feature = "mcp-client")]
+pub mod mcp;
 mod set;
 mod typed;
 pub mod workspace;
@@ -87,6 +89,11 @@ pub trait Tool: Send + Sync {
     fn input_schema(&self) -> Arc<Value>;
     /// JSON Schema of the structured result, if it has one.
     fn output_schema(&self) -> Option<Arc<Value>> {
+        None
+    }
+    /// The name that stands for this tool and its siblings in a spec's tool list
+    /// (`mcp__SERVER` for every tool of an MCP server), if it has one.
+    fn group(&self) -> Option<&str> {
         None
     }
     /// Ordinary tool or sub-agent.

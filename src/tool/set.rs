@@ -49,6 +49,15 @@ impl ToolEntry {
     pub fn check_args(&self, args: &Value) -> Result<(), Vec<Violation>> {
         self.input.validate(args)
     }
+
+    /// Whether a spec's tool list `names` grants this tool: by its name, or by its group's
+    /// (`mcp__SERVER`).
+    pub fn named_by(&self, names: &[String]) -> bool {
+        let group = self.tool.group();
+        names
+            .iter()
+            .any(|n| *n == *self.definition.name || group == Some(n.as_str()))
+    }
 }
 
 /// Tools by name: the capabilities a context holds. Cloning is cheap (shared).
@@ -143,28 +152,53 @@ impl ToolSet {
         self.tools.is_empty()
     }
 
-    /// The subset named by `names`, or the names this set does not hold. Never widens: the
-    /// result holds only tools of `self`.
-    pub fn subset<'a>(
+    /// The entries `names` list, sorted and each once: a tool by its name, or every tool of a
+    /// group by the group's name (`mcp__SERVER`); or the names this set holds nothing for.
+    pub fn listed<'a>(
         &self,
         names: impl IntoIterator<Item = &'a str>,
-    ) -> Result<ToolSet, Vec<String>> {
+    ) -> Result<Vec<&ToolEntry>, Vec<String>> {
         let mut out = BTreeMap::new();
         let mut missing = Vec::new();
         for n in names {
             match self.tools.get_key_value(n) {
                 Some((k, e)) => {
-                    out.insert(k.clone(), e.clone());
+                    out.insert(k.clone(), &**e);
                 }
-                None => missing.push(n.to_string()),
+                None => {
+                    let before = out.len();
+                    for (k, e) in self.tools.iter() {
+                        if e.tool.group() == Some(n) {
+                            out.insert(k.clone(), &**e);
+                        }
+                    }
+                    if out.len() == before {
+                        missing.push(n.to_string());
+                    }
+                }
             }
         }
         if missing.is_empty() {
-            Ok(ToolSet {
-                tools: Arc::new(out),
-            })
+            Ok(out.into_values().collect())
         } else {
             Err(missing)
         }
+    }
+
+    /// The subset named by `names` (tools or groups, as [`listed`](Self::listed)), or the
+    /// names this set does not hold. Never widens: the result holds only tools of `self`.
+    pub fn subset<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<ToolSet, Vec<String>> {
+        let mut out = BTreeMap::new();
+        for e in self.listed(names)? {
+            if let Some((k, e)) = self.tools.get_key_value(&*e.definition.name) {
+                out.insert(k.clone(), e.clone());
+            }
+        }
+        Ok(ToolSet {
+            tools: Arc::new(out),
+        })
     }
 }

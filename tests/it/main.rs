@@ -16,6 +16,8 @@ mod invariants;
 mod layers;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(feature = "mcp-client")]
+mod mcp_tools;
 #[cfg(feature = "otel")]
 mod otel;
 mod output_text;

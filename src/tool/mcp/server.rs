@@ -1,0 +1,317 @@
+//! One server: started on first use, once per process, shared by every run (an MCP session
+//! takes concurrent requests), restarted (a bounded number of times) after it died, stopped
+//! with the process; its environment cleared but for an allow-list.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ClientConfig};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+
+use super::config::{ServerConfig, ServerTransport};
+
+/// How long one call may take when neither the server's `timeout` nor
+/// [`McpServers::call_timeout`](super::McpServers::call_timeout) says otherwise.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The least time a server gets to start and answer `initialize` and `tools/list`: a server
+/// run through `npx` or `uvx` on a loaded machine takes many seconds.
+const MIN_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many times a stdio server that died is started again, per process: a server that
+/// crashes on every call must not be restarted for ever.
+const MAX_RESTARTS: u32 = 3;
+
+/// The variables of our own environment a stdio server gets (besides the `env` its entry
+/// declares): what a program needs to find itself and its files, never a credential.
+pub const ENV_ALLOW_LIST: [&str; 10] = [
+    "HOME", "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "USER", "TERM",
+];
+
+/// The largest response (JSON or one SSE event) taken from a streamable HTTP server.
+const MAX_HTTP_RESPONSE: usize = 8 << 20;
+
+/// Why servers or their tools are not available.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// A server could not be started or did not answer.
+    #[error("MCP server `{server}`: {message}")]
+    Server {
+        /// The server's name.
+        server: String,
+        /// What happened.
+        message: String,
+    },
+    /// Two tools got the same model-facing name.
+    #[error("MCP tools `{first}` and `{second}` are both named `{name}`; rename a server")]
+    Collision {
+        /// The name.
+        name: String,
+        /// One tool, as `SERVER/TOOL`.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A tool of a server has a schema that does not compile, or a name no model may call.
+    #[error("MCP server `{server}`, tool `{tool}`: {message}")]
+    Tool {
+        /// The server.
+        server: String,
+        /// The tool, as the server names it.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One server: its config, its running session (if any) and its last tool list.
+pub(super) struct Server {
+    pub(super) config: ServerConfig,
+    timeout: std::sync::RwLock<Duration>,
+    session: tokio::sync::Mutex<Option<Session>>,
+    restarts: AtomicU32,
+    started: AtomicBool,
+    tools: std::sync::Mutex<Option<Arc<Vec<rmcp::model::Tool>>>>,
+    // Set by `notifications/tools/list_changed`: the next listing asks the server again.
+    stale: Arc<AtomicBool>,
+}
+
+type Session = RunningService<RoleClient, Handler>;
+
+/// What the server may tell us unasked.
+struct Handler {
+    server: String,
+    stale: Arc<AtomicBool>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.client_info.name = "subcontract".into();
+        info.client_info.version = env!("CARGO_PKG_VERSION").into();
+        info
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::debug!(server = %self.server, "MCP server's tools changed");
+        self.stale.store(true, Ordering::Release);
+    }
+}
+
+impl Server {
+    pub(super) fn new(config: ServerConfig) -> Self {
+        let timeout = config.timeout.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        Server {
+            config,
+            timeout: std::sync::RwLock::new(timeout),
+            session: tokio::sync::Mutex::default(),
+            restarts: AtomicU32::new(0),
+            started: AtomicBool::new(false),
+            tools: std::sync::Mutex::default(),
+            stale: Arc::default(),
+        }
+    }
+
+    /// Sets the per-call timeout unless the server's entry has its own.
+    pub(super) fn default_timeout(&self, timeout: Duration) {
+        if self.config.timeout.is_none() {
+            *self.timeout.write().unwrap_or_else(|p| p.into_inner()) = timeout;
+        }
+    }
+
+    fn err(&self, message: impl Into<String>) -> McpError {
+        McpError::Server {
+            server: self.config.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        *self.timeout.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start_timeout(&self) -> Duration {
+        self.timeout().max(MIN_START_TIMEOUT)
+    }
+
+    /// The server's tools: the last listing, unless the server said they changed.
+    pub(super) async fn list(&self) -> Result<Arc<Vec<rmcp::model::Tool>>, McpError> {
+        if !self.stale.load(Ordering::Acquire) {
+            if let Some(t) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+                return Ok(t);
+            }
+        }
+        let peer = self.peer().await?;
+        self.stale.store(false, Ordering::Release);
+        let tools = tokio::time::timeout(self.start_timeout(), peer.list_all_tools())
+            .await
+            .map_err(|_| {
+                self.err(format!(
+                    "no answer to tools/list within {:?}",
+                    self.start_timeout()
+                ))
+            })?
+            .map_err(|e| {
+                self.err(format!(
+                    "tools/list failed: {}",
+                    crate::redact::redact(&e.to_string())
+                ))
+            })?;
+        let tools = Arc::new(tools);
+        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
+        Ok(tools)
+    }
+
+    /// The running session's peer, starting the server if it is not running (again, after it
+    /// died, at most [`MAX_RESTARTS`] times).
+    pub(super) async fn peer(&self) -> Result<rmcp::Peer<RoleClient>, McpError> {
+        let mut session = self.session.lock().await;
+        if let Some(s) = session.as_ref() {
+            if !s.is_closed() && !s.peer().is_transport_closed() {
+                return Ok(s.peer().clone());
+            }
+            tracing::warn!(server = %self.config.name, "MCP server stopped; starting it again");
+            *session = None;
+        }
+        if self.started.swap(true, Ordering::AcqRel)
+            && self.restarts.fetch_add(1, Ordering::AcqRel) >= MAX_RESTARTS
+        {
+            return Err(self.err(format!(
+                "it stopped and was started again {MAX_RESTARTS} times; not starting it again"
+            )));
+        }
+        let s = tokio::time::timeout(self.start_timeout(), self.start())
+            .await
+            .map_err(|_| self.err(format!("did not start within {:?}", self.start_timeout())))??;
+        let peer = s.peer().clone();
+        *session = Some(s);
+        Ok(peer)
+    }
+
+    async fn start(&self) -> Result<Session, McpError> {
+        let handler = Handler {
+            server: self.config.name.clone(),
+            stale: self.stale.clone(),
+        };
+        let failed = |e: &dyn std::fmt::Display| {
+            self.err(format!(
+                "cannot connect: {}",
+                crate::redact::redact(&e.to_string())
+            ))
+        };
+        match &self.config.transport {
+            ServerTransport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).env_clear().kill_on_drop(true);
+                for k in ENV_ALLOW_LIST {
+                    if let Some(v) = std::env::var_os(k) {
+                        cmd.env(k, v);
+                    }
+                }
+                cmd.envs(env);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let (transport, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| self.err(format!("cannot start `{command}`: {e}")))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(log_stderr(self.config.name.clone(), stderr));
+                }
+                handler.serve(transport).await.map_err(|e| failed(&e))
+            }
+            ServerTransport::Http { url, headers } => {
+                let mut map = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| self.err(format!("header `{k}`: {e}")))?;
+                    let mut value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|_| self.err(format!("header `{k}`: not a valid header value")))?;
+                    value.set_sensitive(true);
+                    map.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(map)
+                    .max_json_response_size(MAX_HTTP_RESPONSE)
+                    .max_sse_event_size(MAX_HTTP_RESPONSE);
+                let client = http_client().map_err(|e| self.err(e))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                handler.serve(transport).await.map_err(|e| failed(&e))
+            }
+        }
+    }
+
+    /// One `tools/call`, bounded by the server's timeout. Errors are messages for the model.
+    pub(super) async fn call(
+        &self,
+        tool: &str,
+        args: Option<serde_json::Map<String, Value>>,
+    ) -> Result<rmcp::model::CallToolResult, String> {
+        let peer = self.peer().await.map_err(|e| e.to_string())?;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = args;
+        let timeout = self.timeout();
+        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Err(_) => Err(format!(
+                "MCP server `{}` did not answer within {} s (its `timeout`, or --mcp-timeout)",
+                self.config.name,
+                timeout.as_secs_f64()
+            )),
+            Ok(Err(e)) => Err(format!(
+                "MCP server `{}`: {}",
+                self.config.name,
+                crate::redact::redact(&e.to_string())
+            )),
+            Ok(Ok(r)) => Ok(r),
+        }
+    }
+}
+
+/// The HTTP client for streamable HTTP servers: our rustls (ring, platform verifier), no
+/// redirects (headers may hold tokens).
+fn http_client() -> Result<reqwest::Client, String> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(crypto)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_platform_verifier()
+        .map_err(|e| format!("certificate verifier: {e}"))?
+        .with_no_client_auth();
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}
+
+/// A stdio server's stderr, to our log at debug level, redacted, in bounded chunks (a server
+/// that writes one endless line costs a buffer, not memory without end).
+async fn log_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let text = String::from_utf8_lossy(&buf[..n]);
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    tracing::debug!(server = %server, "MCP server stderr: {}", crate::redact::redact(line));
+                }
+            }
+        }
+    }
+}
