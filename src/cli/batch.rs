@@ -60,6 +60,10 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
+    if let Err(e) = args.host.refuse_mcp("batch") {
+        eprintln!("error: {e}");
+        return USAGE;
+    }
     let specs = match load_with_siblings(&args.spec) {
         Ok(s) => s,
         Err(e @ super::run::RunnerError::Spec(_)) => {

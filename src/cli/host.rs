@@ -43,7 +43,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "off|5m|1h", value_parser = parse_prompt_cache)]
     pub prompt_cache: Option<PromptCache>,
     /// MCP servers whose tools specs may name as mcp__SERVER__TOOL (the mcpServers format of
-    /// .mcp.json). Only `run` starts them so far.
+    /// .mcp.json). Only `run` starts them so far; the other commands refuse the flag.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Seconds one MCP tool call may take, for servers whose entry sets no `timeout`
@@ -127,6 +127,18 @@ impl HostArgs {
             .tools_for(names.iter().map(String::as_str))
             .await
             .map_err(|e| e.to_string())
+    }
+
+    /// `--mcp-config` and `--mcp-timeout` on a command that does not start MCP servers yet:
+    /// refused, so that a spec's MCP tools are never silently missing.
+    pub fn refuse_mcp(&self, command: &str) -> Result<(), String> {
+        match (&self.mcp_config, self.mcp_timeout) {
+            (None, None) => Ok(()),
+            _ => Err(format!(
+                "--mcp-config and --mcp-timeout are taken by `subcontract run` only so far; \
+                 `subcontract {command}` cannot start MCP servers"
+            )),
+        }
     }
 
     /// The flags a Temporal starter does not take (they are the workers'), by name.

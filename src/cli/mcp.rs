@@ -43,6 +43,7 @@ pub fn main(args: McpArgs) -> u8 {
 }
 
 fn prepare(args: McpArgs) -> Result<McpConfig, String> {
+    args.host.refuse_mcp("mcp")?;
     let specs = super::run::load_all(&args.paths)?;
     if let Some(limit) = args.max_cost_usd {
         // The same rule as a spec's `max_cost_usd`.

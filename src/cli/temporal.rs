@@ -288,7 +288,8 @@ mod imp {
             };
             let host = match args
                 .host
-                .host(&specs)
+                .refuse_mcp("worker")
+                .and_then(|()| args.host.host(&specs))
                 .and_then(|h| h.build().map_err(|e| e.to_string()))
             {
                 Ok(h) => h,

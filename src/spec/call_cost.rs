@@ -200,10 +200,17 @@ impl<I, O> SubAgentSpec<I, O> {
         cache: Option<PromptCache>,
     ) -> CallCost {
         let core = self.core();
-        let tools_bytes: u64 = core
+        // The tools the run offers, as it lists them (a group name stands for its tools),
+        // each once; names `tools` lacks are left out.
+        let held = core
             .tools
             .iter()
-            .filter_map(|t| tools.get(t))
+            .map(String::as_str)
+            .filter(|n| tools.listed([*n]).is_ok());
+        let tools_bytes: u64 = tools
+            .listed(held)
+            .unwrap_or_default()
+            .into_iter()
             .map(|e| {
                 let d = &e.definition;
                 (d.name.len() + d.description.len() + e.schema_bytes) as u64

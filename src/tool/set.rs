@@ -166,13 +166,15 @@ impl ToolSet {
                     out.insert(k.clone(), &**e);
                 }
                 None => {
-                    let before = out.len();
+                    // Counted, not compared by size: the group's tools may be listed already.
+                    let mut found = false;
                     for (k, e) in self.tools.iter() {
                         if e.tool.group() == Some(n) {
                             out.insert(k.clone(), &**e);
+                            found = true;
                         }
                     }
-                    if out.len() == before {
+                    if !found {
                         missing.push(n.to_string());
                     }
                 }
@@ -200,5 +202,73 @@ impl ToolSet {
         Ok(ToolSet {
             tools: Arc::new(out),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use serde_json::{json, Value};
+
+    use super::ToolSet;
+    use crate::tool::{Tool, ToolOutput};
+    use crate::Ctx;
+
+    /// A tool of group `g`, if any.
+    struct T(&'static str, Option<&'static str>);
+
+    #[async_trait]
+    impl Tool for T {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            "t"
+        }
+        fn input_schema(&self) -> Arc<Value> {
+            Arc::new(json!({"type": "object"}))
+        }
+        fn group(&self) -> Option<&str> {
+            self.1
+        }
+        async fn call(&self, _: Value, _: &Ctx) -> ToolOutput {
+            ToolOutput::text("")
+        }
+    }
+
+    fn set() -> ToolSet {
+        let mut s = ToolSet::new();
+        s.insert(Arc::new(T("mcp__fs__read", Some("mcp__fs")))).unwrap();
+        s.insert(Arc::new(T("mcp__fs__write", Some("mcp__fs")))).unwrap();
+        s.insert(Arc::new(T("grep", None))).unwrap();
+        s
+    }
+
+    fn names(s: &ToolSet, list: &[&str]) -> Result<Vec<String>, Vec<String>> {
+        s.listed(list.iter().copied())
+            .map(|es| es.iter().map(|e| e.definition.name.to_string()).collect())
+    }
+
+    #[test]
+    fn a_group_names_its_tools_once_even_when_one_is_named_too() {
+        let s = set();
+        assert_eq!(
+            names(&s, &["mcp__fs__read", "mcp__fs"]),
+            Ok(vec!["mcp__fs__read".into(), "mcp__fs__write".into()])
+        );
+        assert_eq!(names(&s, &["grep", "grep"]), Ok(vec!["grep".into()]));
+        assert_eq!(
+            names(&s, &["mcp__fs__read", "mcp__git"]),
+            Err(vec!["mcp__git".into()])
+        );
+        // A subset never widens: a group of the parent's is not a group the child lacks.
+        let child = s.subset(["mcp__fs__read"]).unwrap();
+        assert_eq!(
+            names(&child, &["mcp__fs"]),
+            Ok(vec!["mcp__fs__read".into()])
+        );
+        assert_eq!(names(&child, &["grep"]), Err(vec!["grep".into()]));
     }
 }

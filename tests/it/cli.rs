@@ -740,3 +740,44 @@ fn run_says_in_one_line_when_no_call_fits_the_cap() {
     let events = std::fs::read_to_string(&trace).unwrap_or_default();
     assert!(!events.contains("model_call"), "{events}");
 }
+
+/// `--mcp-config` on a command that cannot start MCP servers yet is refused, never ignored: a
+/// spec's MCP tools must not go missing silently.
+#[test]
+fn commands_that_start_no_mcp_servers_refuse_mcp_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let inputs = dir.path().join("in.jsonl");
+    std::fs::write(&inputs, "{\"question\": \"q\"}\n").unwrap();
+    let out = dir.path().join("out.jsonl");
+    let (inputs, out) = (inputs.to_str().unwrap(), out.to_str().unwrap());
+    for args in [
+        vec![
+            "batch",
+            "specs/research_topic.toml",
+            "--inputs",
+            inputs,
+            "--out",
+            out,
+            "--model",
+            "example",
+            "--mcp-config",
+            "nowhere.json",
+        ],
+        vec![
+            "mcp",
+            "specs/",
+            "--model",
+            "example",
+            "--mcp-timeout",
+            "5",
+        ],
+    ] {
+        let o = run(&args, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("taken by `subcontract run` only so far"),
+            "{args:?}: {err}"
+        );
+    }
+}
