@@ -187,7 +187,7 @@ impl std::fmt::Display for Pos {
 /// thousands of diagnostics stays fast: every 256 bytes a running character count
 /// is stored, and a column is the difference of two such counts.
 #[derive(Debug, Clone)]
-pub struct LineIndex {
+pub(crate) struct LineIndex {
     src: String,
     /// Byte offset where each line starts; always begins with 0.
     line_starts: Vec<usize>,
@@ -199,7 +199,7 @@ const CHUNK: usize = 256;
 
 impl LineIndex {
     /// Indexes `src` (copying it, so the index can outlive the caller's buffer).
-    pub fn new(src: &str) -> Self {
+    pub(crate) fn new(src: &str) -> Self {
         let bytes = src.as_bytes();
         let mut line_starts = vec![0];
         line_starts.extend(
@@ -224,7 +224,7 @@ impl LineIndex {
     }
 
     /// The 1-based position of `byte_offset`; offsets past the end clamp to the end.
-    pub fn pos(&self, byte_offset: usize) -> Pos {
+    pub(crate) fn pos(&self, byte_offset: usize) -> Pos {
         let offset = byte_offset.min(self.src.len());
         // The last line start that is <= offset.
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
@@ -247,7 +247,7 @@ impl LineIndex {
     }
 
     /// The text of a 1-based line, without its line ending; `None` past the last line.
-    pub fn line_text(&self, line: u32) -> Option<&str> {
+    pub(crate) fn line_text(&self, line: u32) -> Option<&str> {
         let i = usize::try_from(line).ok()?.checked_sub(1)?;
         let start = *self.line_starts.get(i)?;
         let end = self

@@ -1,4 +1,5 @@
 #![doc = include_str!("docs/crate.md")]
+#![warn(unreachable_pub)]
 
 // The layers, lowest first, between `·`; each module uses only those on its own or a lower
 // layer, except that `ctx` and `tool` use each other (a tool is called with the context that

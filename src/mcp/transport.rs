@@ -296,7 +296,7 @@ pub(crate) fn sniff_id(head: &[u8]) -> Option<RequestId> {
 /// Fires `closed` when stdout's reader goes away, even while nothing is being written (a run
 /// waiting on its model writes nothing for minutes). Only where the OS reports it: a pipe on
 /// Unix; elsewhere the next failed write does it.
-pub fn watch_stdout(closed: CancellationToken) {
+pub(super) fn watch_stdout(closed: CancellationToken) {
     #[cfg(unix)]
     {
         use rustix::event::{poll, PollFd, PollFlags, Timespec};

@@ -308,7 +308,10 @@ mod tests {
         assert_eq!(max_tokens_within(&p, 20_000, cap, None), None);
         assert_eq!(max_tokens_within(&p, 10_000, cap, None), None);
         // Free output: any count fits once the prompt does.
-        assert_eq!(max_tokens_within(&price(1, 0), 1_000, cap, None), Some(u32::MAX));
+        assert_eq!(
+            max_tokens_within(&price(1, 0), 1_000, cap, None),
+            Some(u32::MAX)
+        );
         // Absurd prices and caps saturate rather than overflow.
         let huge = Price::per_mtok(Decimal::MAX, Decimal::MAX);
         let _ = max_tokens_within(&huge, 1, Decimal::MAX, None);
@@ -372,8 +375,8 @@ mod tests {
         assert_eq!(five.prompt_tokens, hour.prompt_tokens);
         assert_eq!(five.usd, Decimal::new(2875, 8)); // 23 tokens × 1.25 USD/M
         assert_eq!(hour.usd, Decimal::new(46, 6)); // 23 tokens × 2 USD/M
-        // Under a cap of 0.00003 USD only the 1-hour call is over; the fix it names is priced
-        // the same way.
+                                                   // Under a cap of 0.00003 USD only the 1-hour call is over; the fix it names is priced
+                                                   // the same way.
         assert!(CallOverBudget::check("m:x", &p, five, Decimal::new(3, 5)).is_none());
         let over = CallOverBudget::check("m:x", &p, hour, Decimal::new(3, 5)).unwrap();
         assert_eq!(over.max_tokens_that_fit, None);

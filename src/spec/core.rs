@@ -151,7 +151,7 @@ pub(crate) type Decoder =
     dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
 
 /// The untyped heart of a spec, shared by every typed view of it.
-pub struct SpecCore {
+pub(crate) struct SpecCore {
     pub(crate) name: String,
     pub(crate) name_arc: Arc<str>,
     pub(crate) description: String,

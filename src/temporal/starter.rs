@@ -28,7 +28,7 @@ use crate::batch::{
 pub const MAX_INPUT_BYTES: usize = 256 << 10;
 /// The longest id a Temporal batch carries; a longer one is an `invalid_input` result (under
 /// its line number).
-pub const MAX_ID_BYTES: usize = 512;
+pub(super) const MAX_ID_BYTES: usize = 512;
 /// Input lines one `read_inputs` consumes at most.
 const LINES_PER_READ: usize = 10_000;
 

@@ -240,8 +240,10 @@ mod tests {
 
     fn set() -> ToolSet {
         let mut s = ToolSet::new();
-        s.insert(Arc::new(T("mcp__fs__read", Some("mcp__fs")))).unwrap();
-        s.insert(Arc::new(T("mcp__fs__write", Some("mcp__fs")))).unwrap();
+        s.insert(Arc::new(T("mcp__fs__read", Some("mcp__fs"))))
+            .unwrap();
+        s.insert(Arc::new(T("mcp__fs__write", Some("mcp__fs"))))
+            .unwrap();
         s.insert(Arc::new(T("grep", None))).unwrap();
         s
     }

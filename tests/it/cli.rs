@@ -763,14 +763,7 @@ fn commands_that_start_no_mcp_servers_refuse_mcp_config() {
             "--mcp-config",
             "nowhere.json",
         ],
-        vec![
-            "mcp",
-            "specs/",
-            "--model",
-            "example",
-            "--mcp-timeout",
-            "5",
-        ],
+        vec!["mcp", "specs/", "--model", "example", "--mcp-timeout", "5"],
     ] {
         let o = run(&args, &[]);
         let err = String::from_utf8_lossy(&o.stderr);

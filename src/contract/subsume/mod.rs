@@ -29,7 +29,7 @@ use crate::json::pointer;
 
 /// Which contract is compared, and so which way round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     /// Input: `a` = old, `b` = new.
     Input,
     /// Output: `a` = new, `b` = old.
@@ -38,7 +38,7 @@ pub enum Side {
 
 /// What kind of incompatibility a finding is; with the [`Side`] it gives the stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A property became required (input) or stopped being required (output).
     Required,
     /// A property is no longer accepted by a closed object (input), or a closed object gained
@@ -61,7 +61,7 @@ pub enum Kind {
 
 /// One reason the comparison could not show `a ⊆ b`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// What kind of change.
     pub kind: Kind,
     /// JSON Pointer into the *new* schema (where the diagnostic points).
@@ -72,7 +72,7 @@ pub struct Finding {
 
 impl Finding {
     /// Errors for provable breaks, warnings for "cannot prove compatible".
-    pub fn severity(&self) -> Severity {
+    pub(crate) fn severity(&self) -> Severity {
         if self.kind == Kind::CannotProve {
             Severity::Warning
         } else {
@@ -156,7 +156,7 @@ const COMPARED: &[&str] = &[
 ];
 
 /// Compares two whole contracts: every place where an instance of `a` may not be one of `b`.
-pub fn compare(a: &Value, b: &Value, side: Side) -> Vec<Finding> {
+pub(crate) fn compare(a: &Value, b: &Value, side: Side) -> Vec<Finding> {
     let mut cmp = Cmp {
         a_root: a,
         b_root: b,

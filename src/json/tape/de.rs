@@ -11,7 +11,7 @@ use super::schema::{is_integer_literal, Elements, Members, TapeNode};
 
 /// A decode error (the tape is already valid JSON, so only type mismatches remain).
 #[derive(Debug)]
-pub struct DeError(String);
+pub(crate) struct DeError(String);
 
 impl fmt::Display for DeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -29,7 +29,7 @@ impl serde::de::Error for DeError {
 
 impl<'a> Tape<'a> {
     /// Decodes the whole document into `T`.
-    pub fn decode<T: serde::Deserialize<'a>>(&'a self) -> Result<T, DeError> {
+    pub(crate) fn decode<T: serde::Deserialize<'a>>(&'a self) -> Result<T, DeError> {
         T::deserialize(self.root())
     }
 }
@@ -395,7 +395,7 @@ impl<'de> serde::de::SeqAccess<'de> for Elements<'de> {
     }
 }
 
-pub struct MapAccess<'de> {
+pub(super) struct MapAccess<'de> {
     members: Members<'de>,
     value: Option<TapeNode<'de>>,
 }

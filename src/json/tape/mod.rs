@@ -20,6 +20,6 @@ mod suites;
 #[cfg(test)]
 mod tests;
 
-pub use parse::{Kind, Tape};
+pub(crate) use parse::{Kind, Tape};
 pub(crate) use schema::is_integer_literal;
-pub use schema::TapeJson;
+pub(crate) use schema::TapeJson;

@@ -10,7 +10,7 @@ const MAX_KEYS: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub enum Kind {
+pub(crate) enum Kind {
     Null,
     False,
     True,
@@ -27,7 +27,7 @@ pub enum Kind {
 }
 
 #[derive(Clone, Copy, Debug)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub kind: Kind,
     pub a: u32,
     pub b: u32,
@@ -35,14 +35,14 @@ pub struct Entry {
 
 /// A parsed document.
 #[derive(Debug)]
-pub struct Tape<'s> {
+pub(crate) struct Tape<'s> {
     pub(super) input: &'s str,
     pub(super) entries: Vec<Entry>,
     pub(super) side: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParseError {
+pub(crate) struct ParseError {
     pub at: usize,
     pub what: &'static str,
 }
@@ -421,7 +421,7 @@ impl<'s> Parser<'s> {
 
 impl<'s> Tape<'s> {
     /// Parses `input`, strictly.
-    pub fn parse(input: &'s str) -> Result<Tape<'s>, ParseError> {
+    pub(crate) fn parse(input: &'s str) -> Result<Tape<'s>, ParseError> {
         let mut p = Parser {
             input,
             bytes: input.as_bytes(),
@@ -449,18 +449,18 @@ impl<'s> Tape<'s> {
     }
 
     /// The text it was parsed from.
-    pub fn input(&self) -> &'s str {
+    pub(crate) fn input(&self) -> &'s str {
         self.input
     }
 
     /// Every entry, in document order.
-    pub fn entries(&self) -> &[Entry] {
+    pub(crate) fn entries(&self) -> &[Entry] {
         &self.entries
     }
 
     /// The string (decoded) of the string or key entry at `idx`.
     #[inline]
-    pub fn str_at(&self, idx: usize) -> &str {
+    pub(crate) fn str_at(&self, idx: usize) -> &str {
         let e = self.entries[idx];
         match e.kind {
             Kind::Str => &self.input[e.a as usize..e.b as usize],
@@ -470,14 +470,14 @@ impl<'s> Tape<'s> {
 
     /// The literal of the number entry at `idx`, as written in the input.
     #[inline]
-    pub fn number_at(&self, idx: usize) -> &str {
+    pub(crate) fn number_at(&self, idx: usize) -> &str {
         let e = self.entries[idx];
         &self.input[e.a as usize..e.b as usize]
     }
 
     /// Index one past the subtree at `idx`.
     #[inline]
-    pub fn end(&self, idx: usize) -> usize {
+    pub(crate) fn end(&self, idx: usize) -> usize {
         let e = self.entries[idx];
         match e.kind {
             Kind::Array | Kind::Object => e.b as usize,
@@ -486,7 +486,7 @@ impl<'s> Tape<'s> {
     }
 
     /// The subtree at `idx` as a `serde_json::Value` (cold paths).
-    pub fn to_value(&self, idx: usize) -> Value {
+    pub(crate) fn to_value(&self, idx: usize) -> Value {
         let e = self.entries[idx];
         match e.kind {
             Kind::Null => Value::Null,

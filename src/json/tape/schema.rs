@@ -10,18 +10,18 @@ use serde_json::Value;
 use super::parse::{Entry, Kind, Tape};
 
 /// The `jsonschema` representation marker.
-pub struct TapeJson;
+pub(crate) struct TapeJson;
 
 /// One node: the tape and an index into it.
 #[derive(Clone, Copy)]
-pub struct TapeNode<'a> {
+pub(crate) struct TapeNode<'a> {
     pub(super) tape: &'a Tape<'a>,
     pub(super) idx: u32,
 }
 
 impl<'s> Tape<'s> {
     /// The root node, as `jsonschema` and the decoder see it.
-    pub fn root(&self) -> TapeNode<'_> {
+    pub(crate) fn root(&self) -> TapeNode<'_> {
         TapeNode { tape: self, idx: 0 }
     }
 }
@@ -34,9 +34,9 @@ impl<'a> TapeNode<'a> {
 }
 
 #[derive(Clone, Copy)]
-pub struct TapeContainer<'a>(TapeNode<'a>);
+pub(crate) struct TapeContainer<'a>(TapeNode<'a>);
 
-pub struct TapeNumber<'a>(&'a str);
+pub(crate) struct TapeNumber<'a>(&'a str);
 
 impl Json for TapeJson {
     type Node<'a> = TapeNode<'a>;
@@ -222,7 +222,7 @@ impl<'a> Node<'a, TapeJson> for TapeNode<'a> {
     }
 }
 
-pub struct Members<'a> {
+pub(crate) struct Members<'a> {
     pub(super) tape: &'a Tape<'a>,
     pub(super) i: usize,
     pub(super) end: usize,
@@ -246,7 +246,7 @@ impl<'a> Iterator for Members<'a> {
     }
 }
 
-pub struct Elements<'a> {
+pub(crate) struct Elements<'a> {
     pub(super) tape: &'a Tape<'a>,
     pub(super) i: usize,
     pub(super) end: usize,

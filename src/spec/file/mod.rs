@@ -31,10 +31,10 @@ pub(crate) use keys::suggest;
 use keys::MODEL_KEYS;
 use keys::{EXAMPLE_KEYS, LIMIT_KEYS, TOP_KEYS};
 use keys::{IN_LIMITS, TOP_LEVEL};
-pub use positions::PositionMap;
-pub use raw::{Located, RawExample, RawLimits, RawSampling, RawSpec};
+pub(crate) use positions::PositionMap;
+pub(crate) use raw::{Located, RawExample, RawLimits, RawSampling, RawSpec};
 
-pub use crate::tool::is_valid_name;
+pub(crate) use crate::tool::is_valid_name;
 
 /// Parse one spec file's text. `path` is used for diagnostics and to resolve `system_file`
 /// (relative to the spec file's directory), which is read from disk.
@@ -42,7 +42,7 @@ pub use crate::tool::is_valid_name;
 /// Never panics. Returns the raw spec when every required part could be built and the TOML had
 /// no syntax errors (values in a recovered tree can't be trusted), and every diagnostic found,
 /// sorted by position. Diagnostics carry the spec's name once it is known to be valid.
-pub fn parse_spec(path: &Path, src: &str) -> (Option<RawSpec>, Vec<Diagnostic>) {
+pub(crate) fn parse_spec(path: &Path, src: &str) -> (Option<RawSpec>, Vec<Diagnostic>) {
     let index = LineIndex::new(src);
     let (root, errors) = DeTable::parse_recoverable(src);
     let mut parser = Parser {
@@ -79,7 +79,9 @@ pub fn parse_spec(path: &Path, src: &str) -> (Option<RawSpec>, Vec<Diagnostic>) 
 
 /// Read and parse one spec file. Content that is not UTF-8 is a `toml-syntax` diagnostic at the
 /// first bad byte, not an error; only failing to read the file is.
-pub fn parse_spec_file(path: &Path) -> Result<(Option<RawSpec>, Vec<Diagnostic>), std::io::Error> {
+pub(crate) fn parse_spec_file(
+    path: &Path,
+) -> Result<(Option<RawSpec>, Vec<Diagnostic>), std::io::Error> {
     let bytes = std::fs::read(path)?;
     match String::from_utf8(bytes) {
         Ok(src) => Ok(parse_spec(path, &src)),

@@ -14,7 +14,7 @@ use crate::diag::{LineIndex, Pos};
 /// `["examples", "0", "output"]`. A table entry's position is its *key*'s (the last segment of a
 /// dotted key, or the name in a `[table.header]`); an array element's is the element's own.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PositionMap {
+pub(crate) struct PositionMap {
     /// Node 0 is the document root.
     pos: Vec<Pos>,
     /// (parent node, segment) → child node. A flat map rather than a tree of maps, so building
@@ -24,7 +24,7 @@ pub struct PositionMap {
 
 impl PositionMap {
     /// Position of the key (or array element) at `path`; the empty path is the document start.
-    pub fn locate(&self, path: &[&str]) -> Option<Pos> {
+    pub(crate) fn locate(&self, path: &[&str]) -> Option<Pos> {
         let mut node = 0;
         for seg in path {
             node = self.child(node, seg)?;
@@ -38,7 +38,7 @@ impl PositionMap {
     /// Falls back to the nearest ancestor that exists, so a schema location that was produced
     /// by defaults rather than written still points at the closest line; when `table` itself is
     /// absent this is the start of the file.
-    pub fn locate_pointer(&self, table: &str, pointer: &str) -> Pos {
+    pub(crate) fn locate_pointer(&self, table: &str, pointer: &str) -> Pos {
         let Some(mut node) = self.child(0, table) else {
             return Pos::START;
         };

@@ -14,7 +14,7 @@ use crate::spec::{Limits, OutputMode, SpecLocation};
 /// A value and the position it was written at (the value's own position, e.g. the opening quote
 /// of a string or the `[input]` header of a table).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Located<T> {
+pub(crate) struct Located<T> {
     /// The value.
     pub value: T,
     /// Where it starts in the file.
@@ -25,7 +25,7 @@ pub struct Located<T> {
 /// passes: the spec builder checks limits). A key is `None` when absent or not of its type
 /// (those have a `bad-limits` diagnostic).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct RawLimits {
+pub(crate) struct RawLimits {
     /// Model turns the sub-agent may take.
     pub max_turns: Option<Located<u32>>,
     /// Spending cap in US dollars, exact.
@@ -45,7 +45,7 @@ pub struct RawLimits {
 /// The sampling settings of a `[model]` table, as written, not range-checked (the spec builder
 /// checks them). A key is `None` when absent or not of its type (those have a diagnostic).
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct RawSampling {
+pub(crate) struct RawSampling {
     /// Sampling temperature.
     pub temperature: Option<Located<f64>>,
     /// Nucleus sampling mass.
@@ -57,7 +57,7 @@ pub struct RawSampling {
 impl RawSampling {
     /// The settings as the spec builder takes them. A value is narrowed to `f32` here; one too
     /// large for it becomes infinite, which the builder's range check refuses.
-    pub fn to_sampling(&self) -> Sampling {
+    pub(crate) fn to_sampling(&self) -> Sampling {
         #[allow(clippy::cast_possible_truncation)]
         let narrow = |v: &Option<Located<f64>>| v.as_ref().map(|v| v.value as f32);
         Sampling {
@@ -68,7 +68,7 @@ impl RawSampling {
     }
 
     /// Where a setting was written, by its [`Sampling`] field name.
-    pub fn pos(&self, key: &str) -> Option<Pos> {
+    pub(crate) fn pos(&self, key: &str) -> Option<Pos> {
         match key {
             "temperature" => self.temperature.as_ref().map(|v| v.pos),
             "top_p" => self.top_p.as_ref().map(|v| v.pos),
@@ -80,7 +80,7 @@ impl RawSampling {
 
 /// One `[[examples]]` entry that had both an `input` and an `output`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RawExample {
+pub(crate) struct RawExample {
     /// Its index in the file's `examples` array, which is also its key in [`PositionMap`]
     /// paths (`["examples", "2", "output"]`); entries lacking `input` or `output` are skipped,
     /// so this can differ from the index in [`RawSpec::examples`].
@@ -102,7 +102,7 @@ pub struct RawExample {
 /// limit), so that `check` can go on to report schema problems too. Callers must refuse a spec
 /// whose diagnostics contain any error.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RawSpec {
+pub(crate) struct RawSpec {
     /// The spec file's path, as given.
     pub path: PathBuf,
     /// The tool name a host sees (may be invalid; see the diagnostics).
@@ -136,7 +136,7 @@ pub struct RawSpec {
 
 impl RawLimits {
     /// The limits as the spec builder takes them: defaults for what is not written.
-    pub fn to_limits(&self) -> Limits {
+    pub(crate) fn to_limits(&self) -> Limits {
         let mut limits = Limits::default();
         let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         if let Some(v) = &self.max_turns {
@@ -164,7 +164,7 @@ impl RawLimits {
     }
 
     /// Where the value of a limit was written, by its [`Limits`] field name.
-    pub fn pos(&self, key: &str) -> Option<Pos> {
+    pub(crate) fn pos(&self, key: &str) -> Option<Pos> {
         match key {
             "max_turns" => self.max_turns.as_ref().map(|v| v.pos),
             "max_cost_usd" => self.max_cost_usd.as_ref().map(|v| v.pos),
@@ -184,7 +184,7 @@ impl RawSpec {
     /// The line and column of a builder problem's location in this file: the value written
     /// for a name, tool or limit, the key of a schema location (or its nearest written
     /// ancestor), the value inside an example that a violation names.
-    pub fn locate(&self, at: &SpecLocation) -> Pos {
+    pub(crate) fn locate(&self, at: &SpecLocation) -> Pos {
         let p = &self.positions;
         match at {
             SpecLocation::Name => self.name.pos,
