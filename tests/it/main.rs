@@ -14,6 +14,8 @@ mod compat;
 mod hostile_provider;
 mod invariants;
 mod layers;
+#[path = "../support/llama_server.rs"]
+mod llama_server;
 #[cfg(feature = "mcp")]
 mod mcp;
 #[cfg(feature = "mcp-client")]
@@ -24,6 +26,7 @@ mod output_text;
 mod prompt_cache;
 mod provider_wire;
 mod providers;
+mod real_model;
 mod rejected_output;
 mod replay;
 #[cfg(feature = "rig")]

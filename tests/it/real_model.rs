@@ -1,0 +1,344 @@
+//! The contract on a real model: Qwen2.5-Coder-Instruct (Q4_K_M) behind llama.cpp's own HTTP
+//! server, installed into the target's temporary directory on first use (the test fails with
+//! the command when it cannot; it never skips). Eight graded tasks (`bench/real/tasks.json`,
+//! which the peer benchmark reads too) run through each setup (endpoint × chat template ×
+//! output mode), and a table of what happened is printed and written to
+//! `target/tmp/real-model/table.md`.
+//!
+//! Claimed, and asserted: no run ever returns an output that breaks its contract, and `auto`
+//! passes at least the floor measured for it; a task that passed in no mode is printed. `SUBCONTRACT_REAL_MATRIX=full` runs every setup (both endpoints, both
+//! templates, every mode); the default is the subset that fits the CI budget.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig};
+use subcontract::spec::OutputMode;
+use subcontract::tool::workspace::Workspace;
+use subcontract::{Ctx, Model, Outcome, SubAgentSpec};
+
+use crate::llama_server::{install, LlamaServer, Template};
+
+/// The endpoint a run talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Chat,
+    Messages,
+}
+
+impl Api {
+    fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "/v1/chat/completions",
+            Api::Messages => "/v1/messages",
+        }
+    }
+
+    fn model(self, server: &LlamaServer) -> Arc<dyn Model> {
+        // A first prompt takes up to ~40 s cold on two busy cores; a timeout is a finding, not
+        // something to retry against a loopback server.
+        let config = |base: String| {
+            ProviderConfig::new(base)
+                .api_key(ApiKey::new("local"))
+                .timeout(Duration::from_secs(180))
+                .max_retries(0)
+        };
+        match self {
+            Api::Chat => Arc::new(
+                OpenAiModel::new("local", config(format!("{}/v1", server.base))).expect("client"),
+            ),
+            Api::Messages => {
+                Arc::new(AnthropicModel::new("local", config(server.base.clone())).expect("client"))
+            }
+        }
+    }
+}
+
+/// One line of the table.
+struct Row {
+    task: String,
+    template: Template,
+    api: Api,
+    mode: OutputMode,
+    verdict: String,
+    passed: bool,
+    requests: u32,
+    tokens: (u64, u64),
+    wall: Duration,
+}
+
+fn tasks() -> Vec<Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/real/tasks.json");
+    let text = std::fs::read_to_string(&path).expect("bench/real/tasks.json");
+    let v: Value = serde_json::from_str(&text).expect("tasks.json is JSON");
+    v["tasks"].as_array().expect("a tasks array").clone()
+}
+
+/// Whether `output` is what the task expects; the first failed check when not.
+fn grade(task: &Value, output: &Value) -> Result<(), String> {
+    for check in task["expect"].as_array().expect("expect") {
+        let pointer = check["pointer"].as_str().expect("pointer");
+        let got = output.pointer(pointer).cloned().unwrap_or(Value::Null);
+        if let Some(want) = check.get("equals") {
+            if &got != want {
+                return Err(format!("{pointer} is {got}, expected {want}"));
+            }
+        }
+        if let Some(want) = check.get("contains").and_then(Value::as_str) {
+            let ok = got
+                .as_str()
+                .is_some_and(|s| s.to_lowercase().contains(&want.to_lowercase()));
+            if !ok {
+                return Err(format!(
+                    "{pointer} is {got}, expected it to contain {want:?}"
+                ));
+            }
+        }
+        if let Some(allowed) = check.get("one_of_each").and_then(Value::as_array) {
+            let items = got.as_array().cloned().unwrap_or_default();
+            let ok = !items.is_empty()
+                && items.iter().all(|i| {
+                    i.as_str().is_some_and(|s| {
+                        allowed
+                            .iter()
+                            .any(|a| a.as_str().is_some_and(|a| s.trim().starts_with(a)))
+                    })
+                });
+            if !ok {
+                return Err(format!(
+                    "{pointer} is {got}, expected items from {allowed:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The task's workspace, written fresh under the target's temporary directory.
+fn workspace(task: &Value) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("real-model/workspaces")
+        .join(task["name"].as_str().expect("name"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("workspace dir");
+    for (rel, body) in task["files"].as_object().expect("files") {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().expect("a parent")).expect("dirs");
+        std::fs::write(&p, body.as_str().expect("file text")).expect("write");
+    }
+    dir
+}
+
+fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
+    let tools: Vec<String> = task["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| t.as_str().expect("tool name").to_owned())
+        .collect();
+    SubAgentSpec::dynamic(
+        task["name"].as_str().expect("name"),
+        serde_json::json!({"type": "object"}),
+        task["output"].clone(),
+    )
+    .description(task["what"].as_str().expect("what"))
+    .system(task["system"].as_str().expect("system"))
+    .tools(tools)
+    .max_turns(5)
+    .max_tokens_per_turn(512)
+    .temperature(0.0)
+    .timeout(Duration::from_secs(600))
+    .output_mode(mode)
+    .build()
+    .expect("the task's spec is valid")
+}
+
+/// Runs every task in one setup; a completed output is checked against its contract here,
+/// independently of the run loop, and a broken one fails the test.
+async fn run_setup(
+    model: &Arc<dyn Model>,
+    template: Template,
+    api: Api,
+    mode: OutputMode,
+    rows: &mut Vec<Row>,
+) {
+    for task in tasks() {
+        let spec = spec(&task, mode);
+        let ws = Workspace::new(workspace(&task)).expect("workspace");
+        let ctx = Ctx::builder(model.clone())
+            .tools(ws.tool_set().expect("tools"))
+            .build();
+        let t0 = Instant::now();
+        let r = spec.run(&task["input"], &ctx).await;
+        let wall = t0.elapsed();
+        let (verdict, passed) = match (&r.outcome, &r.output) {
+            (Outcome::Completed, Some(out)) => {
+                if let Err(v) = spec.validate_output(out) {
+                    panic!(
+                        "{} ({}, {}, {}): a completed run returned an output that breaks its contract: {v:?}\n{out}",
+                        task["name"], template.name(), api.name(), mode.as_str()
+                    );
+                }
+                match grade(&task, out) {
+                    Ok(()) => ("pass".to_string(), true),
+                    Err(why) => (format!("wrong: {why}"), false),
+                }
+            }
+            (Outcome::Completed, None) => panic!("a completed run without an output"),
+            (o, _) => (
+                format!(
+                    "{}: {}",
+                    o.as_str(),
+                    r.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
+                ),
+                false,
+            ),
+        };
+        let mut verdict = verdict.replace('\n', " ").replace('|', "/");
+        verdict.truncate(160);
+        let row = Row {
+            task: task["name"].as_str().expect("name").to_owned(),
+            template,
+            api,
+            mode,
+            verdict,
+            passed,
+            requests: r.turns,
+            tokens: (r.usage.input_tokens, r.usage.output_tokens),
+            wall,
+        };
+        let _ = writeln!(std::io::stderr(), "real model: {}", line(&row));
+        rows.push(row);
+    }
+}
+
+fn line(r: &Row) -> String {
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} + {} | {:.1} s |",
+        r.task,
+        r.template.name(),
+        r.api.name(),
+        r.mode.as_str(),
+        r.verdict,
+        r.requests,
+        r.tokens.0,
+        r.tokens.1,
+        r.wall.as_secs_f64()
+    )
+}
+
+/// The table: every run, then per setup and mode the passes, requests, tokens and wall time.
+fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| task | template | endpoint | mode | result | requests | tokens (prompt + completion) | wall |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rows {
+        let _ = writeln!(s, "{}", line(r));
+    }
+    s.push_str("\n| template | endpoint | mode | passed | requests | tokens | wall |\n|---|---|---|---|---|---|---|\n");
+    let mut keys: Vec<(Template, Api, OutputMode)> = Vec::new();
+    for r in rows {
+        if !keys.contains(&(r.template, r.api, r.mode)) {
+            keys.push((r.template, r.api, r.mode));
+        }
+    }
+    for k in keys {
+        let of: Vec<&Row> = rows
+            .iter()
+            .filter(|r| (r.template, r.api, r.mode) == k)
+            .collect();
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {}/{} | {} | {} + {} | {:.0} s |",
+            k.0.name(),
+            k.1.name(),
+            k.2.as_str(),
+            of.iter().filter(|r| r.passed).count(),
+            of.len(),
+            of.iter().map(|r| r.requests).sum::<u32>(),
+            of.iter().map(|r| r.tokens.0).sum::<u64>(),
+            of.iter().map(|r| r.tokens.1).sum::<u64>(),
+            of.iter().map(|r| r.wall.as_secs_f64()).sum::<f64>()
+        );
+    }
+    s
+}
+
+fn write_table(name: &str, rows: &[Row]) {
+    let t = table(rows);
+    let _ = writeln!(std::io::stderr(), "\n{t}");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-model");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(name), t);
+}
+
+/// A server's template, and the endpoints and modes run against it.
+type Setup = (Template, Vec<(Api, Vec<OutputMode>)>);
+
+/// The setups to run: the default fits the CI budget; `SUBCONTRACT_REAL_MATRIX=full` runs all.
+fn setups() -> Vec<Setup> {
+    let full = std::env::var("SUBCONTRACT_REAL_MATRIX").is_ok_and(|v| v == "full");
+    if full {
+        let every = vec![
+            OutputMode::Auto,
+            OutputMode::Tool,
+            OutputMode::Native,
+            OutputMode::Prompted,
+        ];
+        let apis = vec![(Api::Chat, every.clone()), (Api::Messages, every)];
+        vec![(Template::ToolCalls, apis.clone()), (Template::Own, apis)]
+    } else {
+        vec![(
+            Template::ToolCalls,
+            vec![(Api::Chat, vec![OutputMode::Auto, OutputMode::Native])],
+        )]
+    }
+}
+
+/// Passes `auto` must reach in each setup of the default run: the best peer framework's 2 of 8
+/// on the same server and model (`auto` passed 3 of 8 on 2026-12-02, one run).
+const AUTO_FLOOR: usize = 2;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "about 14 minutes on two cores and 1.1 GB of model: run with --ignored (README: Run against a local model)"]
+async fn the_suite_holds_its_contract_on_a_real_model() {
+    let installed = install();
+    let mut rows = Vec::new();
+    for (template, apis) in setups() {
+        let server = LlamaServer::start(&installed, template);
+        for (api, modes) in apis {
+            let model = api.model(&server);
+            for mode in modes {
+                run_setup(&model, template, api, mode, &mut rows).await;
+            }
+        }
+    }
+    write_table("table.md", &rows);
+    // Not yet met: every task passing in at least one mode. The ones that do not stay visible.
+    for task in tasks() {
+        let name = task["name"].as_str().expect("name");
+        if !rows.iter().any(|r| r.task == name && r.passed) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "real model: NOT PASSED in any mode: {name}"
+            );
+        }
+    }
+    // `auto` reaches its floor wherever it ran.
+    for r in rows.iter().filter(|r| r.mode == OutputMode::Auto) {
+        let n = rows
+            .iter()
+            .filter(|o| (o.template, o.api, o.mode) == (r.template, r.api, r.mode) && o.passed)
+            .count();
+        assert!(
+            n >= AUTO_FLOOR,
+            "auto passed {n} of 8 on {} {}, under the measured floor {AUTO_FLOOR}",
+            r.template.name(),
+            r.api.name()
+        );
+    }
+}
