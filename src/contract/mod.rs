@@ -90,21 +90,7 @@ impl Contract {
     /// Compiles `schema` and analyses it.
     pub fn compile(schema: Arc<Value>) -> Result<Self, SchemaError> {
         check_dialect(&schema)?;
-        let error = |e: ValidationError<'_>| SchemaError {
-            path: e.schema_path().to_string(),
-            message: truncate(&e.to_string()),
-        };
-        let validator = jsonschema::options()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .build(&schema)
-            .map_err(error)?;
-        let analysis = analyze(&schema);
-        Ok(Contract {
-            schema,
-            validator: Arc::new(validator),
-            tape_validator: Arc::default(),
-            analysis: Arc::new(analysis),
-        })
+        Self::compile_in(schema, jsonschema::Draft::Draft202012)
     }
 
     /// Compiles a schema someone else wrote (an MCP server's tool schema) in the draft its
@@ -112,13 +98,18 @@ impl Contract {
     /// in other drafts, so it is checked as its author meant. Our own contracts use
     /// [`compile`](Self::compile), which accepts 2020-12 only.
     pub fn compile_foreign(schema: Arc<Value>) -> Result<Self, SchemaError> {
-        let error = |e: ValidationError<'_>| SchemaError {
-            path: e.schema_path().to_string(),
-            message: truncate(&e.to_string()),
-        };
         let draft = match jsonschema::Draft::Draft202012.detect(&schema) {
             jsonschema::Draft::Unknown => jsonschema::Draft::Draft202012,
             d => d,
+        };
+        Self::compile_in(schema, draft)
+    }
+
+    /// `schema` compiled in `draft`, and analysed.
+    fn compile_in(schema: Arc<Value>, draft: jsonschema::Draft) -> Result<Self, SchemaError> {
+        let error = |e: ValidationError<'_>| SchemaError {
+            path: e.schema_path().to_string(),
+            message: truncate(&e.to_string()),
         };
         let validator = jsonschema::options()
             .with_draft(draft)

@@ -152,36 +152,38 @@ impl ToolSet {
         self.tools.is_empty()
     }
 
-    /// The entries `names` list, sorted and each once: a tool by its name, or every tool of a
-    /// group by the group's name (`mcp__SERVER`); or the names this set holds nothing for.
+    /// The entries `names` list, in the order they are named and each once: a tool by its
+    /// name, or every tool of a group by the group's name (`mcp__SERVER`, its tools in name
+    /// order); or the names this set holds nothing for.
     pub fn listed<'a>(
         &self,
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<&ToolEntry>, Vec<String>> {
-        let mut out = BTreeMap::new();
+        // The spec's order is kept: it is the order the model is offered them in.
+        let mut out: Vec<&ToolEntry> = Vec::new();
+        let mut seen: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
         let mut missing = Vec::new();
         for n in names {
-            match self.tools.get_key_value(n) {
-                Some((k, e)) => {
-                    out.insert(k.clone(), &**e);
-                }
-                None => {
-                    // Counted, not compared by size: the group's tools may be listed already.
-                    let mut found = false;
-                    for (k, e) in self.tools.iter() {
-                        if e.tool.group() == Some(n) {
-                            out.insert(k.clone(), &**e);
-                            found = true;
-                        }
-                    }
-                    if !found {
-                        missing.push(n.to_string());
-                    }
+            let named: Vec<(&Arc<str>, &Arc<ToolEntry>)> = match self.tools.get_key_value(n) {
+                Some(one) => vec![one],
+                None => self
+                    .tools
+                    .iter()
+                    .filter(|(_, e)| e.tool.group() == Some(n))
+                    .collect(),
+            };
+            // Counted, not compared by size: the group's tools may be listed already.
+            if named.is_empty() {
+                missing.push(n.to_string());
+            }
+            for (k, e) in named {
+                if seen.insert(k) {
+                    out.push(e);
                 }
             }
         }
         if missing.is_empty() {
-            Ok(out.into_values().collect())
+            Ok(out)
         } else {
             Err(missing)
         }
@@ -261,6 +263,15 @@ mod tests {
             Ok(vec!["mcp__fs__read".into(), "mcp__fs__write".into()])
         );
         assert_eq!(names(&s, &["grep", "grep"]), Ok(vec!["grep".into()]));
+        // In the order named: the order the model is offered them in.
+        assert_eq!(
+            names(&s, &["grep", "mcp__fs__write", "mcp__fs"]),
+            Ok(vec![
+                "grep".into(),
+                "mcp__fs__write".into(),
+                "mcp__fs__read".into()
+            ])
+        );
         assert_eq!(
             names(&s, &["mcp__fs__read", "mcp__git"]),
             Err(vec!["mcp__git".into()])
