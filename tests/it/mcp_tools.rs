@@ -95,3 +95,111 @@ async fn filesystem_server_tools_are_narrowed_validated_and_called() {
     assert!(out.is_error, "{}", out.content);
     assert!(out.content.contains("MCP server `fs`"), "{}", out.content);
 }
+
+/// `subcontract run --mcp-config`: a TOML spec's sub-agent reads a file through the real
+/// filesystem server and submits a validated output; the model is offered only the MCP tool
+/// the spec names (never `write_file`), and the tool's result is what the server returned.
+#[cfg(feature = "cli")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_gives_a_toml_spec_the_mcp_tool_it_names_and_no_other() {
+    use crate::providers::{Reply, Server};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let data = root.join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "the answer is 42\n").unwrap();
+    std::fs::write(
+        root.join("reader.toml"),
+        r#"name = "reader"
+description = "Reads one file through the filesystem server and reports its first line."
+system = "Read the file with mcp__fs__read_text_file, then submit its first line."
+tools = ["mcp__fs__read_text_file"]
+
+[limits]
+max_turns = 3
+max_tokens_per_turn = 256
+
+[input]
+type = "object"
+required = ["path"]
+additionalProperties = false
+properties.path = { type = "string", maxLength = 500 }
+
+[output]
+type = "object"
+required = ["line"]
+additionalProperties = false
+properties.line = { type = "string", maxLength = 100 }
+"#,
+    )
+    .unwrap();
+    let config = json!({"mcpServers": {"fs": {
+        "command": "node",
+        "args": [filesystem_server(), &data],
+    }}});
+    std::fs::write(root.join("servers.json"), config.to_string()).unwrap();
+    let file = data.join("notes.txt");
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "mcp__fs__read_text_file",
+                     "arguments": json!({"path": file}).to_string()}}]});
+    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_2", "type": "function",
+        "function": {"name": "submit_output", "arguments": "{\"line\": \"the answer is 42\"}"}}]});
+    let completion = |message: serde_json::Value| {
+        json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000,
+            "model": "local", "choices": [{"index": 0, "message": message,
+            "finish_reason": "tool_calls", "logprobs": null}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+        })
+    };
+    let server = Server::start(vec![
+        Reply::json(200, completion(call)),
+        Reply::json(200, completion(submit)),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let input = json!({"path": file}).to_string();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"))
+            .current_dir(&root)
+            .args([
+                "run",
+                "reader.toml",
+                "--model",
+                "openai:local",
+                "--base-url",
+            ])
+            .arg(&base)
+            .args(["--mcp-config", "servers.json", "--input"])
+            .arg(&input)
+            .env("OPENAI_API_KEY", "sk-mcp-test-key")
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .expect("the binary runs")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(out, json!({"line": "the answer is 42"}));
+    let got = server.received();
+    assert_eq!(got.len(), 2, "{err}");
+    let tools: Vec<&str> = got[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["mcp__fs__read_text_file", "submit_output"]);
+    let result = got[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the tool result goes back to the model")["content"]
+        .to_string();
+    assert!(result.contains("the answer is 42"), "{result}");
+}
