@@ -43,7 +43,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "off|5m|1h", value_parser = parse_prompt_cache)]
     pub prompt_cache: Option<PromptCache>,
     /// MCP servers whose tools specs may name as mcp__SERVER__TOOL (the mcpServers format of
-    /// .mcp.json). Only `run` starts them so far; the other commands refuse the flag.
+    /// .mcp.json). A .mcp.json beside the spec is used without it. Only `run` starts them so far; the other commands refuse the flag.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Seconds one MCP tool call may take, for servers whose entry sets no `timeout`
@@ -94,16 +94,25 @@ impl HostArgs {
         Ok(host)
     }
 
-    /// The tools of the MCP servers (`--mcp-config`) that `specs` name, starting those servers;
-    /// none without the flag.
+    /// The tools of the MCP servers that `specs` name, starting those servers: the servers of
+    /// `--mcp-config`, else of a `.mcp.json` in `spec_dir` (as Claude Code finds one beside
+    /// the project); none when there is neither.
     pub async fn mcp_tools(
         &self,
         specs: &[SubAgentSpec<Value, Value>],
+        spec_dir: &std::path::Path,
     ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
         use subcontract::tool::mcp::{load_mcp_config, McpServers};
-        let Some(path) = &self.mcp_config else {
-            return Ok(Vec::new());
+        let beside = spec_dir.join(".mcp.json");
+        let path = match &self.mcp_config {
+            Some(p) => p.clone(),
+            None if beside.is_file() => {
+                tracing::info!("MCP servers from {}", beside.display());
+                beside
+            }
+            None => return Ok(Vec::new()),
         };
+        let path = &path;
         let config = load_mcp_config(path).map_err(|d| {
             d.iter()
                 .map(|d| {

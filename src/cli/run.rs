@@ -129,7 +129,7 @@ pub async fn run_spec(
         .record(opts.record.clone());
     for t in opts
         .host
-        .mcp_tools(&specs)
+        .mcp_tools(&specs, opts.spec.parent().unwrap_or_else(|| Path::new(".")))
         .await
         .map_err(RunnerError::Other)?
     {

@@ -102,7 +102,6 @@ async fn filesystem_server_tools_are_narrowed_validated_and_called() {
 #[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_gives_a_toml_spec_the_mcp_tool_it_names_and_no_other() {
-    use crate::providers::{Reply, Server};
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let data = root.join("data");
@@ -138,6 +137,19 @@ properties.line = { type = "string", maxLength = 100 }
         "args": [filesystem_server(), &data],
     }}});
     std::fs::write(root.join("servers.json"), config.to_string()).unwrap();
+    // Named by the flag, then found beside the spec without it.
+    for flag in [true, false] {
+        if !flag {
+            std::fs::rename(root.join("servers.json"), root.join(".mcp.json")).unwrap();
+        }
+        run_reader(&root, &data, flag).await;
+    }
+}
+
+/// One `subcontract run` of `reader.toml` in `root`, with `--mcp-config` or without it.
+#[cfg(feature = "cli")]
+async fn run_reader(root: &Path, data: &Path, flag: bool) {
+    use crate::providers::{Reply, Server};
     let file = data.join("notes.txt");
     let call = json!({"role": "assistant", "content": null, "tool_calls": [{
         "id": "call_1", "type": "function",
@@ -161,9 +173,10 @@ properties.line = { type = "string", maxLength = 100 }
     .await;
     let base = format!("{}/v1", server.base);
     let input = json!({"path": file}).to_string();
+    let root = root.to_path_buf();
     let o = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"))
-            .current_dir(&root)
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"));
+        c.current_dir(&root)
             .args([
                 "run",
                 "reader.toml",
@@ -171,8 +184,11 @@ properties.line = { type = "string", maxLength = 100 }
                 "openai:local",
                 "--base-url",
             ])
-            .arg(&base)
-            .args(["--mcp-config", "servers.json", "--input"])
+            .arg(&base);
+        if flag {
+            c.args(["--mcp-config", "servers.json"]);
+        }
+        c.arg("--input")
             .arg(&input)
             .env("OPENAI_API_KEY", "sk-mcp-test-key")
             .env_remove("SUBCONTRACT_MODEL")
@@ -186,7 +202,7 @@ properties.line = { type = "string", maxLength = 100 }
     let out: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
     assert_eq!(out, json!({"line": "the answer is 42"}));
     let got = server.received();
-    assert_eq!(got.len(), 2, "{err}");
+    assert_eq!(got.len(), 2, "flag {flag}: {err}");
     let tools: Vec<&str> = got[0].body["tools"]
         .as_array()
         .unwrap()
