@@ -37,6 +37,7 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT,
 };
 pub use openai::{MaxTokensField, OpenAiModel, OPENAI_DEFAULT_BASE_URL};
+pub(crate) use transport::http_client;
 pub use transport::{KeyHeader, Transport};
 
 use crate::model::{Model, ModelError, ModelRequest, ToolChoice};

@@ -118,6 +118,31 @@ struct Attempt {
     retry_after: Option<Duration>,
 }
 
+/// The HTTP client every outgoing connection of the library uses (providers, MCP servers over
+/// HTTP): rustls over the `ring` crypto provider and the platform's certificate verifier (no
+/// OpenSSL, no process-wide state), and no redirects: reqwest would re-send the body (the
+/// whole conversation) and headers it does not know to be secret (Anthropic's `x-api-key`, an
+/// MCP server's token) to wherever one points. The error says what could not be set up.
+pub(crate) fn http_client(connect_timeout: Option<Duration>) -> Result<reqwest::Client, String> {
+    use rustls_platform_verifier::BuilderVerifierExt;
+    let err = |what: &str, e: &dyn std::error::Error| format!("cannot set up {what}: {e}");
+    let crypto = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(crypto)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| err("TLS", &e))?
+        .with_platform_verifier()
+        .map_err(|e| err("the certificate verifier", &e))?
+        .with_no_client_auth();
+    let mut b = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")));
+    if let Some(t) = connect_timeout {
+        b = b.connect_timeout(t);
+    }
+    b.build().map_err(|e| err("the HTTP client", &e))
+}
+
 impl Transport {
     /// A transport for `provider` (its name in errors and logs: `openai`, `anthropic`) with
     /// rustls over the `ring` crypto provider and the platform's certificate verifier (no
@@ -125,29 +150,10 @@ impl Transport {
     /// ([`Transport::key_header`] to change that). A base URL without an `http://` or
     /// `https://` scheme, or without a host, is refused here, before any request.
     pub fn new(provider: impl Into<Arc<str>>, config: ProviderConfig) -> Result<Self, ModelError> {
-        use rustls_platform_verifier::BuilderVerifierExt;
         let provider: Arc<str> = provider.into();
         config.checked_base_url(&provider)?;
-        let config_err = |what: &str, e: &dyn std::error::Error| {
-            ModelError::Config(format!("{provider}: cannot set up {what}: {e}"))
-        };
-        let crypto = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(crypto)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| config_err("TLS", &e))?
-            .with_platform_verifier()
-            .map_err(|e| config_err("the certificate verifier", &e))?
-            .with_no_client_auth();
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            // A redirect is never followed: reqwest would re-send the body (the whole
-            // conversation) and headers it does not know to be secret (Anthropic's
-            // `x-api-key`) to wherever it points. `attempt` turns it into an error instead.
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(config.timeout)
-            .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| config_err("the HTTP client", &e))?;
+        let client = http_client(Some(config.timeout))
+            .map_err(|e| ModelError::Config(format!("{provider}: {e}")))?;
         let mut headers = HeaderMap::new();
         headers.insert(
             reqwest::header::CONTENT_TYPE,

@@ -246,7 +246,8 @@ impl Server {
                     .custom_headers(map)
                     .max_json_response_size(MAX_HTTP_RESPONSE)
                     .max_sse_event_size(MAX_HTTP_RESPONSE);
-                let client = http_client().map_err(|e| self.err(e))?;
+                let client = crate::provider::http_client(Some(self.start_timeout()))
+                    .map_err(|e| self.err(e))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 handler.serve(transport).await.map_err(|e| failed(&e))
             }
@@ -277,25 +278,6 @@ impl Server {
             Ok(Ok(r)) => Ok(r),
         }
     }
-}
-
-/// The HTTP client for streamable HTTP servers: our rustls (ring, platform verifier), no
-/// redirects (headers may hold tokens).
-fn http_client() -> Result<reqwest::Client, String> {
-    use rustls_platform_verifier::BuilderVerifierExt;
-    let crypto = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(crypto)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_platform_verifier()
-        .map_err(|e| format!("certificate verifier: {e}"))?
-        .with_no_client_auth();
-    reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
-        .redirect(reqwest::redirect::Policy::none())
-        .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")))
-        .build()
-        .map_err(|e| format!("HTTP client: {e}"))
 }
 
 /// A stdio server's stderr, to our log at debug level, redacted, in bounded chunks (a server
