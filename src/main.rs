@@ -88,7 +88,7 @@ fn main() -> ExitCode {
         }
     };
     // Dropped at the end of `main`: flushes the spans.
-    if matches!(cli.command, Command::Batch(_)) {
+    if matches!(cli.command, Command::Batch(_) | Command::Run(_)) {
         cli::telemetry::EXIT_ON_CTRL_C.store(false, std::sync::atomic::Ordering::Relaxed);
     }
     let _telemetry = cli::log::init(cli.verbose, cli.quiet, cli.command.telemetry());

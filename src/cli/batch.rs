@@ -153,7 +153,11 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
         concurrency: args.concurrency as usize,
         stop: subcontract::CancellationToken::new(),
     };
-    let interrupt = tokio::spawn(on_ctrl_c(options.stop.clone(), ctx.cancellation().clone()));
+    let interrupt = tokio::spawn(on_ctrl_c(
+        super::interrupt::Interrupts::new(),
+        options.stop.clone(),
+        ctx.cancellation().clone(),
+    ));
     let ticker = (!quiet).then(|| {
         tokio::spawn(show_progress(
             progress.clone(),
@@ -189,13 +193,17 @@ pub(super) async fn stop_progress(ticker: Option<tokio::task::JoinHandle<()>>) {
 
 /// First Ctrl-C: start no more inputs, let those in flight finish. Second: cancel them (they
 /// are not written, so a later run redoes them).
-async fn on_ctrl_c(stop: subcontract::CancellationToken, cancel: subcontract::CancellationToken) {
-    if tokio::signal::ctrl_c().await.is_err() {
+async fn on_ctrl_c(
+    mut interrupts: super::interrupt::Interrupts,
+    stop: subcontract::CancellationToken,
+    cancel: subcontract::CancellationToken,
+) {
+    if !interrupts.next().await {
         return;
     }
     stop.cancel();
     eprintln!("\ninterrupted: starting no more inputs; Ctrl-C again to cancel those in flight");
-    if tokio::signal::ctrl_c().await.is_ok() {
+    if interrupts.next().await {
         cancel.cancel();
         eprintln!("cancelling the runs in flight");
     }

@@ -8,6 +8,7 @@ pub mod compat;
 pub mod example_model;
 pub mod git;
 pub mod host;
+pub mod interrupt;
 pub mod log;
 #[cfg(feature = "mcp")]
 pub mod mcp;

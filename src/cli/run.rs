@@ -219,8 +219,9 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let result = runtime.block_on(async {
         let (stop, flag) = (cancel.clone(), interrupted.clone());
+        let mut interrupts = super::interrupt::Interrupts::new();
         let watch = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupts.next().await {
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 eprintln!("\ninterrupted: cancelling the run");
                 stop.cancel();

@@ -177,8 +177,8 @@ fn http_client() -> Result<reqwest::blocking::Client, String> {
 }
 
 /// Whether Ctrl-C should flush and exit here; `false` for a command that handles Ctrl-C itself
-/// (`batch` lets its runs in flight finish and be written first, then exits normally, which
-/// flushes the spans too).
+/// (`batch` lets its runs in flight finish and be written first, `run` reports its cancelled
+/// outcome and flushes its trace; both then exit normally, which flushes the spans too).
 pub static EXIT_ON_CTRL_C: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Ctrl-C flushes the spans that ended, then exits as an interrupted process does (130).

@@ -209,8 +209,9 @@ mod imp {
         let stop = subcontract::CancellationToken::new();
         let interrupt = {
             let stop = stop.clone();
+            let mut interrupts = super::super::interrupt::Interrupts::new();
             tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
+                if interrupts.next().await {
                     stop.cancel();
                 }
             })
@@ -310,8 +311,9 @@ mod imp {
             let stop = subcontract::CancellationToken::new();
             {
                 let stop = stop.clone();
+                let mut interrupts = super::super::interrupt::Interrupts::new();
                 tokio::spawn(async move {
-                    if tokio::signal::ctrl_c().await.is_ok() {
+                    if interrupts.next().await {
                         eprintln!("stopping: finishing the runs this worker holds");
                         stop.cancel();
                     }

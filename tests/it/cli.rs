@@ -774,3 +774,80 @@ fn commands_that_start_no_mcp_servers_refuse_mcp_config() {
         );
     }
 }
+
+/// Ctrl-C during `run` cancels the run rather than killing the process: the outcome line
+/// (`cancelled`) is reported, the trace holds the run's finished event, and the exit code is an
+/// interrupted process's (130).
+#[test]
+fn ctrl_c_during_run_reports_cancelled_and_flushes_the_trace() {
+    use std::io::{BufRead as _, BufReader};
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    // Each example-model call waits 30 s: the signal always lands mid-call.
+    let mut child = Command::new(BIN)
+        .args([
+            "run",
+            "specs/research_topic.toml",
+            "--model",
+            "example",
+            "--input",
+            r#"{"question": "Which library hashes passwords?"}"#,
+            "--trace",
+            trace.to_str().unwrap(),
+        ])
+        .current_dir(ROOT)
+        .env_remove("SUBCONTRACT_MODEL")
+        .env("SUBCONTRACT_EXAMPLE_DELAY_MS", "30000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Wait for the run to start (its first progress line), then interrupt it.
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    while !seen.contains("started") {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).expect("stderr") > 0,
+            "exited before starting: {seen}"
+        );
+        seen.push_str(&line);
+    }
+    let sent = Instant::now();
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).expect("stderr");
+    seen.push_str(&rest);
+    let o = child.wait_with_output().expect("exits");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        sent.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(130), "{seen}");
+    assert!(o.stdout.is_empty(), "no output for a cancelled run");
+    assert!(seen.contains("interrupted: cancelling the run"), "{seen}");
+    assert!(seen.contains("[root.research_topic-1] cancelled"), "{seen}");
+    let events = std::fs::read_to_string(&trace).expect("trace written");
+    let finished: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+        .filter(|e| e["event"] == "finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{events}");
+    assert_eq!(finished[0]["outcome"], "cancelled", "{events}");
+    let t = run(&["trace", trace.to_str().unwrap()], &[]);
+    assert_eq!(t.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&t.stdout).contains("cancelled"),
+        "{}",
+        String::from_utf8_lossy(&t.stdout)
+    );
+}
