@@ -200,7 +200,7 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
         match turn {
             1 => ScriptStep::tool_call(
                 "grep",
-                json!({"pattern": "^jsonschema", "path_glob": "Cargo.toml"}),
+                json!({"pattern": "^jsonschema", "path_glob": "crates/subcontract/Cargo.toml"}),
             )
             .with_usage(1_100, 40),
             _ => {
@@ -214,7 +214,7 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
         }
     } else if question.contains("budget") {
         match turn {
-            1 => ScriptStep::tool_call("grep", json!({"pattern": "ancestor", "path_glob": "src/budget.rs", "max_matches": 3})).with_usage(1_100, 40),
+            1 => ScriptStep::tool_call("grep", json!({"pattern": "ancestor", "path_glob": "crates/subcontract/src/budget.rs", "max_matches": 3})).with_usage(1_100, 40),
             // First answer: too long a claim and no sources: invalid, sent back for repair.
             2 => ScriptStep::submit(json!({
                 "findings": [{"claim": "Reservations are made in the node and every ancestor. ".repeat(8), "source_ids": []}],
@@ -240,14 +240,20 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
     } else {
         // Reads whole files and bills every byte of its growing conversation as a token (the
         // most a provider can bill: a token is never less than a byte). Turn 1 is small; each
-        // later one carries what was read before it (src/budget.rs, 30 KB; then src/ctx.rs;
-        // then Cargo.toml again and again). After 4 turns it has spent about 0.33 USD, and the
+        // later one carries what was read before it (the library's budget.rs, 30 KB; then its
+        // ctx.rs; then Cargo.toml again and again). After 4 turns it has spent about 0.33 USD, and the
         // fifth call's worst case (about 0.20 USD at 2,048 output tokens) no longer fits in
         // what is left of the 0.50, so that call is refused before it starts:
         // budget_exhausted after 4 turns.
         let step = match turn {
-            1 => ScriptStep::tool_call("read_file", json!({"path": "src/budget.rs"})),
-            2 => ScriptStep::tool_call("read_file", json!({"path": "src/ctx.rs"})),
+            1 => ScriptStep::tool_call(
+                "read_file",
+                json!({"path": "crates/subcontract/src/budget.rs"}),
+            ),
+            2 => ScriptStep::tool_call(
+                "read_file",
+                json!({"path": "crates/subcontract/src/ctx.rs"}),
+            ),
             _ => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
         };
         step.with_usage(request_bytes(&req), 300)

@@ -157,14 +157,7 @@ fn traces_url(url: &str) -> String {
 #[cfg(feature = "otel")]
 fn http_client() -> Result<reqwest::blocking::Client, String> {
     std::thread::spawn(|| {
-        use rustls_platform_verifier::BuilderVerifierExt as _;
-        let crypto = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(crypto)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
-            .with_platform_verifier()
-            .map_err(|e| e.to_string())?
-            .with_no_client_auth();
+        let tls = subcontract::provider::tls_config()?;
         reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(tls)
             .connect_timeout(std::time::Duration::from_secs(2))

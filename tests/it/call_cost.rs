@@ -44,7 +44,8 @@ fn models() -> Vec<String> {
             && named.iter().any(|m| m.starts_with("openai:")),
         "the README names priced models of both providers: {named:?}"
     );
-    let table = std::fs::read_to_string(root().join("src/model/prices.toml")).expect("prices");
+    let table = std::fs::read_to_string(root().join("crates/subcontract/src/model/prices.toml"))
+        .expect("prices");
     let mut all = named;
     for m in model_ids(&table) {
         if !all.contains(&m) {

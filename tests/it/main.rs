@@ -23,6 +23,7 @@ mod mcp_tools;
 #[cfg(feature = "otel")]
 mod otel;
 mod output_text;
+mod packaging;
 mod prompt_cache;
 mod provider_wire;
 mod providers;

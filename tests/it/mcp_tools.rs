@@ -99,7 +99,6 @@ async fn filesystem_server_tools_are_narrowed_validated_and_called() {
 /// `subcontract run --mcp-config`: a TOML spec's sub-agent reads a file through the real
 /// filesystem server and submits a validated output; the model is offered only the MCP tool
 /// the spec names (never `write_file`), and the tool's result is what the server returned.
-#[cfg(feature = "cli")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_gives_a_toml_spec_the_mcp_tool_it_names_and_no_other() {
     let dir = tempfile::tempdir().unwrap();
@@ -147,7 +146,6 @@ properties.line = { type = "string", maxLength = 100 }
 }
 
 /// One `subcontract run` of `reader.toml` in `root`, with `--mcp-config` or without it.
-#[cfg(feature = "cli")]
 async fn run_reader(root: &Path, data: &Path, flag: bool) {
     use crate::providers::{Reply, Server};
     let file = data.join("notes.txt");

@@ -145,7 +145,7 @@ fn toml_blocks(markdown: &str) -> Vec<String> {
 #[test]
 fn the_spec_reference_snippets_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("src/docs/specs.md")).unwrap();
+    let doc = std::fs::read_to_string(root.join("crates/subcontract/src/docs/specs.md")).unwrap();
     let blocks = toml_blocks(&doc);
     assert_eq!(blocks.len(), 4, "spec, [model], catalogue, prices");
 

@@ -118,29 +118,41 @@ struct Attempt {
     retry_after: Option<Duration>,
 }
 
-/// The HTTP client every outgoing connection of the library uses (providers, MCP servers over
-/// HTTP): rustls over the `ring` crypto provider and the platform's certificate verifier (no
-/// OpenSSL, no process-wide state), and no redirects: reqwest would re-send the body (the
-/// whole conversation) and headers it does not know to be secret (Anthropic's `x-api-key`, an
-/// MCP server's token) to wherever one points. The error says what could not be set up.
-pub(crate) fn http_client(connect_timeout: Option<Duration>) -> Result<reqwest::Client, String> {
+/// The TLS configuration every outgoing connection of the library (and of the `subcontract`
+/// binary's OTLP exporter) uses: rustls over the `ring` crypto provider and the platform's
+/// certificate verifier — no OpenSSL, no process-wide state. The error says what could not be
+/// set up.
+///
+/// ```
+/// let tls = subcontract::provider::tls_config().expect("TLS");
+/// assert!(tls.alpn_protocols.is_empty());
+/// ```
+pub fn tls_config() -> Result<rustls::ClientConfig, String> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let err = |what: &str, e: &dyn std::error::Error| format!("cannot set up {what}: {e}");
     let crypto = Arc::new(rustls::crypto::ring::default_provider());
-    let tls = rustls::ClientConfig::builder_with_provider(crypto)
+    Ok(rustls::ClientConfig::builder_with_provider(crypto)
         .with_safe_default_protocol_versions()
         .map_err(|e| err("TLS", &e))?
         .with_platform_verifier()
         .map_err(|e| err("the certificate verifier", &e))?
-        .with_no_client_auth();
+        .with_no_client_auth())
+}
+
+/// The HTTP client every outgoing connection of the library uses (providers, MCP servers over
+/// HTTP): [`tls_config`], and no redirects: reqwest would re-send the body (the whole
+/// conversation) and headers it does not know to be secret (Anthropic's `x-api-key`, an MCP
+/// server's token) to wherever one points. The error says what could not be set up.
+pub(crate) fn http_client(connect_timeout: Option<Duration>) -> Result<reqwest::Client, String> {
     let mut b = reqwest::Client::builder()
-        .tls_backend_preconfigured(tls)
+        .tls_backend_preconfigured(tls_config()?)
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("subcontract/", env!("CARGO_PKG_VERSION")));
     if let Some(t) = connect_timeout {
         b = b.connect_timeout(t);
     }
-    b.build().map_err(|e| err("the HTTP client", &e))
+    b.build()
+        .map_err(|e| format!("cannot set up the HTTP client: {e}"))
 }
 
 impl Transport {

@@ -60,5 +60,5 @@ pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
 
 /// The README's code blocks, compiled and run as doc tests so the quick start cannot rot.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
+#[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;

@@ -37,8 +37,10 @@ pub use config::{
     DEFAULT_REQUEST_TIMEOUT,
 };
 pub use openai::{MaxTokensField, OpenAiModel, OPENAI_DEFAULT_BASE_URL};
+// MCP servers over HTTP connect with the providers' client.
+#[cfg(feature = "mcp-client")]
 pub(crate) use transport::http_client;
-pub use transport::{KeyHeader, Transport};
+pub use transport::{tls_config, KeyHeader, Transport};
 
 use crate::model::{Model, ModelError, ModelRequest, ToolChoice};
 

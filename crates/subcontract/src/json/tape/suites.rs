@@ -14,7 +14,7 @@ use super::Tape;
 use crate::contract::Contract;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data")
 }
 
 fn files(dir: &Path) -> Vec<PathBuf> {
