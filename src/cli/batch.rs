@@ -51,7 +51,7 @@ pub fn main(args: BatchArgs, quiet: bool) -> u8 {
 async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     let limit = match args
         .max_cost_usd
-        .map(subcontract::check_limit_usd)
+        .map(subcontract::budget::check_limit_usd)
         .transpose()
     {
         Ok(l) => l,

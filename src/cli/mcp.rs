@@ -47,7 +47,7 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
     let specs = super::run::load_all(&args.paths)?;
     if let Some(limit) = args.max_cost_usd {
         // The same rule as a spec's `max_cost_usd`.
-        subcontract::check_limit_usd(limit).map_err(|e| format!("--max-cost-usd {e}"))?;
+        subcontract::budget::check_limit_usd(limit).map_err(|e| format!("--max-cost-usd {e}"))?;
     }
     if !args.host.workspace.is_dir() {
         return Err(format!(

@@ -353,8 +353,9 @@ impl SubAgentSpecs {
 async fn the_spend_journal_records_each_call_before_it_is_made() {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
+    use subcontract::budget::SpendJournal;
     use subcontract::model::{Price, PriceTable, ScriptStep};
-    use subcontract::{Ctx, Outcome, SpendJournal, SubAgentSpec};
+    use subcontract::{Ctx, Outcome, SubAgentSpec};
 
     use crate::common::*;
 

@@ -76,14 +76,14 @@ async fn filesystem_server_tools_are_narrowed_validated_and_called() {
     let ctx = Ctx::builder(model).tools(one.clone()).build();
     let read = one.get("mcp__fs__read_text_file").unwrap();
     let path = root.join("notes.txt").display().to_string();
-    let out = read.tool.call(json!({"path": path}), &ctx).await;
+    let out = read.tool().call(json!({"path": path}), &ctx).await;
     assert!(!out.is_error, "{}", out.content);
     assert!(out.content.contains("the answer is 42"), "{}", out.content);
 
     // The schema names draft-07 and is compiled as draft-07 (our own contracts refuse it).
     // This pinned server publishes an empty `inputSchema` (zod 4 through zod-to-json-schema
     // 3 in its tree), so it admits any arguments and cannot show a refusal here.
-    let schema = &read.definition.input_schema;
+    let schema = &read.definition().input_schema;
     assert_eq!(
         schema["$schema"], "http://json-schema.org/draft-07/schema#",
         "{schema}"
@@ -91,7 +91,7 @@ async fn filesystem_server_tools_are_narrowed_validated_and_called() {
     assert!(subcontract::Contract::compile(schema.clone()).is_err());
 
     // The server's own refusal (a path outside its root) is an error result naming it.
-    let out = read.tool.call(json!({"path": "/etc/passwd"}), &ctx).await;
+    let out = read.tool().call(json!({"path": "/etc/passwd"}), &ctx).await;
     assert!(out.is_error, "{}", out.content);
     assert!(out.content.contains("MCP server `fs`"), "{}", out.content);
 }

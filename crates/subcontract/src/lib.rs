@@ -8,7 +8,7 @@
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
 //   files) · host · check, mcp, batch, rig · temporal
 pub mod batch;
-mod budget;
+pub mod budget;
 pub mod check;
 pub mod contract;
 mod ctx;
@@ -43,9 +43,7 @@ pub mod docs {
     }
 }
 
-pub use budget::{
-    check_limit_usd, Budget, BudgetError, BudgetSnapshot, LimitUsdError, Reservation, SpendJournal,
-};
+pub use budget::{Budget, BudgetError};
 pub use contract::{Contract, Violation};
 pub use ctx::{
     ChildTerms, Ctx, CtxBuilder, Delegate, ModelResolver, DEFAULT_FANOUT_LIMIT, DEFAULT_MAX_DEPTH,

@@ -124,14 +124,14 @@ pub fn annotation(d: &Diagnostic) -> String {
 }
 
 /// Message text: `%`, CR and LF are percent-encoded.
-pub fn escape_data(s: &str) -> String {
+pub(crate) fn escape_data(s: &str) -> String {
     s.replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
 }
 
 /// Property values additionally encode `:` and `,`, which delimit properties.
-pub fn escape_property(s: &str) -> String {
+pub(crate) fn escape_property(s: &str) -> String {
     escape_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 

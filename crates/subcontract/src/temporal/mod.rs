@@ -16,10 +16,10 @@
 //!   bounds all its attempts together. A record that cannot be read, or an attempt that fails
 //!   in a way nobody planned for, is charged the input's whole cap.
 //! - The **starter** (`subcontract batch … --engine`, [`run_batch`]) reads the inputs and
-//!   writes the results, as activities on a task queue of its own
-//!   ([`StarterActivities`]): the files stay on its machine, and `--out` has the same format
-//!   and resume rules as a local batch. Stopping the starter leaves the batch running; the same
-//!   command re-attaches (same batch id) and writes what finished meanwhile.
+//!   writes the results, as activities on a task queue of its own: the files stay on its
+//!   machine, and `--out` has the same format and resume rules as a local batch. Stopping the
+//!   starter leaves the batch running; the same command re-attaches (same batch id) and writes
+//!   what finished meanwhile.
 //!
 //! A child whose report is in the workflow's history is never run again, and a result
 //! delivered twice (a write retried) is written once, by id. (Reports reach the workflow at
@@ -37,12 +37,13 @@ mod worker;
 #[allow(missing_docs)]
 mod workflow;
 
-pub use ledger::{Admission, SpendLedger};
+pub(crate) use ledger::SpendLedger;
 pub use messages::{
     BatchOutcome, BatchParams, Carry, Delivery, Item, LedgerView, ReadReply, ReadRequest,
     RunReport, RunRequest, SpendRecord, Tally,
 };
-pub use starter::{StarterActivities, MAX_INPUT_BYTES};
+pub(crate) use starter::StarterActivities;
+pub use starter::MAX_INPUT_BYTES;
 pub use worker::SubAgentActivities;
 pub use workflow::{BatchWorkflow, DEFAULT_HISTORY_EVENTS};
 

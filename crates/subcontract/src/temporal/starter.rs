@@ -35,7 +35,7 @@ const LINES_PER_READ: usize = 10_000;
 /// The starter's activities and what they share: the input file's reader, the output file,
 /// the ids already written, the ids already handed out. Cloning shares them.
 #[derive(Clone)]
-pub struct StarterActivities {
+pub(crate) struct StarterActivities {
     shared: Arc<Shared>,
 }
 
@@ -65,7 +65,7 @@ struct State {
 
 impl StarterActivities {
     /// The activities of a starter reading `inputs` and appending to `out` (read as `ledger`).
-    pub fn new(
+    pub(crate) fn new(
         inputs: PathBuf,
         out: PathBuf,
         ledger: Ledger,
@@ -93,7 +93,7 @@ impl StarterActivities {
     }
 
     /// What this starter wrote and skipped.
-    pub fn report(&self) -> Summary {
+    pub(crate) fn report(&self) -> Summary {
         self.lock().summary.clone()
     }
 
@@ -115,7 +115,7 @@ impl StarterActivities {
     /// id is reported and not run, and a line that holds no input is written at once as an
     /// `invalid_input` result: only runnable inputs go back to the workflow.
     #[activity]
-    pub async fn read_inputs(
+    pub(crate) async fn read_inputs(
         self: Arc<Self>,
         _ctx: ActivityContext,
         req: ReadRequest,
@@ -129,7 +129,7 @@ impl StarterActivities {
     /// Appends finished inputs' lines to the output (one write per line, as a local batch
     /// does); a line whose id is already there (a delivery retried) is not written again.
     #[activity]
-    pub async fn write_results(
+    pub(crate) async fn write_results(
         self: Arc<Self>,
         _ctx: ActivityContext,
         delivery: Delivery,

@@ -18,8 +18,9 @@ use super::messages::{RunReport, RunRequest, SpendRecord};
 /// comes sooner with a short heartbeat timeout).
 const RESEND_AFTER: Duration = Duration::from_secs(2);
 use crate::batch::{Refusal, ResultLine};
+use crate::budget::SpendJournal;
 use crate::spec::DynSpec;
-use crate::{Budget, CtxBuilder, Outcome, SpendJournal};
+use crate::{Budget, CtxBuilder, Outcome};
 
 /// What a worker runs: its specs by name, and the host context every run starts from (model,
 /// tools, prices, event sinks); each run gets its own budget, run id and cancellation.

@@ -34,17 +34,25 @@ pub enum ToolSetError {
 /// A tool with its compiled argument contract and its definition for models.
 #[derive(Clone)]
 pub struct ToolEntry {
-    /// The tool.
-    pub tool: Arc<dyn Tool>,
+    pub(crate) tool: Arc<dyn Tool>,
     /// Its arguments' contract, compiled once.
-    pub input: Contract,
-    /// Its definition as offered to a model.
-    pub definition: ToolDefinition,
+    pub(crate) input: Contract,
+    pub(crate) definition: ToolDefinition,
     /// Compact JSON bytes of the definition's schema, counted once for budget reservations.
-    pub schema_bytes: usize,
+    pub(crate) schema_bytes: usize,
 }
 
 impl ToolEntry {
+    /// The tool.
+    pub fn tool(&self) -> &Arc<dyn Tool> {
+        &self.tool
+    }
+
+    /// Its definition as offered to a model.
+    pub fn definition(&self) -> &ToolDefinition {
+        &self.definition
+    }
+
     /// Validates arguments against the tool's input schema.
     pub fn check_args(&self, args: &Value) -> Result<(), Vec<Violation>> {
         self.input.validate(args)
