@@ -1,0 +1,185 @@
+//! Every command that runs sub-agents starts the MCP servers their specs name: `batch` over a
+//! JSON Lines file and `subcontract mcp` serving a spec to the official MCP Python SDK, each
+//! against the real filesystem server (npm, pinned) with a scripted model over HTTP.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::mcp_tools::{completion, filesystem_server, tool_call, READER_SPEC};
+use crate::providers::{Reply, Server};
+
+const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
+
+/// A directory with `reader.toml`, a `.mcp.json` beside it serving `data/`, and
+/// `data/notes.txt`.
+fn project() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let data = root.join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("notes.txt"), "the answer is 42\nand more\n").unwrap();
+    std::fs::write(root.join("reader.toml"), READER_SPEC).unwrap();
+    let config = json!({"mcpServers": {"fs": {
+        "command": "node",
+        "args": [filesystem_server(), &data],
+    }}});
+    std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
+    (dir, root)
+}
+
+/// The model's two answers for one input: read `file` through the server, then submit.
+fn read_then_submit(file: &Path) -> Vec<Reply> {
+    vec![
+        Reply::json(
+            200,
+            completion(tool_call(
+                "call_1",
+                "mcp__fs__read_text_file",
+                json!({"path": file}),
+            )),
+        ),
+        Reply::json(
+            200,
+            completion(tool_call(
+                "call_2",
+                "submit_output",
+                json!({"line": "the answer is 42"}),
+            )),
+        ),
+    ]
+}
+
+/// The tool names offered in a request, and the tool result it carries back (if any).
+fn offered_and_result(body: &Value) -> (Vec<String>, Option<String>) {
+    let tools = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let result = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string());
+    (tools, result)
+}
+
+/// `subcontract batch`: the spec's sub-agent reads through the filesystem server found in the
+/// `.mcp.json` beside the spec, and the result line holds its validated output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_runs_a_spec_that_uses_an_mcp_tool() {
+    let (_dir, root) = project();
+    let file = root.join("data/notes.txt");
+    std::fs::write(
+        root.join("in.jsonl"),
+        format!("{}\n", json!({"id": "a", "input": {"path": file}})),
+    )
+    .unwrap();
+    let server = Server::start(read_then_submit(&file)).await;
+    let base = format!("{}/v1", server.base);
+    let dir = root.clone();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(BIN)
+            .current_dir(&dir)
+            .args([
+                "batch",
+                "reader.toml",
+                "--inputs",
+                "in.jsonl",
+                "--out",
+                "out.jsonl",
+            ])
+            .args([
+                "--concurrency",
+                "1",
+                "--model",
+                "openai:local",
+                "--base-url",
+            ])
+            .arg(&base)
+            .env("OPENAI_API_KEY", "sk-mcp-test-key")
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .expect("the binary runs")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out = std::fs::read_to_string(root.join("out.jsonl")).unwrap();
+    let line: Value = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l.get("id").is_some())
+        .unwrap_or_else(|| panic!("a result line in {out}"));
+    assert_eq!(line["id"], "a", "{line}");
+    assert_eq!(line["outcome"], "completed", "{line}");
+    assert_eq!(
+        line["output"],
+        json!({"line": "the answer is 42"}),
+        "{line}"
+    );
+    let got = server.received();
+    assert_eq!(got.len(), 2, "{err}");
+    let (tools, _) = offered_and_result(&got[0].body);
+    assert_eq!(tools, ["mcp__fs__read_text_file", "submit_output"]);
+    let (_, result) = offered_and_result(&got[1].body);
+    assert!(
+        result.as_deref().unwrap_or("").contains("the answer is 42"),
+        "{result:?}"
+    );
+}
+
+/// `subcontract mcp` serves a spec whose sub-agent uses an MCP tool, to the official MCP
+/// Python SDK: the call's structured result is the output the sub-agent made from what the
+/// filesystem server read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_serves_a_spec_whose_sub_agent_uses_mcp_tools() {
+    let python = crate::mcp::python();
+    let (_dir, root) = project();
+    let file = root.join("data/notes.txt");
+    let server = Server::start(read_then_submit(&file)).await;
+    let base = format!("{}/v1", server.base);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_tools_client.py");
+    let dir = root.clone();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(BIN)
+            .arg(&dir)
+            .arg(json!({"OPENAI_API_KEY": "sk-mcp-test-key"}).to_string())
+            .arg("reader")
+            .arg(json!({"path": file}).to_string())
+            .args(["--model", "openai:local", "--workspace"])
+            .arg(&dir)
+            .arg("--base-url")
+            .arg(&base)
+            .output()
+            .expect("python runs")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "client failed:\n{err}");
+    let s: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("client summary is JSON ({e}):\n{err}"));
+    assert_eq!(s["tools"], json!(["reader"]), "{s}");
+    assert_eq!(s["isError"], false, "{s}");
+    assert_eq!(
+        s["structuredContent"],
+        json!({"line": "the answer is 42"}),
+        "{s}"
+    );
+    let got = server.received();
+    assert_eq!(got.len(), 2, "{err}");
+    let (tools, _) = offered_and_result(&got[0].body);
+    assert_eq!(tools, ["mcp__fs__read_text_file", "submit_output"]);
+    let (_, result) = offered_and_result(&got[1].body);
+    assert!(
+        result.as_deref().unwrap_or("").contains("the answer is 42"),
+        "{result:?}"
+    );
+}
