@@ -183,3 +183,50 @@ async fn mcp_serves_a_spec_whose_sub_agent_uses_mcp_tools() {
         "{result:?}"
     );
 }
+
+/// `subcontract check` with the `.mcp.json` beside the specs (or `--mcp-config`) lists the
+/// filesystem server's tools: a tool it does not offer is `unknown-tool` with did-you-mean,
+/// one it offers passes, and only without a config is a name `mcp-unchecked`.
+#[test]
+fn check_lists_the_servers_tools() {
+    let (_dir, root) = project();
+    let check = |args: &[&str]| {
+        let o = std::process::Command::new(BIN)
+            .current_dir(&root)
+            .arg("check")
+            .args(args)
+            .output()
+            .expect("the binary runs");
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, out) = check(&["reader.toml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("mcp-unchecked"), "{out}");
+
+    let typo = READER_SPEC.replace(
+        "tools = [\"mcp__fs__read_text_file\"]",
+        "tools = [\"mcp__fs__read_txt_file\"]",
+    );
+    std::fs::write(root.join("reader.toml"), typo).unwrap();
+    let (code, out) = check(&["reader.toml"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("unknown-tool") && out.contains("did you mean `mcp__fs__read_text_file`?"),
+        "{out}"
+    );
+
+    // The same config named by the flag, from elsewhere; without any, `mcp-unchecked`.
+    std::fs::rename(root.join(".mcp.json"), root.join("servers.json")).unwrap();
+    let (code, out) = check(&["reader.toml", "--mcp-config", "servers.json"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("did you mean `mcp__fs__read_text_file`?"),
+        "{out}"
+    );
+    let (code, out) = check(&["reader.toml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("mcp-unchecked"), "{out}");
+}
