@@ -20,6 +20,8 @@ mod llama_server;
 mod mcp;
 #[cfg(all(feature = "mcp", feature = "mcp-client"))]
 mod mcp_commands;
+#[cfg(all(feature = "cli", feature = "mcp-client"))]
+mod mcp_hostile;
 #[cfg(feature = "mcp-client")]
 mod mcp_tools;
 #[cfg(feature = "otel")]
