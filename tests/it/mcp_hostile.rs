@@ -169,6 +169,26 @@ async fn a_server_that_never_answers_hits_the_timeout() {
     );
 }
 
+/// `structuredContent` that breaks the tool's own `outputSchema` is an error result for the
+/// model, not data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_schema_violation_is_an_error_result() {
+    let servers = servers(json!({"mcpServers": {"hostile": {
+        "command": "python3", "args": [hostile_script()],
+    }}}));
+    let set = tools(&servers, &["mcp__hostile__bad_output"]).await;
+    let bad = set.get("mcp__hostile__bad_output").unwrap();
+    assert!(bad.tool.output_schema().is_some());
+    let out = bad.tool.call(json!({}), &ctx(&set)).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(
+        out.content.contains("breaks its outputSchema") && out.content.contains("/n"),
+        "{}",
+        out.content
+    );
+    assert!(out.structured.is_none());
+}
+
 /// One answer line far over the cap (rmcp's stdio transport drops a line past 16 MiB rather
 /// than buffer it): the call is an error result, the connection goes on, and memory stays
 /// bounded; a large answer under the cap is withheld from the model by the per-turn limit,
