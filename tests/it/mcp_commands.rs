@@ -230,3 +230,52 @@ fn check_lists_the_servers_tools() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("mcp-unchecked"), "{out}");
 }
+
+/// The fetch server's pinned release, as `examples/mcp/.mcp.json` names it.
+const FETCH_PACKAGE: &str = "mcp-server-fetch==2026.10.24";
+
+/// `examples/mcp/`: its `.mcp.json` loads and pins the servers the tests install, and its
+/// spec names only tools those real servers offer (`check --deny-warnings` with their
+/// listing passes).
+#[test]
+fn the_shipped_mcp_example_names_tools_the_real_servers_offer() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = root.join("examples/mcp/.mcp.json");
+    let config = subcontract::tool::mcp::load_mcp_config(&shipped).expect("the example loads");
+    let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["fetch", "fs"]);
+    let text = std::fs::read_to_string(&shipped).unwrap();
+    assert!(text.contains(crate::mcp_tools::FS_PACKAGE), "{text}");
+    assert!(text.contains(FETCH_PACKAGE), "{text}");
+
+    // The same servers, as installed here (npx and uvx would fetch them again).
+    let fetch_python = crate::common::python_with(&crate::common::PythonPackage {
+        test: "MCP fetch server test",
+        requirement: FETCH_PACKAGE,
+        import: "mcp_server_fetch",
+        env_var: "SUBCONTRACT_MCP_FETCH_PYTHON",
+        venv: "mcp-fetch-venv",
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("servers.json");
+    let config = json!({"mcpServers": {
+        "fs": {"command": "node", "args": [filesystem_server(), root]},
+        "fetch": {"command": fetch_python, "args": ["-m", "mcp_server_fetch"]},
+    }});
+    std::fs::write(&local, config.to_string()).unwrap();
+    let o = std::process::Command::new(BIN)
+        .current_dir(root)
+        .args(["check", "examples/mcp/research_web.toml", "--deny-warnings"])
+        .arg("--mcp-config")
+        .arg(&local)
+        .output()
+        .expect("the binary runs");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("0 errors, 0 warnings in 1 spec"), "{out}");
+}

@@ -11,9 +11,12 @@ use subcontract::model::ScriptedModel;
 use subcontract::tool::mcp::{parse_mcp_config, McpServers};
 use subcontract::{Ctx, ToolSet};
 
+/// The filesystem server's pinned release.
+pub(crate) const FS_PACKAGE: &str = "@modelcontextprotocol/server-filesystem@2025.8.21";
+
 /// The reference servers from npm, pinned: installed together, once, by one `npm install`.
 const NPM_PACKAGES: [&str; 3] = [
-    "@modelcontextprotocol/server-filesystem@2025.8.21",
+    FS_PACKAGE,
     "@modelcontextprotocol/server-memory@2026.8.31",
     "@modelcontextprotocol/server-everything@2026.8.31",
 ];
