@@ -234,6 +234,17 @@ fn check_lists_the_servers_tools() {
 /// The fetch server's pinned release, as `examples/mcp/.mcp.json` names it.
 const FETCH_PACKAGE: &str = "mcp-server-fetch==2026.10.24";
 
+/// A Python with the fetch server.
+fn fetch_python() -> PathBuf {
+    crate::common::python_with(&crate::common::PythonPackage {
+        test: "MCP fetch server test",
+        requirement: FETCH_PACKAGE,
+        import: "mcp_server_fetch",
+        env_var: "SUBCONTRACT_MCP_FETCH_PYTHON",
+        venv: "mcp-fetch-venv",
+    })
+}
+
 /// `examples/mcp/`: its `.mcp.json` loads and pins the servers the tests install, and its
 /// spec names only tools those real servers offer (`check --deny-warnings` with their
 /// listing passes).
@@ -249,13 +260,7 @@ fn the_shipped_mcp_example_names_tools_the_real_servers_offer() {
     assert!(text.contains(FETCH_PACKAGE), "{text}");
 
     // The same servers, as installed here (npx and uvx would fetch them again).
-    let fetch_python = crate::common::python_with(&crate::common::PythonPackage {
-        test: "MCP fetch server test",
-        requirement: FETCH_PACKAGE,
-        import: "mcp_server_fetch",
-        env_var: "SUBCONTRACT_MCP_FETCH_PYTHON",
-        venv: "mcp-fetch-venv",
-    });
+    let fetch_python = fetch_python();
     let dir = tempfile::tempdir().unwrap();
     let local = dir.path().join("servers.json");
     let config = json!({"mcpServers": {
@@ -278,4 +283,141 @@ fn the_shipped_mcp_example_names_tools_the_real_servers_offer() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(out.contains("0 errors, 0 warnings in 1 spec"), "{out}");
+}
+
+/// A web server answering every GET with one HTML page, recording the paths asked for.
+async fn page_server(
+    html: &'static str,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let paths = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = paths.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf);
+                let path = head.split(' ').nth(1).unwrap_or_default().to_owned();
+                seen.lock().unwrap().push(path);
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{html}",
+                    html.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (base, paths)
+}
+
+/// The shipped `examples/mcp/research_web.toml`, run: its sub-agent reads a file through the
+/// real filesystem server and a web page through the real fetch server (allowed to reach a
+/// loopback page here), then submits findings citing both; it is offered exactly the tools
+/// its spec names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_mcp_example_reads_a_file_and_fetches_a_page() {
+    let fetch_python = tokio::task::spawn_blocking(fetch_python).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/mcp/research_web.toml");
+    std::fs::copy(spec, root.join("research_web.toml")).unwrap();
+    std::fs::write(root.join("notes.txt"), "The notes point at the page.\n").unwrap();
+    let config = json!({"mcpServers": {
+        "fs": {"command": "node", "args": [filesystem_server(), &root]},
+        "fetch": {"command": fetch_python, "args": ["-m", "mcp_server_fetch", "--allow-private-ips"]},
+    }});
+    std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
+    let (web, paths) =
+        page_server("<html><body><h1>Answer</h1><p>The page says 42.</p></body></html>").await;
+    let page = format!("{web}/answer.html");
+    let file = root.join("notes.txt");
+    let findings = json!({"findings": [{"claim": "The page says 42.",
+        "source_ids": [file, page]}], "gaps": []});
+    let model = Server::start(vec![
+        Reply::json(
+            200,
+            completion(tool_call(
+                "c1",
+                "mcp__fs__read_text_file",
+                json!({"path": file}),
+            )),
+        ),
+        Reply::json(
+            200,
+            completion(tool_call("c2", "mcp__fetch__fetch", json!({"url": page}))),
+        ),
+        Reply::json(
+            200,
+            completion(tool_call("c3", "submit_output", findings.clone())),
+        ),
+    ])
+    .await;
+    let base = format!("{}/v1", model.base);
+    let cwd = root.clone();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(BIN)
+            .current_dir(&cwd)
+            .args([
+                "run",
+                "research_web.toml",
+                "--model",
+                "openai:local",
+                "--base-url",
+            ])
+            .arg(&base)
+            .args([
+                "--input",
+                r#"{"question": "What number does the page give?"}"#,
+            ])
+            .env("OPENAI_API_KEY", "sk-mcp-test-key")
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .expect("the binary runs")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let out: Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    assert_eq!(out, findings);
+    let got = model.received();
+    assert_eq!(got.len(), 3, "{err}");
+    let (tools, _) = offered_and_result(&got[0].body);
+    assert_eq!(
+        tools,
+        [
+            "grep",
+            "mcp__fs__read_text_file",
+            "mcp__fetch__fetch",
+            "submit_output"
+        ]
+    );
+    let results: Vec<String> = got[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(
+        results[0].contains("The notes point at the page."),
+        "{results:?}"
+    );
+    assert!(results[1].contains("The page says 42."), "{results:?}");
+    assert!(
+        paths.lock().unwrap().iter().any(|p| p == "/answer.html"),
+        "{:?}",
+        paths.lock().unwrap()
+    );
 }
