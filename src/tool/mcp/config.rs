@@ -664,4 +664,35 @@ mod tests {
         assert!(expand_vars("${a b}", &env).is_err());
         assert_eq!(expand_vars("$TOKEN", &env).unwrap(), "$TOKEN");
     }
+
+    #[test]
+    fn the_config_beside_the_specs_is_found_and_never_chosen_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let spec = a.join("s.toml");
+        std::fs::write(&spec, "").unwrap();
+        assert_eq!(find_mcp_config(None, std::slice::from_ref(&spec)), Ok(None));
+        std::fs::write(a.join(BESIDE), "{}").unwrap();
+        // Beside a spec file, in a spec directory, once however often it is reached.
+        let found = Some(a.join(BESIDE));
+        assert_eq!(
+            find_mcp_config(None, std::slice::from_ref(&spec)),
+            Ok(found.clone())
+        );
+        assert_eq!(find_mcp_config(None, &[a.clone(), spec.clone()]), Ok(found));
+        // The flag wins; two different files are an error naming both.
+        let flag = Path::new("elsewhere.json");
+        assert_eq!(
+            find_mcp_config(Some(flag), std::slice::from_ref(&spec)),
+            Ok(Some(flag.to_path_buf()))
+        );
+        std::fs::write(b.join(BESIDE), "{}").unwrap();
+        let e = find_mcp_config(None, &[a.clone(), b.clone()]).unwrap_err();
+        assert!(
+            e.contains("--mcp-config") && e.contains("b/.mcp.json"),
+            "{e}"
+        );
+    }
 }
