@@ -258,3 +258,84 @@ async fn run_reader(root: &Path, data: &Path, flag: bool) {
         .to_string();
     assert!(result.contains("the answer is 42"), "{result}");
 }
+
+/// The approval gate is asked about every MCP call, with its name and arguments, before the
+/// server sees it: a sub-agent holding the whole filesystem server (`mcp__fs`) is denied
+/// `write_file` by the gate, and the file is never written; its read goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_sees_every_mcp_call_before_the_server_does() {
+    use std::sync::Mutex;
+    use subcontract::model::{Message, ScriptStep};
+    use subcontract::{ApprovalRequest, Decision, FnGate, Gate, Outcome};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "the answer is 42\n").unwrap();
+    let servers = servers(&root);
+    let mut all = ToolSet::new();
+    for t in servers.tools_for(["mcp__fs"]).await.unwrap() {
+        all.insert(t).unwrap();
+    }
+    let (read, written) = (root.join("notes.txt"), root.join("written.txt"));
+    let spec = crate::common::research_spec("files", &["mcp__fs"]);
+    let results: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let seen = results.clone();
+    let calls = vec![
+        (
+            "mcp__fs__write_file".to_string(),
+            json!({"path": written, "content": "x"}),
+        ),
+        ("mcp__fs__read_text_file".to_string(), json!({"path": read})),
+    ];
+    let model = crate::common::model(move |_, turn, req| match turn {
+        1 => ScriptStep::tool_calls(calls.clone()),
+        _ => {
+            if let Some(Message::ToolResults { results, .. }) = req.messages.last() {
+                seen.lock()
+                    .unwrap()
+                    .extend(results.iter().map(|r| (r.content.clone(), r.is_error)));
+            }
+            ScriptStep::submit(crate::common::good_findings())
+        }
+    });
+    let asked: Arc<Mutex<Vec<(String, serde_json::Value)>>> = Arc::default();
+    let log = asked.clone();
+    let gate = Gate::new(FnGate(move |r: ApprovalRequest<'_>| {
+        log.lock()
+            .unwrap()
+            .push((r.tool.to_string(), r.arguments.clone()));
+        if r.tool == "mcp__fs__write_file" {
+            Decision::Deny("no writes".into())
+        } else {
+            Decision::Allow
+        }
+    }));
+    let ctx = Ctx::builder(model).tools(all).gate(gate).build();
+    let r = spec
+        .run(&json!({"question": "What do the notes say?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let asked = asked.lock().unwrap().clone();
+    let names: Vec<&str> = asked.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        names.contains(&"mcp__fs__write_file") && names.contains(&"mcp__fs__read_text_file"),
+        "{asked:?}"
+    );
+    let write = asked
+        .iter()
+        .find(|(t, _)| t == "mcp__fs__write_file")
+        .unwrap();
+    assert_eq!(write.1["content"], "x", "the gate sees the arguments");
+    assert!(!written.exists(), "a denied call never reaches the server");
+    let results = results.lock().unwrap().clone();
+    assert!(
+        results.iter().any(|(c, e)| *e && c.contains("no writes")),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|(c, e)| !*e && c.contains("the answer is 42")),
+        "{results:?}"
+    );
+}
