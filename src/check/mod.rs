@@ -53,6 +53,23 @@ pub struct McpListing {
 }
 
 impl McpListing {
+    /// The listing of the servers whose groups are `groups` (each `mcp__SERVER`, a server
+    /// with no tools included) from the tools they offer, each of which names its group.
+    pub fn new(
+        file: impl Into<String>,
+        groups: impl IntoIterator<Item = String>,
+        tools: &[Arc<dyn crate::tool::Tool>],
+    ) -> Self {
+        McpListing {
+            file: file.into(),
+            groups: groups.into_iter().collect(),
+            tools: tools
+                .iter()
+                .filter_map(|t| Some((t.name().to_owned(), t.group()?.to_owned())))
+                .collect(),
+        }
+    }
+
     /// Whether `name` is a listed tool or server group.
     fn knows(&self, name: &str) -> bool {
         self.groups.iter().any(|g| g == name) || self.tools.iter().any(|(t, _)| t == name)

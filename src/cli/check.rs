@@ -135,20 +135,24 @@ fn mcp_listing(
     paths: &[PathBuf],
 ) -> Result<Option<check::McpListing>, String> {
     use subcontract::tool::mcp::{
-        find_mcp_config, load_mcp_config, render_diagnostics, McpServers,
+        find_mcp_config, load_mcp_config, render_diagnostics, server_prefix, McpServers,
     };
     let Some(path) = find_mcp_config(flag, paths)? else {
         return Ok(None);
     };
     let config = load_mcp_config(&path).map_err(|d| render_diagnostics(&d))?;
-    let servers = McpServers::new(config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let listing = runtime
-        .block_on(servers.listing(&path.display().to_string()))
-        .map_err(|e| e.to_string())?;
+    // The servers start, list and stop inside the runtime their processes belong to.
+    let file = path.display().to_string();
+    let listing = runtime.block_on(async move {
+        let servers = McpServers::new(config);
+        let tools = servers.all_tools().await.map_err(|e| e.to_string())?;
+        let groups = servers.names().map(server_prefix);
+        Ok::<_, String>(check::McpListing::new(file, groups, &tools))
+    })?;
     tracing::info!(
         "{}: {} MCP server(s), {} tool(s)",
         path.display(),

@@ -75,23 +75,6 @@ impl McpServers {
         self.tools_of(self.servers.values().collect()).await
     }
 
-    /// What every server offers, for `check` (starting them all): each server's group and
-    /// each tool's model-facing name. `file` names the config in `check`'s messages.
-    pub async fn listing(
-        self: &Arc<Self>,
-        file: &str,
-    ) -> Result<crate::check::McpListing, McpError> {
-        let tools = self.all_tools().await?;
-        Ok(crate::check::McpListing {
-            file: file.to_owned(),
-            groups: self.servers.keys().map(|n| server_prefix(n)).collect(),
-            tools: tools
-                .iter()
-                .filter_map(|t| Some((t.name().to_owned(), t.group()?.to_owned())))
-                .collect(),
-        })
-    }
-
     async fn tools_of(&self, servers: Vec<&Arc<Server>>) -> Result<Vec<Arc<dyn Tool>>, McpError> {
         let mut by_name: BTreeMap<String, String> = BTreeMap::new();
         let mut out: Vec<Arc<dyn Tool>> = Vec::new();
