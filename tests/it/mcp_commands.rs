@@ -13,7 +13,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
 
 /// A directory with `reader.toml`, a `.mcp.json` beside it serving `data/`, and
 /// `data/notes.txt`.
-fn project() -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn project() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let data = root.join("data");
@@ -29,7 +29,7 @@ fn project() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// The model's two answers for one input: read `file` through the server, then submit.
-fn read_then_submit(file: &Path) -> Vec<Reply> {
+pub(crate) fn read_then_submit(file: &Path) -> Vec<Reply> {
     vec![
         Reply::json(
             200,
@@ -51,7 +51,7 @@ fn read_then_submit(file: &Path) -> Vec<Reply> {
 }
 
 /// The tool names offered in a request, and the tool result it carries back (if any).
-fn offered_and_result(body: &Value) -> (Vec<String>, Option<String>) {
+pub(crate) fn offered_and_result(body: &Value) -> (Vec<String>, Option<String>) {
     let tools = body["tools"]
         .as_array()
         .into_iter()
