@@ -414,10 +414,17 @@ properties.done = { type = "boolean" }
     }
 }
 
-/// `subcontract run` killed with SIGKILL (no destructor runs) while its MCP server is up:
-/// the server sees its stdin end and exits, so no child outlives us.
+/// `subcontract run` stopped by a signal while its MCP server is up: SIGKILL (no destructor
+/// runs: the server sees its stdin end and exits), SIGTERM (the default action, the same) and
+/// SIGINT (Ctrl-C: the run is cancelled and the process ends cleanly). No child outlives us.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_server_outlives_a_sigkilled_subcontract() {
+async fn no_server_outlives_a_killed_subcontract() {
+    for signal in ["KILL", "TERM", "INT"] {
+        server_outlives_no_signal(signal).await;
+    }
+}
+
+async fn server_outlives_no_signal(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     std::fs::write(root.join("reader.toml"), crate::mcp_tools::READER_SPEC).unwrap();
@@ -463,7 +470,12 @@ async fn no_server_outlives_a_sigkilled_subcontract() {
     );
     let servers = processes_with_env("SUBCONTRACT_TEST_TAG", &tag);
     assert_eq!(servers.len(), 1, "the filesystem server runs: {servers:?}");
-    child.kill().expect("SIGKILL");
+    let sent = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(sent, "kill -{signal}");
     child.wait().expect("reaped");
     let deadline = Instant::now() + Duration::from_secs(10);
     while alive(servers[0]) && Instant::now() < deadline {
@@ -471,7 +483,7 @@ async fn no_server_outlives_a_sigkilled_subcontract() {
     }
     assert!(
         !alive(servers[0]),
-        "the MCP server {} outlived subcontract",
+        "the MCP server {} outlived subcontract stopped by SIG{signal}",
         servers[0]
     );
 }
