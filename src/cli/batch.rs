@@ -60,10 +60,6 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
-    if let Err(e) = args.host.refuse_mcp("batch") {
-        eprintln!("error: {e}");
-        return USAGE;
-    }
     let specs = match load_with_siblings(&args.spec) {
         Ok(s) => s,
         Err(e @ super::run::RunnerError::Spec(_)) => {
@@ -110,7 +106,8 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     };
     let host = match args
         .host
-        .host(&specs)
+        .host(&specs, std::slice::from_ref(&args.spec))
+        .await
         .and_then(|h| h.build().map_err(|e| e.to_string()))
     {
         Ok(h) => h,

@@ -34,6 +34,11 @@ pub struct CheckArgs {
     /// Extra or overriding model prices (TOML, USD per million tokens).
     #[arg(long, value_name = "FILE")]
     prices: Option<PathBuf>,
+    /// MCP servers whose tools specs may name (the mcpServers format of .mcp.json): they are
+    /// started and their tools listed, so an unknown server or tool is an error. A .mcp.json
+    /// beside the specs is used without it; with neither, MCP tools are `mcp-unchecked`.
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
     #[command(flatten)]
     compat: super::compat::CompatArgs,
 }
@@ -56,6 +61,7 @@ pub fn main(args: CheckArgs) -> u8 {
         max_depth,
         models,
         prices,
+        mcp_config,
         compat,
     } = args;
     let mut price_table = PriceTable::builtin();
@@ -77,12 +83,20 @@ pub fn main(args: CheckArgs) -> u8 {
             return USAGE;
         }
     };
+    let mcp = match mcp_listing(mcp_config.as_deref(), &paths) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return USAGE;
+        }
+    };
     let opts = CheckOptions {
         catalogue,
         max_depth,
         deny_warnings,
         models,
         prices: price_table,
+        mcp,
     };
     let report = match check::check_paths(&paths, &opts) {
         Ok(r) if compat.against.is_some() => {
@@ -110,5 +124,52 @@ pub fn main(args: CheckArgs) -> u8 {
         VIOLATIONS
     } else {
         OK
+    }
+}
+
+/// The tools of the MCP config's servers (`--mcp-config`, else a `.mcp.json` beside the specs),
+/// listed by starting them; `None` when there is no config.
+#[cfg(feature = "mcp-client")]
+fn mcp_listing(
+    flag: Option<&std::path::Path>,
+    paths: &[PathBuf],
+) -> Result<Option<check::McpListing>, String> {
+    use subcontract::tool::mcp::{
+        find_mcp_config, load_mcp_config, render_diagnostics, server_prefix, McpServers,
+    };
+    let Some(path) = find_mcp_config(flag, paths)? else {
+        return Ok(None);
+    };
+    let config = load_mcp_config(&path).map_err(|d| render_diagnostics(&d))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    // The servers start, list and stop inside the runtime their processes belong to.
+    let file = path.display().to_string();
+    let listing = runtime.block_on(async move {
+        let servers = McpServers::new(config);
+        let tools = servers.all_tools().await.map_err(|e| e.to_string())?;
+        let groups = servers.names().map(server_prefix);
+        Ok::<_, String>(check::McpListing::new(file, groups, &tools))
+    })?;
+    tracing::info!(
+        "{}: {} MCP server(s), {} tool(s)",
+        path.display(),
+        listing.groups.len(),
+        listing.tools.len()
+    );
+    Ok(Some(listing))
+}
+
+/// Without MCP client support a config cannot be listed: refused, never ignored.
+#[cfg(not(feature = "mcp-client"))]
+fn mcp_listing(
+    flag: Option<&std::path::Path>,
+    _paths: &[PathBuf],
+) -> Result<Option<check::McpListing>, String> {
+    match flag {
+        None => Ok(None),
+        Some(_) => Err("--mcp-config: this build has no MCP client (feature `mcp-client`)".into()),
     }
 }

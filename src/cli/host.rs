@@ -43,7 +43,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "off|5m|1h", value_parser = parse_prompt_cache)]
     pub prompt_cache: Option<PromptCache>,
     /// MCP servers whose tools specs may name as mcp__SERVER__TOOL (the mcpServers format of
-    /// .mcp.json). A .mcp.json beside the spec is used without it. Only `run` starts them so far; the other commands refuse the flag.
+    /// .mcp.json). A .mcp.json beside the specs is used without it.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Option<PathBuf>,
     /// Seconds one MCP tool call may take, for servers whose entry sets no `timeout`
@@ -67,9 +67,14 @@ impl HostArgs {
 
     /// The host every run starts from: the model (one shared rate limiter per model id,
     /// sub-agents' models too, so a provider's `Retry-After` pauses every run), the
-    /// workspace tools and `specs` as tools, prices, the trace. Budget and run id are the
-    /// caller's.
-    pub fn host(&self, specs: &[SubAgentSpec<Value, Value>]) -> Result<HostBuilder, String> {
+    /// workspace tools, `specs` as tools, the tools of the MCP servers they name (started
+    /// here: `--mcp-config`, else a `.mcp.json` beside `spec_paths`), prices, the trace.
+    /// Budget and run id are the caller's.
+    pub async fn host(
+        &self,
+        specs: &[SubAgentSpec<Value, Value>],
+        spec_paths: &[PathBuf],
+    ) -> Result<HostBuilder, String> {
         let model_name = self.model_name()?;
         let mut host = Host::builder()
             .model_name(model_name)
@@ -91,39 +96,30 @@ impl HostArgs {
             let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
             host = host.sink(Arc::new(sink));
         }
+        for t in self.mcp_tools(specs, spec_paths).await? {
+            host = host.tool(t);
+        }
         Ok(host)
     }
 
-    /// The tools of the MCP servers that `specs` name, starting those servers: the servers of
-    /// `--mcp-config`, else of a `.mcp.json` in `spec_dir` (as Claude Code finds one beside
-    /// the project); none when there is neither.
-    pub async fn mcp_tools(
+    /// The tools of the MCP servers that `specs` name, starting those servers; none when
+    /// there is no config.
+    #[cfg(feature = "mcp-client")]
+    async fn mcp_tools(
         &self,
         specs: &[SubAgentSpec<Value, Value>],
-        spec_dir: &std::path::Path,
+        spec_paths: &[PathBuf],
     ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
-        use subcontract::tool::mcp::{load_mcp_config, McpServers};
-        let beside = spec_dir.join(".mcp.json");
-        let path = match &self.mcp_config {
-            Some(p) => p.clone(),
-            None if beside.is_file() => {
-                tracing::info!("MCP servers from {}", beside.display());
-                beside
-            }
-            None => return Ok(Vec::new()),
+        use subcontract::tool::mcp::{
+            find_mcp_config, load_mcp_config, render_diagnostics, McpServers,
         };
-        let path = &path;
-        let config = load_mcp_config(path).map_err(|d| {
-            d.iter()
-                .map(|d| {
-                    format!(
-                        "{}:{}:{}: {}: {}",
-                        d.file, d.line, d.column, d.code, d.message
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        })?;
+        let Some(path) = find_mcp_config(self.mcp_config.as_deref(), spec_paths)? else {
+            return Ok(Vec::new());
+        };
+        if self.mcp_config.is_none() {
+            tracing::info!("MCP servers from {}", path.display());
+        }
+        let config = load_mcp_config(&path).map_err(|d| render_diagnostics(&d))?;
         let servers = McpServers::new(config);
         if let Some(secs) = self.mcp_timeout {
             servers.call_timeout(std::time::Duration::from_secs(secs));
@@ -138,15 +134,19 @@ impl HostArgs {
             .map_err(|e| e.to_string())
     }
 
-    /// `--mcp-config` and `--mcp-timeout` on a command that does not start MCP servers yet:
-    /// refused, so that a spec's MCP tools are never silently missing.
-    pub fn refuse_mcp(&self, command: &str) -> Result<(), String> {
-        match (&self.mcp_config, self.mcp_timeout) {
-            (None, None) => Ok(()),
-            _ => Err(format!(
-                "--mcp-config and --mcp-timeout are taken by `subcontract run` only so far; \
-                 `subcontract {command}` cannot start MCP servers"
-            )),
+    /// Without MCP client support, a config is refused: a spec's MCP tools must never be
+    /// silently missing.
+    #[cfg(not(feature = "mcp-client"))]
+    async fn mcp_tools(
+        &self,
+        _specs: &[SubAgentSpec<Value, Value>],
+        _spec_paths: &[PathBuf],
+    ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
+        match self.mcp_config {
+            None => Ok(Vec::new()),
+            Some(_) => {
+                Err("--mcp-config: this build has no MCP client (feature `mcp-client`)".into())
+            }
         }
     }
 

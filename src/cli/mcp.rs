@@ -33,17 +33,32 @@ pub struct McpArgs {
 /// connection, 1 when the server failed, 2 on a usage or I/O error. Writes only diagnostics and
 /// logs, all to stderr: stdout carries the protocol.
 pub fn main(args: McpArgs) -> u8 {
-    match prepare(args) {
-        Ok(config) => serve(config),
-        Err(message) => {
-            log(&format!("error: {message}"));
-            USAGE
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            log(&format!("error: cannot start the runtime: {e}"));
+            return FAILED;
         }
-    }
+    };
+    let code = rt.block_on(async {
+        // The MCP servers the specs name start here, before the first request is read.
+        match prepare(args).await {
+            Ok(config) => serve(config).await,
+            Err(message) => {
+                log(&format!("error: {message}"));
+                USAGE
+            }
+        }
+    });
+    // Don't let a blocking stdin read keep the process alive after the session ended.
+    rt.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
 }
 
-fn prepare(args: McpArgs) -> Result<McpConfig, String> {
-    args.host.refuse_mcp("mcp")?;
+async fn prepare(args: McpArgs) -> Result<McpConfig, String> {
     let specs = super::run::load_all(&args.paths)?;
     if let Some(limit) = args.max_cost_usd {
         // The same rule as a spec's `max_cost_usd`.
@@ -65,27 +80,14 @@ fn prepare(args: McpArgs) -> Result<McpConfig, String> {
         model,
         args.host.workspace.display()
     ));
-    let mut config = McpConfig::new(args.host.host(&specs)?);
+    let mut config = McpConfig::new(args.host.host(&specs, &args.paths).await?);
     config.max_cost_usd = args.max_cost_usd;
     config.log = true;
     Ok(config)
 }
 
-fn serve(config: McpConfig) -> u8 {
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            log(&format!("error: cannot start the runtime: {e}"));
-            return FAILED;
-        }
-    };
-    let result = rt.block_on(serve_stdio(config));
-    // Don't let a blocking stdin read keep the process alive after the session ended.
-    rt.shutdown_timeout(std::time::Duration::from_millis(200));
-    match result {
+async fn serve(config: McpConfig) -> u8 {
+    match serve_stdio(config).await {
         Ok(()) => 0,
         Err(e) => {
             log(&format!("error: {e}"));

@@ -124,17 +124,10 @@ pub async fn run_spec(
     let specs = load_with_siblings(&opts.spec)?;
     let mut host = opts
         .host
-        .host(&specs)
-        .map_err(RunnerError::Other)?
-        .record(opts.record.clone());
-    for t in opts
-        .host
-        .mcp_tools(&specs, opts.spec.parent().unwrap_or_else(|| Path::new(".")))
+        .host(&specs, std::slice::from_ref(&opts.spec))
         .await
         .map_err(RunnerError::Other)?
-    {
-        host = host.tool(t);
-    }
+        .record(opts.record.clone());
     if let Some(p) = progress {
         host = host.sink(p);
     }

@@ -289,8 +289,8 @@ mod imp {
             };
             let host = match args
                 .host
-                .refuse_mcp("worker")
-                .and_then(|()| args.host.host(&specs))
+                .host(&specs, &args.specs)
+                .await
                 .and_then(|h| h.build().map_err(|e| e.to_string()))
             {
                 Ok(h) => h,

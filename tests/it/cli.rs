@@ -741,10 +741,10 @@ fn run_says_in_one_line_when_no_call_fits_the_cap() {
     assert!(!events.contains("model_call"), "{events}");
 }
 
-/// `--mcp-config` on a command that cannot start MCP servers yet is refused, never ignored: a
-/// spec's MCP tools must not go missing silently.
+/// `--mcp-config` naming a file that cannot be read stops `batch` and `mcp` before any run,
+/// with the file named: a spec's MCP tools must never go missing silently.
 #[test]
-fn commands_that_start_no_mcp_servers_refuse_mcp_config() {
+fn a_missing_mcp_config_is_refused_by_batch_and_mcp() {
     let dir = tempfile::tempdir().unwrap();
     let inputs = dir.path().join("in.jsonl");
     std::fs::write(&inputs, "{\"question\": \"q\"}\n").unwrap();
@@ -763,16 +763,24 @@ fn commands_that_start_no_mcp_servers_refuse_mcp_config() {
             "--mcp-config",
             "nowhere.json",
         ],
-        vec!["mcp", "specs/", "--model", "example", "--mcp-timeout", "5"],
+        vec![
+            "mcp",
+            "specs/",
+            "--model",
+            "example",
+            "--mcp-config",
+            "nowhere.json",
+        ],
     ] {
         let o = run(&args, &[]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(
-            err.contains("taken by `subcontract run` only so far"),
+            err.contains("nowhere.json") && err.contains("cannot read the MCP config"),
             "{args:?}: {err}"
         );
     }
+    assert!(!std::path::Path::new(out).exists(), "no result was written");
 }
 
 /// Ctrl-C during `run` cancels the run rather than killing the process: the outcome line

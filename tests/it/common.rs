@@ -137,6 +137,9 @@ pub fn python_with(package: &PythonPackage) -> std::path::PathBuf {
         );
         return p;
     }
+    // Tests sharing a venv run at once: one installs, the others wait and then find it.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join(venv);
     let python = venv.join("bin/python");
     if imports(&python) {

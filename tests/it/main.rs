@@ -18,6 +18,12 @@ mod layers;
 mod llama_server;
 #[cfg(feature = "mcp")]
 mod mcp;
+#[cfg(all(feature = "mcp", feature = "mcp-client"))]
+mod mcp_commands;
+#[cfg(feature = "mcp-client")]
+mod mcp_hostile;
+#[cfg(feature = "mcp-client")]
+mod mcp_reference;
 #[cfg(feature = "mcp-client")]
 mod mcp_tools;
 #[cfg(feature = "otel")]

@@ -29,7 +29,7 @@ fn fixtures() -> PathBuf {
 }
 
 /// A Python with the `mcp` SDK (see `common::python_with`).
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     crate::common::python_with(&crate::common::PythonPackage {
         test: "mcp client test",
         requirement: MCP_SDK,

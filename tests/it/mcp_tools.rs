@@ -11,31 +11,103 @@ use subcontract::model::ScriptedModel;
 use subcontract::tool::mcp::{parse_mcp_config, McpServers};
 use subcontract::{Ctx, ToolSet};
 
-const FS_PACKAGE: &str = "@modelcontextprotocol/server-filesystem@2025.8.21";
+/// The filesystem server's pinned release.
+pub(crate) const FS_PACKAGE: &str = "@modelcontextprotocol/server-filesystem@2025.8.21";
+
+/// The reference servers from npm, pinned: installed together, once, by one `npm install`.
+const NPM_PACKAGES: [&str; 3] = [
+    FS_PACKAGE,
+    "@modelcontextprotocol/server-memory@2026.8.31",
+    "@modelcontextprotocol/server-everything@2026.8.31",
+];
 
 fn servers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tmp/mcp-servers")
 }
 
-/// The filesystem server's entry point, installed once.
-fn filesystem_server() -> PathBuf {
+/// The entry point of the installed npm server `name` (e.g. `server-filesystem`), installing
+/// every pinned server on first use; fails with the command when npm cannot install them.
+pub(crate) fn npm_server(name: &str) -> PathBuf {
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
     let dir = servers_dir();
-    let entry = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    if !entry.exists() {
+    let entry = |pkg: &str| {
+        let name = pkg.rsplit_once('@').map_or(pkg, |(n, _)| n);
+        dir.join("node_modules").join(name).join("dist/index.js")
+    };
+    // A version installed earlier that is not the pinned one is installed again.
+    let pinned = |pkg: &str| {
+        let (name, version) = pkg.rsplit_once('@').expect("pinned");
+        std::fs::read_to_string(dir.join("node_modules").join(name).join("package.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .is_some_and(|p| p["version"] == version)
+    };
+    if !NPM_PACKAGES.iter().all(|p| entry(p).exists() && pinned(p)) {
         std::fs::create_dir_all(&dir).expect("target/tmp is writable");
         let status = std::process::Command::new("npm")
             .args(["install", "--prefix"])
             .arg(&dir)
-            .arg(FS_PACKAGE)
+            .args(NPM_PACKAGES)
             .status();
         assert!(
-            status.is_ok_and(|s| s.success()) && entry.exists(),
-            "cannot install the MCP filesystem server; run: npm install --prefix {} {FS_PACKAGE}",
-            dir.display()
+            status.is_ok_and(|s| s.success()) && NPM_PACKAGES.iter().all(|p| entry(p).exists()),
+            "cannot install the MCP reference servers; run: npm install --prefix {} {}",
+            dir.display(),
+            NPM_PACKAGES.join(" ")
         );
     }
-    entry
+    let pkg = NPM_PACKAGES
+        .iter()
+        .find(|p| p.contains(&format!("/{name}@")))
+        .expect("a pinned server");
+    entry(pkg)
 }
+
+/// The filesystem server's entry point.
+pub(crate) fn filesystem_server() -> PathBuf {
+    npm_server("server-filesystem")
+}
+
+/// An OpenAI chat completion carrying `message`.
+pub(crate) fn completion(message: serde_json::Value) -> serde_json::Value {
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000,
+        "model": "local", "choices": [{"index": 0, "message": message,
+        "finish_reason": "tool_calls", "logprobs": null}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
+    })
+}
+
+/// An assistant message calling `tool` with `args`.
+pub(crate) fn tool_call(id: &str, tool: &str, args: serde_json::Value) -> serde_json::Value {
+    json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": id, "type": "function",
+        "function": {"name": tool, "arguments": args.to_string()}}]})
+}
+
+/// The file-reading spec the command-line tests run: one MCP tool, a bounded output.
+pub(crate) const READER_SPEC: &str = r#"name = "reader"
+description = "Reads one file through the filesystem server and reports its first line."
+system = "Read the file with mcp__fs__read_text_file, then submit its first line."
+tools = ["mcp__fs__read_text_file"]
+
+[limits]
+max_turns = 3
+max_tokens_per_turn = 256
+
+[input]
+type = "object"
+required = ["path"]
+additionalProperties = false
+properties.path = { type = "string", maxLength = 500 }
+
+[output]
+type = "object"
+required = ["line"]
+additionalProperties = false
+properties.line = { type = "string", maxLength = 100 }
+"#;
 
 fn servers(root: &Path) -> Arc<McpServers> {
     let config = json!({"mcpServers": {"fs": {
@@ -106,31 +178,7 @@ async fn run_gives_a_toml_spec_the_mcp_tool_it_names_and_no_other() {
     let data = root.join("data");
     std::fs::create_dir(&data).unwrap();
     std::fs::write(data.join("notes.txt"), "the answer is 42\n").unwrap();
-    std::fs::write(
-        root.join("reader.toml"),
-        r#"name = "reader"
-description = "Reads one file through the filesystem server and reports its first line."
-system = "Read the file with mcp__fs__read_text_file, then submit its first line."
-tools = ["mcp__fs__read_text_file"]
-
-[limits]
-max_turns = 3
-max_tokens_per_turn = 256
-
-[input]
-type = "object"
-required = ["path"]
-additionalProperties = false
-properties.path = { type = "string", maxLength = 500 }
-
-[output]
-type = "object"
-required = ["line"]
-additionalProperties = false
-properties.line = { type = "string", maxLength = 100 }
-"#,
-    )
-    .unwrap();
+    std::fs::write(root.join("reader.toml"), READER_SPEC).unwrap();
     let config = json!({"mcpServers": {"fs": {
         "command": "node",
         "args": [filesystem_server(), &data],
@@ -149,21 +197,12 @@ properties.line = { type = "string", maxLength = 100 }
 async fn run_reader(root: &Path, data: &Path, flag: bool) {
     use crate::providers::{Reply, Server};
     let file = data.join("notes.txt");
-    let call = json!({"role": "assistant", "content": null, "tool_calls": [{
-        "id": "call_1", "type": "function",
-        "function": {"name": "mcp__fs__read_text_file",
-                     "arguments": json!({"path": file}).to_string()}}]});
-    let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
-        "id": "call_2", "type": "function",
-        "function": {"name": "submit_output", "arguments": "{\"line\": \"the answer is 42\"}"}}]});
-    let completion = |message: serde_json::Value| {
-        json!({
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000,
-            "model": "local", "choices": [{"index": 0, "message": message,
-            "finish_reason": "tool_calls", "logprobs": null}],
-            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
-        })
-    };
+    let call = tool_call("call_1", "mcp__fs__read_text_file", json!({"path": file}));
+    let submit = tool_call(
+        "call_2",
+        "submit_output",
+        json!({"line": "the answer is 42"}),
+    );
     let server = Server::start(vec![
         Reply::json(200, completion(call)),
         Reply::json(200, completion(submit)),
@@ -216,4 +255,85 @@ async fn run_reader(root: &Path, data: &Path, flag: bool) {
         .expect("the tool result goes back to the model")["content"]
         .to_string();
     assert!(result.contains("the answer is 42"), "{result}");
+}
+
+/// The approval gate is asked about every MCP call, with its name and arguments, before the
+/// server sees it: a sub-agent holding the whole filesystem server (`mcp__fs`) is denied
+/// `write_file` by the gate, and the file is never written; its read goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_sees_every_mcp_call_before_the_server_does() {
+    use std::sync::Mutex;
+    use subcontract::model::{Message, ScriptStep};
+    use subcontract::{ApprovalRequest, Decision, FnGate, Gate, Outcome};
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("notes.txt"), "the answer is 42\n").unwrap();
+    let servers = servers(&root);
+    let mut all = ToolSet::new();
+    for t in servers.tools_for(["mcp__fs"]).await.unwrap() {
+        all.insert(t).unwrap();
+    }
+    let (read, written) = (root.join("notes.txt"), root.join("written.txt"));
+    let spec = crate::common::research_spec("files", &["mcp__fs"]);
+    let results: Arc<Mutex<Vec<(String, bool)>>> = Arc::default();
+    let seen = results.clone();
+    let calls = vec![
+        (
+            "mcp__fs__write_file".to_string(),
+            json!({"path": written, "content": "x"}),
+        ),
+        ("mcp__fs__read_text_file".to_string(), json!({"path": read})),
+    ];
+    let model = crate::common::model(move |_, turn, req| match turn {
+        1 => ScriptStep::tool_calls(calls.clone()),
+        _ => {
+            if let Some(Message::ToolResults { results, .. }) = req.messages.last() {
+                seen.lock()
+                    .unwrap()
+                    .extend(results.iter().map(|r| (r.content.clone(), r.is_error)));
+            }
+            ScriptStep::submit(crate::common::good_findings())
+        }
+    });
+    let asked: Arc<Mutex<Vec<(String, serde_json::Value)>>> = Arc::default();
+    let log = asked.clone();
+    let gate = Gate::new(FnGate(move |r: ApprovalRequest<'_>| {
+        log.lock()
+            .unwrap()
+            .push((r.tool.to_string(), r.arguments.clone()));
+        if r.tool == "mcp__fs__write_file" {
+            Decision::Deny("no writes".into())
+        } else {
+            Decision::Allow
+        }
+    }));
+    let ctx = Ctx::builder(model).tools(all).gate(gate).build();
+    let r = spec
+        .run(&json!({"question": "What do the notes say?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let asked = asked.lock().unwrap().clone();
+    let names: Vec<&str> = asked.iter().map(|(t, _)| t.as_str()).collect();
+    assert!(
+        names.contains(&"mcp__fs__write_file") && names.contains(&"mcp__fs__read_text_file"),
+        "{asked:?}"
+    );
+    let write = asked
+        .iter()
+        .find(|(t, _)| t == "mcp__fs__write_file")
+        .unwrap();
+    assert_eq!(write.1["content"], "x", "the gate sees the arguments");
+    assert!(!written.exists(), "a denied call never reaches the server");
+    let results = results.lock().unwrap().clone();
+    assert!(
+        results.iter().any(|(c, e)| *e && c.contains("no writes")),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|(c, e)| !*e && c.contains("the answer is 42")),
+        "{results:?}"
+    );
 }

@@ -680,3 +680,78 @@ fn duplicates_are_judged_by_first_line_whenever_they_are_read() {
     );
     assert_eq!(by_id("q-0")["outcome"], "completed");
 }
+
+/// `subcontract worker` starts the MCP servers of the `.mcp.json` beside its specs: a batch on
+/// Temporal whose spec reads a file through the real filesystem server completes with the
+/// output the sub-agent made from it.
+#[cfg(all(feature = "mcp", feature = "mcp-client"))]
+#[test]
+fn a_worker_gives_its_runs_the_mcp_tools_their_spec_names() {
+    use crate::mcp_commands::{offered_and_result, project, read_then_submit};
+    use crate::providers::Server;
+    let server = DevServer::start();
+    let (_dir, root) = project();
+    let file = root.join("data/notes.txt");
+    std::fs::write(
+        root.join("in.jsonl"),
+        format!("{}\n", json!({"id": "a", "input": {"path": file}})),
+    )
+    .unwrap();
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let model = rt.block_on(Server::start(read_then_submit(&file)));
+    let log = std::fs::File::create(root.join("worker.log")).expect("worker log");
+    let _worker = Killed(
+        Command::new(BIN)
+            .arg("worker")
+            .args(["--engine", &server.engine(), "--model", "openai:local"])
+            .arg("--base-url")
+            .arg(format!("{}/v1", model.base))
+            .arg(&root)
+            .env("OPENAI_API_KEY", "sk-mcp-test-key")
+            .env_remove("SUBCONTRACT_MODEL")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the worker starts"),
+    );
+    let o = Command::new(BIN)
+        .current_dir(&root)
+        .args([
+            "batch",
+            "reader.toml",
+            "--inputs",
+            "in.jsonl",
+            "--out",
+            "out.jsonl",
+        ])
+        .args(["--engine", &server.engine(), "--batch-id", "mcp-worker"])
+        .env_remove("SUBCONTRACT_MODEL")
+        .output()
+        .expect("the starter runs");
+    let worker_log = std::fs::read_to_string(root.join("worker.log")).unwrap_or_default();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\nworker:\n{worker_log}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = lines(&root.join("out.jsonl"));
+    let line = out
+        .iter()
+        .find(|l| l["id"] == "a")
+        .unwrap_or_else(|| panic!("a result line: {out:?}"));
+    assert_eq!(
+        line["output"],
+        json!({"line": "the answer is 42"}),
+        "{line}"
+    );
+    let got = model.received();
+    assert_eq!(got.len(), 2, "{worker_log}");
+    let (tools, _) = offered_and_result(&got[0].body);
+    assert_eq!(tools, ["mcp__fs__read_text_file", "submit_output"]);
+    let (_, result) = offered_and_result(&got[1].body);
+    assert!(
+        result.as_deref().unwrap_or("").contains("the answer is 42"),
+        "{result:?}"
+    );
+}

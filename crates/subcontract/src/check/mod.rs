@@ -36,6 +36,52 @@ pub struct CheckOptions {
     pub models: Vec<String>,
     /// The prices those calls are priced at (default: the built-in table).
     pub prices: PriceTable,
+    /// The tools the MCP servers of a config offer (`check --mcp-config`): with it, an
+    /// `mcp__…` name no server offers is `unknown-tool`; without it, `mcp-unchecked`.
+    pub mcp: Option<McpListing>,
+}
+
+/// What the servers of an MCP config offer, as listed by starting them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct McpListing {
+    /// The config file, for messages.
+    pub file: String,
+    /// Each server's group name (`mcp__SERVER`), which a spec names for all its tools.
+    pub groups: Vec<String>,
+    /// Each tool: its model-facing name (`mcp__SERVER__TOOL`) and its server's group name.
+    pub tools: Vec<(String, String)>,
+}
+
+impl McpListing {
+    /// The listing of the servers whose groups are `groups` (each `mcp__SERVER`, a server
+    /// with no tools included) from the tools they offer, each of which names its group.
+    pub fn new(
+        file: impl Into<String>,
+        groups: impl IntoIterator<Item = String>,
+        tools: &[Arc<dyn crate::tool::Tool>],
+    ) -> Self {
+        McpListing {
+            file: file.into(),
+            groups: groups.into_iter().collect(),
+            tools: tools
+                .iter()
+                .filter_map(|t| Some((t.name().to_owned(), t.group()?.to_owned())))
+                .collect(),
+        }
+    }
+
+    /// Whether `name` is a listed tool or server group.
+    fn knows(&self, name: &str) -> bool {
+        self.groups.iter().any(|g| g == name) || self.tools.iter().any(|(t, _)| t == name)
+    }
+
+    /// The group of a listed tool.
+    fn group_of(&self, tool: &str) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|(t, _)| t == tool)
+            .map(|(_, g)| g.as_str())
+    }
 }
 
 impl Default for CheckOptions {
@@ -46,6 +92,7 @@ impl Default for CheckOptions {
             deny_warnings: false,
             models: Vec::new(),
             prices: PriceTable::builtin(),
+            mcp: None,
         }
     }
 }
@@ -408,6 +455,12 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
         .copied()
         .chain(node_of.keys().copied())
         .chain(catalogue.iter().copied())
+        .chain(opts.mcp.iter().flat_map(|l| {
+            l.groups
+                .iter()
+                .map(String::as_str)
+                .chain(l.tools.iter().map(|(t, _)| t.as_str()))
+        }))
         .collect();
     // Sorted, so a tie between suggestions is broken the same way every run.
     known.sort_unstable();
@@ -418,6 +471,25 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
             let name = t.value.as_str();
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
+            } else if catalogue.contains(name) {
+                // Declared in the catalogue.
+            } else if let (true, Some(listing)) = (name.starts_with("mcp__"), &opts.mcp) {
+                if !listing.knows(name) {
+                    let mut message = format!(
+                        "unknown tool `{name}`: no server of the MCP config {} offers it \
+                         (its servers: {})",
+                        listing.file,
+                        if listing.groups.is_empty() {
+                            "none".to_string()
+                        } else {
+                            listing.groups.join(", ")
+                        }
+                    );
+                    if let Some(best) = crate::spec::file::suggest(name, &known) {
+                        message.push_str(&format!("; did you mean `{best}`?"));
+                    }
+                    out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
+                }
             } else if name.starts_with("mcp__") && !catalogue.iter().any(|t| t.starts_with("mcp__"))
             {
                 // No server's tools were listed: whether one offers it is unknown, which is
@@ -427,8 +499,9 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                     t.pos,
                     codes::MCP_UNCHECKED,
                     format!(
-                        "`{name}` is a tool of an MCP server; no server's tools were listed, so \
-                         check cannot know whether it exists"
+                        "`{name}` is a tool of an MCP server; no server's tools were listed \
+                         (pass --mcp-config, or put a .mcp.json beside the specs), so check \
+                         cannot know whether it exists"
                     ),
                 );
                 d.severity = crate::diag::Severity::Warning;
@@ -487,7 +560,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 .tools
                 .iter()
                 .map(|t| t.value.as_str())
-                .filter(|t| !held.contains(t))
+                .filter(|t| !holds(&held, t, opts.mcp.as_ref()))
                 .collect();
             if !missing.is_empty() {
                 out.push(err(
@@ -539,6 +612,27 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
         }
     }
     out
+}
+
+/// Whether a caller holding `held` holds `tool`: by its name, or, for an MCP tool, by its
+/// server's group (`mcp__SERVER` holds every `mcp__SERVER__*`). With a listing the group is
+/// the tool's own; without one it is read from the name, as a spec names it.
+fn holds(held: &HashSet<&str>, tool: &str, mcp: Option<&McpListing>) -> bool {
+    if held.contains(tool) {
+        return true;
+    }
+    if !tool.starts_with("mcp__") {
+        return false;
+    }
+    match mcp.and_then(|l| l.group_of(tool)) {
+        Some(group) => held.contains(group),
+        None => held.iter().any(|g| {
+            g.starts_with("mcp__")
+                && tool
+                    .strip_prefix(*g)
+                    .is_some_and(|rest| rest.len() > 2 && rest.starts_with("__"))
+        }),
+    }
 }
 
 fn quoted(names: &[&str]) -> String {

@@ -622,3 +622,94 @@ fn mcp_tools_without_a_server_listing_are_unchecked_not_unknown() {
     );
     assert!(!report.failed());
 }
+
+fn listing() -> McpListing {
+    McpListing {
+        file: ".mcp.json".into(),
+        groups: vec!["mcp__fs".into(), "mcp__time".into()],
+        tools: vec![
+            ("mcp__fs__read_text_file".into(), "mcp__fs".into()),
+            ("mcp__fs__write_file".into(), "mcp__fs".into()),
+            ("mcp__time__get_current_time".into(), "mcp__time".into()),
+        ],
+    }
+}
+
+fn with_listing() -> CheckOptions {
+    CheckOptions {
+        mcp: Some(listing()),
+        ..CheckOptions::default()
+    }
+}
+
+fn messages(r: &CheckReport, code: &str) -> Vec<String> {
+    r.diagnostics
+        .iter()
+        .filter(|d| d.code == code)
+        .map(|d| d.message.clone())
+        .collect()
+}
+
+#[test]
+fn with_a_listing_mcp_tools_are_known_or_unknown_with_did_you_mean() {
+    let r = check_sources(
+        &[
+            spec("ok", &["mcp__fs__read_text_file", "mcp__time"]),
+            spec("typo", &["mcp__fs__read_txt_file"]),
+            spec("nosrv", &["mcp__fss"]),
+        ],
+        &with_listing(),
+    );
+    assert!(messages(&r, codes::MCP_UNCHECKED).is_empty(), "{r:?}");
+    let unknown = messages(&r, codes::UNKNOWN_TOOL);
+    assert_eq!(unknown.len(), 2, "{unknown:?}");
+    // Sorted by file: nosrv.toml, then typo.toml.
+    assert!(
+        unknown[0].contains("`mcp__fss`") && unknown[0].contains("did you mean `mcp__fs`?"),
+        "{}",
+        unknown[0]
+    );
+    assert!(
+        unknown[1].contains("`mcp__fs__read_txt_file`")
+            && unknown[1].contains("did you mean `mcp__fs__read_text_file`?")
+            && unknown[1].contains(".mcp.json"),
+        "{}",
+        unknown[1]
+    );
+    // A config with no servers still lists: nothing is unchecked, everything is unknown.
+    let none = CheckOptions {
+        mcp: Some(McpListing::default()),
+        ..CheckOptions::default()
+    };
+    let r = check_sources(&[spec("ok", &["mcp__fs__read_text_file"])], &none);
+    assert_eq!(messages(&r, codes::UNKNOWN_TOOL).len(), 1, "{r:?}");
+}
+
+#[test]
+fn a_parent_naming_a_server_holds_each_of_its_tools() {
+    let set = [
+        spec("parent", &["mcp__fs", "child"]),
+        spec("child", &["mcp__fs__read_text_file"]),
+        spec("narrow", &["mcp__time", "child"]),
+    ];
+    for opts in [with_listing(), CheckOptions::default()] {
+        let r = check_sources(&set, &opts);
+        let not_held = messages(&r, codes::TOOL_NOT_HELD);
+        // `parent` holds the child's tool through its server; `narrow` holds another server.
+        assert_eq!(not_held.len(), 1, "{not_held:?}");
+        assert!(
+            not_held[0].starts_with("`narrow` calls `child`"),
+            "{}",
+            not_held[0]
+        );
+    }
+    // Without a listing a name only looks like a group when it is one whole prefix.
+    let r = check_sources(
+        &[
+            spec("parent", &["mcp__f", "child"]),
+            spec("child", &["mcp__fs__read_text_file"]),
+        ],
+        &CheckOptions::default(),
+    );
+    assert_eq!(messages(&r, codes::TOOL_NOT_HELD).len(), 1, "{r:?}");
+}

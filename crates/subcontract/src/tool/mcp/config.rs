@@ -432,6 +432,65 @@ impl Parser<'_> {
     }
 }
 
+/// The name of the config file found beside the specs, as Claude Code finds one in a project.
+pub const BESIDE: &str = ".mcp.json";
+
+/// The config file a command uses: `explicit` (`--mcp-config`) when given, else the
+/// [`BESIDE`] file of the specs' directory (a path that is a directory, or a file's parent);
+/// `None` when there is neither. Two different such files are an error, not a choice: which
+/// servers a run gets must never depend on the order of its arguments.
+pub fn find_mcp_config(
+    explicit: Option<&Path>,
+    spec_paths: &[PathBuf],
+) -> Result<Option<PathBuf>, String> {
+    if let Some(p) = explicit {
+        return Ok(Some(p.to_path_buf()));
+    }
+    let mut found: Vec<PathBuf> = Vec::new();
+    for p in spec_paths {
+        let dir = if p.is_dir() {
+            p.as_path()
+        } else {
+            p.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+        };
+        let file = dir.join(BESIDE);
+        if !file.is_file() {
+            continue;
+        }
+        let same = |f: &PathBuf| f.canonicalize().ok() == file.canonicalize().ok();
+        if !found.iter().any(same) {
+            found.push(file);
+        }
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => {
+            let shown: Vec<String> = found.iter().map(|f| f.display().to_string()).collect();
+            Err(format!(
+                "the specs have more than one {BESIDE} ({}); name one with --mcp-config",
+                shown.join(", ")
+            ))
+        }
+    }
+}
+
+/// Diagnostics of a config that did not load, one `file:line:column: code: message` a line.
+pub fn render_diagnostics(diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(|d| {
+            format!(
+                "{}:{}:{}: {}: {}",
+                d.file, d.line, d.column, d.code, d.message
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Expands `${VAR}` and `${VAR:-default}` in `s` (the default used when `VAR` is unset or
 /// empty, as in the shell).
 pub fn expand_vars(s: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
@@ -604,5 +663,36 @@ mod tests {
         assert!(expand_vars("${", &env).is_err());
         assert!(expand_vars("${a b}", &env).is_err());
         assert_eq!(expand_vars("$TOKEN", &env).unwrap(), "$TOKEN");
+    }
+
+    #[test]
+    fn the_config_beside_the_specs_is_found_and_never_chosen_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let spec = a.join("s.toml");
+        std::fs::write(&spec, "").unwrap();
+        assert_eq!(find_mcp_config(None, std::slice::from_ref(&spec)), Ok(None));
+        std::fs::write(a.join(BESIDE), "{}").unwrap();
+        // Beside a spec file, in a spec directory, once however often it is reached.
+        let found = Some(a.join(BESIDE));
+        assert_eq!(
+            find_mcp_config(None, std::slice::from_ref(&spec)),
+            Ok(found.clone())
+        );
+        assert_eq!(find_mcp_config(None, &[a.clone(), spec.clone()]), Ok(found));
+        // The flag wins; two different files are an error naming both.
+        let flag = Path::new("elsewhere.json");
+        assert_eq!(
+            find_mcp_config(Some(flag), std::slice::from_ref(&spec)),
+            Ok(Some(flag.to_path_buf()))
+        );
+        std::fs::write(b.join(BESIDE), "{}").unwrap();
+        let e = find_mcp_config(None, &[a.clone(), b.clone()]).unwrap_err();
+        assert!(
+            e.contains("--mcp-config") && e.contains("b/.mcp.json"),
+            "{e}"
+        );
     }
 }

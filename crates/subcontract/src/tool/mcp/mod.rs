@@ -28,7 +28,10 @@ mod server;
 mod servers;
 mod tool;
 
-pub use config::{load_mcp_config, parse_mcp_config, McpConfig, ServerConfig, ServerTransport};
+pub use config::{
+    find_mcp_config, load_mcp_config, parse_mcp_config, render_diagnostics, McpConfig,
+    ServerConfig, ServerTransport, BESIDE,
+};
 pub use names::{server_prefix, tool_name};
 pub use server::{McpError, DEFAULT_CALL_TIMEOUT, ENV_ALLOW_LIST};
 pub use servers::McpServers;
