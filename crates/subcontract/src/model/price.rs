@@ -18,6 +18,8 @@ use super::Usage;
 /// Anthropic's 1-hour cache writes have a column of their own, `cache_write_1h_per_mtok`
 /// (default: twice the input price, as Anthropic bills them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+// A misspelt column (`cache_read_per_mtk`) would otherwise fall back to its default in silence.
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct Price {
     /// USD per million input tokens.
@@ -471,6 +473,17 @@ mod tests {
         assert_eq!(huge.cache_write(), Decimal::MAX);
         let normal = Price::per_mtok(Decimal::ONE, Decimal::ONE);
         assert!(normal.cost(usage) > Decimal::from(u64::MAX / 1_000_000));
+    }
+
+    #[test]
+    fn a_misspelt_column_is_refused_not_defaulted() {
+        let text = "[prices.\"openai:x\"]\ninput_per_mtok = \"1\"\noutput_per_mtok = \"2\"\ncache_read_per_mtk = \"0.1\"\n";
+        let err = PriceTable::from_toml_str(text).expect_err("misspelt column");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("cache_read_per_mtk") && msg.contains("cache_read_per_mtok"),
+            "{msg}"
+        );
     }
 
     #[test]
