@@ -41,3 +41,4 @@ mod rig;
 #[cfg(feature = "temporal")]
 mod temporal;
 mod toml_specs;
+mod typed_spec;
