@@ -1,0 +1,171 @@
+//! A host's tools that follow sources whose tools change while it lives: an MCP server that
+//! sends `notifications/tools/list_changed` adds or removes tools between runs.
+//!
+//! The design, in three rules:
+//! - A [`ToolSource`] says, cheaply and without I/O, the version of its tools; the version
+//!   moves on when they may have changed. Asked for its tools at a newer version, it lists
+//!   them again, once for every caller at that time.
+//! - [`LiveTools`] is the host's set: its fixed tools (workspace, specs, the host's own) and
+//!   its sources' latest tools, put together by [`ToolSet::insert`] exactly as the first set
+//!   was, so names, duplicates and schemas are checked the same way.
+//! - Only a run that *starts* asks for the current set (the library does it where it forks a
+//!   host's child, and where a spec runs in a host's context itself). A run's context holds a
+//!   plain [`ToolSet`], fixed for its life: the tools it was offered, its narrowing and its
+//!   prompt prefix never change under it, and its sub-agents get subsets of that same set
+//!   (invariant 1), never tools their parent was not offered.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+
+use super::{Tool, ToolSet, ToolSetError};
+
+/// Tools as a source listed them, at one version.
+#[derive(Clone)]
+pub struct Listing {
+    /// The source's version when the listing was asked for.
+    pub version: u64,
+    /// The tools.
+    pub tools: Arc<[Arc<dyn Tool>]>,
+}
+
+impl std::fmt::Debug for Listing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listing")
+            .field("version", &self.version)
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// Tools that may change while a host lives (the servers of an MCP config:
+/// [`McpServers::source_for`](crate::tool::mcp::McpServers::source_for)).
+#[async_trait]
+pub trait ToolSource: Send + Sync {
+    /// The version of the source's tools, without I/O: it moves on whenever they may have
+    /// changed, and never goes back.
+    fn version(&self) -> u64;
+    /// The tools as last listed, without I/O.
+    fn listed(&self) -> Listing;
+    /// The tools at the current version: the last listing if it is current, else a new one;
+    /// callers at the same time share one. An error says why the tools cannot be known.
+    async fn refresh(&self) -> Result<Listing, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// Why the host's current tools could not be put together for a run that starts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LiveToolsError {
+    /// A source could not list its tools again.
+    #[error("{0}")]
+    Source(String),
+    /// The new tools break a rule of the set (a name taken, a schema that does not compile).
+    #[error("{0}")]
+    Tools(#[from] ToolSetError),
+}
+
+/// One put-together set and the versions of the listings it holds, one per source.
+struct Snapshot {
+    versions: Vec<u64>,
+    tools: ToolSet,
+}
+
+/// A host's tool set that follows its sources: see the [module](self) comment. Shared
+/// (`Arc`) by every context built from one host, so a change is put together once.
+pub struct LiveTools {
+    fixed: ToolSet,
+    sources: Vec<Arc<dyn ToolSource>>,
+    latest: Mutex<Arc<Snapshot>>,
+}
+
+impl std::fmt::Debug for LiveTools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveTools")
+            .field("latest", &self.latest().names().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveTools {
+    /// The `fixed` tools and the sources' tools as they last listed them.
+    pub fn new(fixed: ToolSet, sources: Vec<Arc<dyn ToolSource>>) -> Result<Self, ToolSetError> {
+        let listings: Vec<Listing> = sources.iter().map(|s| s.listed()).collect();
+        let tools = join(&fixed, &listings)?;
+        Ok(LiveTools {
+            fixed,
+            latest: Mutex::new(Arc::new(Snapshot {
+                versions: listings.iter().map(|l| l.version).collect(),
+                tools,
+            })),
+            sources,
+        })
+    }
+
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.latest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The set as last put together, without I/O (it may be out of date: see
+    /// [`is_stale`](Self::is_stale)).
+    pub fn latest(&self) -> ToolSet {
+        self.snapshot().tools.clone()
+    }
+
+    /// Whether a source's tools changed since the set was last put together.
+    pub fn is_stale(&self) -> bool {
+        let snap = self.snapshot();
+        self.sources
+            .iter()
+            .zip(&snap.versions)
+            .any(|(s, v)| s.version() != *v)
+    }
+
+    /// The set for a run that starts now: the last one, or, when a source's tools changed, a
+    /// new one with that source's tools listed again.
+    pub async fn current(&self) -> Result<ToolSet, LiveToolsError> {
+        let snap = self.snapshot();
+        let stale = |(s, v): (&Arc<dyn ToolSource>, &u64)| s.version() != *v;
+        if !self.sources.iter().zip(&snap.versions).any(stale) {
+            return Ok(snap.tools.clone());
+        }
+        let mut listings = Vec::with_capacity(self.sources.len());
+        for s in &self.sources {
+            let last = s.listed();
+            listings.push(if last.version == s.version() {
+                last
+            } else {
+                s.refresh()
+                    .await
+                    .map_err(|e| LiveToolsError::Source(e.to_string()))?
+            });
+        }
+        let tools = join(&self.fixed, &listings)?;
+        let versions: Vec<u64> = listings.iter().map(|l| l.version).collect();
+        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        // Two runs may put a change together at once; the newer set is kept.
+        if versions.iter().zip(&latest.versions).all(|(n, o)| n >= o) {
+            *latest = Arc::new(Snapshot {
+                versions,
+                tools: tools.clone(),
+            });
+        }
+        Ok(tools)
+    }
+}
+
+/// The fixed tools and every listing's, by the rules of [`ToolSet::insert`].
+fn join(fixed: &ToolSet, listings: &[Listing]) -> Result<ToolSet, ToolSetError> {
+    let mut set = fixed.clone();
+    for l in listings {
+        for t in l.tools.iter() {
+            set.insert(t.clone())?;
+        }
+    }
+    Ok(set)
+}
