@@ -101,7 +101,12 @@ async fn runs_that_start_after_list_changed_get_the_new_tools_and_runs_in_flight
         .model(Arc::new(model))
         .tool(barrier)
         .tool_source(source.clone())
-        .specs([inflight.clone(), after.clone(), gone.clone(), new_one.clone()])
+        .specs([
+            inflight.clone(),
+            after.clone(),
+            gone.clone(),
+            new_one.clone(),
+        ])
         .build()
         .unwrap()
         .build();
@@ -110,7 +115,11 @@ async fn runs_that_start_after_list_changed_get_the_new_tools_and_runs_in_flight
     let r = new_one.call_json(json!({}), &root).await;
     assert_eq!(r.outcome, Outcome::Denied, "{r:?}");
     assert!(
-        r.error.as_ref().unwrap().to_string().contains("mcp__h__extra"),
+        r.error
+            .as_ref()
+            .unwrap()
+            .to_string()
+            .contains("mcp__h__extra"),
         "{r:?}"
     );
 
@@ -168,7 +177,10 @@ async fn runs_that_start_after_list_changed_get_the_new_tools_and_runs_in_flight
     let (_, result) = seen.lock().unwrap()[&("new_one".to_string(), 2)].clone();
     assert!(result.contains("found"), "{result}");
     let extra = root.tools().get("mcp__h__extra");
-    assert!(extra.is_none(), "the host's own view is the one it was built with");
+    assert!(
+        extra.is_none(),
+        "the host's own view is the one it was built with"
+    );
 
     // The run in flight kept the tools it started with, turn after turn; its call of the tool
     // that went away is an error result naming the server.
