@@ -169,3 +169,120 @@ fn join(fixed: &ToolSet, listings: &[Listing]) -> Result<ToolSet, ToolSetError> 
     }
     Ok(set)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use serde_json::json;
+
+    use super::{Listing, LiveTools, LiveToolsError, ToolSource};
+    use crate::tool::{FnTool, Tool, ToolOutput, ToolSet, ToolSetError};
+
+    fn tool(name: &str) -> Arc<dyn Tool> {
+        FnTool::new(name, "t", json!({"type": "object"}), |_| async {
+            ToolOutput::text("")
+        })
+    }
+
+    /// A source whose tools the test sets; it counts its listings and fails when told to.
+    #[derive(Default)]
+    struct Fake {
+        version: AtomicU64,
+        names: Mutex<Vec<&'static str>>,
+        last: Mutex<Option<Listing>>,
+        listings: AtomicU32,
+        fail: AtomicBool,
+    }
+
+    impl Fake {
+        fn change(&self, names: Vec<&'static str>) {
+            *self.names.lock().unwrap() = names;
+            self.version.fetch_add(1, Ordering::SeqCst);
+        }
+        fn list(&self) -> Listing {
+            let tools: Vec<Arc<dyn Tool>> =
+                self.names.lock().unwrap().iter().map(|n| tool(n)).collect();
+            let l = Listing {
+                version: self.version(),
+                tools: tools.into(),
+            };
+            *self.last.lock().unwrap() = Some(l.clone());
+            l
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ToolSource for Fake {
+        fn version(&self) -> u64 {
+            self.version.load(Ordering::SeqCst)
+        }
+        fn listed(&self) -> Listing {
+            let last = self.last.lock().unwrap().clone();
+            last.unwrap_or_else(|| self.list())
+        }
+        async fn refresh(&self) -> Result<Listing, Box<dyn std::error::Error + Send + Sync>> {
+            if self.fail.load(Ordering::SeqCst) {
+                return Err("server `fake` did not answer tools/list".into());
+            }
+            self.listings.fetch_add(1, Ordering::SeqCst);
+            Ok(self.list())
+        }
+    }
+
+    fn names(set: &ToolSet) -> Vec<&str> {
+        set.names().collect()
+    }
+
+    fn live(fake: &Arc<Fake>) -> LiveTools {
+        let fixed = ToolSet::new().with(tool("grep")).unwrap();
+        LiveTools::new(fixed, vec![fake.clone() as Arc<dyn ToolSource>]).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_change_is_listed_once_and_kept_until_the_next() {
+        let fake = Arc::new(Fake::default());
+        fake.change(vec!["mcp__s__a", "mcp__s__b"]);
+        let live = live(&fake);
+        assert_eq!(names(&live.latest()), ["grep", "mcp__s__a", "mcp__s__b"]);
+        assert!(!live.is_stale());
+        assert_eq!(names(&live.current().await.unwrap()).len(), 3);
+        assert_eq!(fake.listings.load(Ordering::SeqCst), 0, "nothing changed");
+
+        fake.change(vec!["mcp__s__a", "mcp__s__c"]);
+        assert!(live.is_stale());
+        let now = live.current().await.unwrap();
+        assert_eq!(names(&now), ["grep", "mcp__s__a", "mcp__s__c"]);
+        assert_eq!(names(&live.latest()), names(&now));
+        live.current().await.unwrap();
+        assert_eq!(fake.listings.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_listing_that_fails_or_collides_is_an_error_and_asked_again() {
+        let fake = Arc::new(Fake::default());
+        fake.change(vec!["mcp__s__a"]);
+        let live = live(&fake);
+        fake.change(vec!["mcp__s__b"]);
+        fake.fail.store(true, Ordering::SeqCst);
+        let e = live.current().await.unwrap_err();
+        assert!(
+            matches!(&e, LiveToolsError::Source(m) if m.contains("`fake`")),
+            "{e}"
+        );
+        assert!(live.is_stale(), "the old set is not taken for the new one");
+
+        // The new list's names obey the set's rules: one taken by a fixed tool is refused.
+        fake.fail.store(false, Ordering::SeqCst);
+        fake.change(vec!["grep"]);
+        let e = live.current().await.unwrap_err();
+        assert_eq!(
+            e,
+            LiveToolsError::Tools(ToolSetError::Duplicate("grep".into()))
+        );
+
+        fake.change(vec!["mcp__s__b"]);
+        assert_eq!(names(&live.current().await.unwrap()), ["grep", "mcp__s__b"]);
+    }
+}
