@@ -1,8 +1,9 @@
 //! `notifications/tools/list_changed` from a real stdio server. No reference server changes
 //! its tool list on demand (server-everything registers a few tools once, after it starts),
 //! so the hostile script's `toggle` does: it swaps `echo` for `extra` and sends the
-//! notification. A run that starts afterwards is offered the new list, a run in flight keeps
-//! the one it started with, and a spec naming a tool that went away is refused, naming it.
+//! notification. Runs that start afterwards are offered the new list (listed once for all of
+//! them), a run in flight keeps the one it started with, and a spec naming a tool that went
+//! away is refused, naming it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -148,9 +149,18 @@ async fn runs_that_start_after_list_changed_get_the_new_tools_and_runs_in_flight
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    // A run that starts now is offered the new list.
-    let r = after.call_json(json!({}), &root).await;
-    assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    // Runs that start now are offered the new list, listed once for all of them.
+    let lists = root.tools().get("mcp__h__lists").unwrap().tool().clone();
+    assert_eq!(lists.call(json!({}), &root).await.content, "1");
+    let (r1, r2, r3) = tokio::join!(
+        after.call_json(json!({}), &root),
+        after.call_json(json!({}), &root),
+        after.call_json(json!({}), &root),
+    );
+    for r in [r1, r2, r3] {
+        assert_eq!(r.outcome, Outcome::Completed, "{r:?}");
+    }
+    assert_eq!(lists.call(json!({}), &root).await.content, "2");
     let now = offered(&seen, "after", 1);
     assert!(now.contains(&"mcp__h__extra".to_string()), "{now:?}");
     assert!(!now.contains(&"mcp__h__echo".to_string()), "{now:?}");
