@@ -180,10 +180,35 @@ mod tests {
     use super::{Listing, LiveTools, LiveToolsError, ToolSource};
     use crate::tool::{FnTool, Tool, ToolOutput, ToolSet, ToolSetError};
 
+    /// A tool; one named `mcp__s__*` is of the group `mcp__s`, as an MCP server's are.
     fn tool(name: &str) -> Arc<dyn Tool> {
+        if name.starts_with("mcp__s__") {
+            return Arc::new(Grouped(name.to_string()));
+        }
         FnTool::new(name, "t", json!({"type": "object"}), |_| async {
             ToolOutput::text("")
         })
+    }
+
+    struct Grouped(String);
+
+    #[async_trait::async_trait]
+    impl Tool for Grouped {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn description(&self) -> &str {
+            "t"
+        }
+        fn input_schema(&self) -> Arc<serde_json::Value> {
+            Arc::new(json!({"type": "object"}))
+        }
+        fn group(&self) -> Option<&str> {
+            Some("mcp__s")
+        }
+        async fn call(&self, _: serde_json::Value, _: &crate::Ctx) -> ToolOutput {
+            ToolOutput::text("")
+        }
     }
 
     /// A source whose tools the test sets; it counts its listings and fails when told to.
@@ -284,5 +309,40 @@ mod tests {
 
         fake.change(vec!["mcp__s__b"]);
         assert_eq!(names(&live.current().await.unwrap()), ["grep", "mcp__s__b"]);
+    }
+
+    #[tokio::test]
+    async fn a_run_keeps_its_set_and_its_sub_agents_get_theirs_from_it() {
+        let fake = Arc::new(Fake::default());
+        fake.change(vec!["mcp__s__a"]);
+        let model = Arc::new(crate::model::ScriptedModel::queue("scripted:t", vec![]));
+        let host = crate::Ctx::builder(model)
+            .live_tools(Arc::new(live(&fake)))
+            .build();
+        let child = crate::SubAgentSpec::dynamic(
+            "c",
+            json!({"type": "object"}),
+            json!({"type": "boolean"}),
+        )
+        .description("c")
+        .system("c")
+        .tools(["mcp__s"])
+        .build()
+        .unwrap()
+        .erase();
+        // A run started before the change.
+        let run = host.for_new_run().await.unwrap();
+        fake.change(vec!["mcp__s__b"]);
+        // Its sub-agent forks from the run's set, not the source's new one.
+        assert_eq!(names(run.child(&child).unwrap().tools()), ["mcp__s__a"]);
+        assert!(run
+            .for_new_run()
+            .await
+            .unwrap()
+            .tools()
+            .contains("mcp__s__a"));
+        // A run that starts from the host now gets the new set.
+        let later = host.for_new_run().await.unwrap();
+        assert_eq!(names(later.child(&child).unwrap().tools()), ["mcp__s__b"]);
     }
 }
