@@ -73,7 +73,9 @@ struct Snapshot {
     tools: ToolSet,
 }
 
-/// A host's tool set that follows its sources: see the [module](self) comment. Shared
+/// A host's tool set that follows its sources: its fixed tools and its sources' latest ones.
+/// Only a run that starts asks for the [`current`](Self::current) set; a run's own context
+/// holds a plain [`ToolSet`], fixed for its life, and its sub-agents get subsets of it. Shared
 /// (`Arc`) by every context built from one host, so a change is put together once.
 pub struct LiveTools {
     fixed: ToolSet,
