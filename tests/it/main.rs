@@ -23,6 +23,8 @@ mod mcp_commands;
 #[cfg(feature = "mcp-client")]
 mod mcp_hostile;
 #[cfg(feature = "mcp-client")]
+mod mcp_list_changed;
+#[cfg(feature = "mcp-client")]
 mod mcp_reference;
 #[cfg(feature = "mcp-client")]
 mod mcp_tools;
