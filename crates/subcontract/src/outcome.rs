@@ -65,6 +65,7 @@ impl fmt::Display for Outcome {
 /// Why a child context could not be made. The run loop turns it into an error result for the
 /// model that asked; nothing panics.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// The spec asks for tools its parent does not hold (invariant 1: never widen).
     #[error("`{spec}` asks for tools its parent does not hold: {}", missing.join(", "))]
