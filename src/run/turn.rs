@@ -6,8 +6,9 @@
 //! How the output travels is the spec's [`OutputMode`]; whatever it is, the output is checked
 //! against the full contract and repaired the same way. Some turns ask for the output alone
 //! ([`Forced`]): the last allowed one, every turn of a spec without tools, and the turn after a
-//! repeated tool call or a text answer that held no valid output. The first turn of a spec with
-//! tools requires a call of one of them instead. A run that keeps repeating calls ends
+//! repeated tool call or a text answer that held no valid output. With
+//! [`require_tool_first`](crate::SpecBuilder::require_tool_first), the first turn of a spec
+//! with tools requires a call of one of them instead. A run that keeps repeating calls ends
 //! `stalled` ([`repeat`]).
 
 mod repeat;
@@ -191,6 +192,7 @@ impl<'s> Plan<'s> {
             };
         };
         if forced == Forced::FirstTurn {
+            // Without the submission: offered with it, a small model submits a guess at once.
             return TurnRequest {
                 tools: &self.offered[..self.own_tools],
                 choice: ToolChoice::Required,
@@ -250,8 +252,8 @@ impl Reading {
         match text::json_in_text(t) {
             Ok(found) => {
                 if let Some(call) = text::as_text_call(&found.value) {
-                    // A first turn's required call may still come as text, and as a
-                    // submission: it is read as what it is.
+                    // A first turn's call may still come as text, and as a submission: it is
+                    // read as what it is.
                     let offered = match req.forced {
                         Some(Forced::FirstTurn) => &plan.offered[..],
                         _ => req.tools,
@@ -598,14 +600,11 @@ pub(super) async fn turns(
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
-        // A small model asked a question about files it has not read answers at once with
-        // an invented value; requiring a tool call on the first turn makes it look first
-        // (measured: README, "Run against a local model").
         let forced = if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
             Some(Forced::LastTurn)
-        } else if turn == 1 && plan.own_tools > 0 {
+        } else if turn == 1 && spec.require_tool_first && plan.own_tools > 0 {
             Some(Forced::FirstTurn)
         } else {
             force_next
