@@ -373,8 +373,9 @@ type ProjectSpecRun = (&'static str, Value, Vec<(&'static str, &'static str)>);
 
 /// The repository's own specs, with a small workspace each and the input their examples use.
 /// Their `timeout_secs` suit a hosted model; a 1.5B model on two shared cores can take longer
-/// than that for one cold prompt, so the test gives each run ten minutes instead (the only
-/// change: contracts, prompts, tools and every other limit are the files').
+/// than that for one cold prompt, so the test gives each run ten minutes instead, and turns
+/// `require_tool_first` on as the suite does (the only changes: contracts, prompts, tools and
+/// every other limit are the files').
 fn project_specs() -> Vec<ProjectSpecRun> {
     let budget_rs = "//! Budgets that fork from their parent and charge every spend upward.\n\npub struct Budget { parent: Option<Box<Budget>>, spent: u64 }\n\nimpl Budget {\n    /// Charges `amount` to this budget and to every ancestor.\n    pub fn charge(&mut self, amount: u64) {\n        self.spent += amount;\n        if let Some(p) = self.parent.as_mut() {\n            p.charge(amount);\n        }\n    }\n}\n";
     let pay_rs = "pub fn refund(amount: i64) -> Result<(), PayError> {\n    // Zero and negative refunds are refused.\n    if amount >= 0 {\n        ledger::credit(amount)?;\n    }\n    Ok(())\n}\n";
@@ -411,6 +412,8 @@ fn load_project_spec(name: &str) -> SubAgentSpec<Value, Value> {
         .map(|l| {
             if l.starts_with("timeout_secs = ") {
                 "timeout_secs = 600".to_string()
+            } else if l.starts_with("tools = ") {
+                format!("{l}\nrequire_tool_first = true")
             } else {
                 l.to_string()
             }
@@ -425,9 +428,9 @@ fn load_project_spec(name: &str) -> SubAgentSpec<Value, Value> {
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-/// The repository's three specs complete on the real model, in their own (`auto`) mode, over
-/// `/v1/chat/completions` and the tool-call template; each output is checked against its
-/// contract here as well.
+/// The repository's three specs complete on the real model, in their own (`auto`) mode with
+/// `require_tool_first`, over `/v1/chat/completions` and the tool-call template; each output is
+/// checked against its contract here as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "about 6 minutes more on two busy cores: run with --ignored (README: Run against a local model)"]
 async fn the_project_specs_complete_on_a_real_model() {
