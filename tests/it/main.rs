@@ -11,6 +11,7 @@ mod check;
 mod cli;
 mod common;
 mod compat;
+mod forced_turns;
 mod hostile_provider;
 mod invariants;
 mod layers;
