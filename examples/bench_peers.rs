@@ -343,7 +343,13 @@ impl Model for Worker {
                 self.clock.wait(self.latency).await;
                 self.gauge.current.fetch_sub(1, Ordering::Relaxed);
             }
-            return Ok(call("lookup", "{}".into(), format!("c{turn}")));
+            // Each turn looks up another page: the same call twice in a row is a stall, which the
+            // run loop answers with a forced turn (the peers' scripts send `{}` every turn).
+            return Ok(call(
+                "lookup",
+                format!(r#"{{"page":{turn}}}"#),
+                format!("c{turn}"),
+            ));
         }
         Ok(call(
             SUBMIT_TOOL,
@@ -436,7 +442,8 @@ fn lookup() -> Arc<dyn subcontract::Tool> {
     FnTool::new(
         "lookup",
         "Trivial local tool returning a constant.",
-        json!({"type": "object", "properties": {}, "additionalProperties": false}),
+        json!({"type": "object", "additionalProperties": false,
+               "properties": {"page": {"type": "integer", "minimum": 0, "maximum": 1000}}}),
         |_| async { ToolOutput::text(TOOL_RESULT) },
     )
 }

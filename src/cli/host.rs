@@ -96,25 +96,26 @@ impl HostArgs {
             let sink = JsonlSink::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
             host = host.sink(Arc::new(sink));
         }
-        for t in self.mcp_tools(specs, spec_paths).await? {
-            host = host.tool(t);
+        if let Some(source) = self.mcp_tools(specs, spec_paths).await? {
+            host = host.tool_source(source);
         }
         Ok(host)
     }
 
-    /// The tools of the MCP servers that `specs` name, starting those servers; none when
+    /// The tools of the MCP servers that `specs` name, starting those servers, as a source
+    /// that follows their changes (each run that starts gets the current tools); none when
     /// there is no config.
     #[cfg(feature = "mcp-client")]
     async fn mcp_tools(
         &self,
         specs: &[SubAgentSpec<Value, Value>],
         spec_paths: &[PathBuf],
-    ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
+    ) -> Result<Option<Arc<dyn subcontract::tool::ToolSource>>, String> {
         use subcontract::tool::mcp::{
             find_mcp_config, load_mcp_config, render_diagnostics, McpServers,
         };
         let Some(path) = find_mcp_config(self.mcp_config.as_deref(), spec_paths)? else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         if self.mcp_config.is_none() {
             tracing::info!("MCP servers from {}", path.display());
@@ -129,8 +130,9 @@ impl HostArgs {
             .flat_map(|s| s.erase().tools().to_vec())
             .collect();
         servers
-            .tools_for(names.iter().map(String::as_str))
+            .source_for(names.iter().map(String::as_str))
             .await
+            .map(Some)
             .map_err(|e| e.to_string())
     }
 
@@ -141,9 +143,9 @@ impl HostArgs {
         &self,
         _specs: &[SubAgentSpec<Value, Value>],
         _spec_paths: &[PathBuf],
-    ) -> Result<Vec<Arc<dyn subcontract::Tool>>, String> {
+    ) -> Result<Option<Arc<dyn subcontract::tool::ToolSource>>, String> {
         match self.mcp_config {
-            None => Ok(Vec::new()),
+            None => Ok(None),
             Some(_) => {
                 Err("--mcp-config: this build has no MCP client (feature `mcp-client`)".into())
             }

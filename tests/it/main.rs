@@ -11,6 +11,7 @@ mod check;
 mod cli;
 mod common;
 mod compat;
+mod forced_turns;
 mod hostile_provider;
 mod invariants;
 mod layers;
@@ -22,6 +23,8 @@ mod mcp;
 mod mcp_commands;
 #[cfg(feature = "mcp-client")]
 mod mcp_hostile;
+#[cfg(feature = "mcp-client")]
+mod mcp_list_changed;
 #[cfg(feature = "mcp-client")]
 mod mcp_reference;
 #[cfg(feature = "mcp-client")]
@@ -41,3 +44,4 @@ mod rig;
 #[cfg(feature = "temporal")]
 mod temporal;
 mod toml_specs;
+mod typed_spec;

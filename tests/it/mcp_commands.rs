@@ -421,3 +421,96 @@ async fn the_shipped_mcp_example_reads_a_file_and_fetches_a_page() {
         paths.lock().unwrap()
     );
 }
+
+/// `subcontract mcp` is a long-lived process: a server that changes its tools between two
+/// calls (the hostile script's `toggle` sends `tools/list_changed`) is listed again for the
+/// second, whose sub-agent is offered the new list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_offers_the_tools_a_server_lists_after_it_changed_them() {
+    let python = crate::mcp::python();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(
+        root.join("lister.toml"),
+        r#"name = "lister"
+description = "Uses the hostile server's tools."
+system = "Use the tools, then submit."
+tools = ["mcp__h"]
+
+[limits]
+max_turns = 3
+max_tokens_per_turn = 256
+
+[input]
+type = "object"
+
+[output]
+type = "object"
+required = ["done"]
+additionalProperties = false
+properties.done = { type = "boolean" }
+"#,
+    )
+    .unwrap();
+    let hostile =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py");
+    let config = json!({"mcpServers": {"h": {"command": "python3", "args": [hostile]}}});
+    std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
+    let submit = || {
+        Reply::json(
+            200,
+            completion(tool_call("c2", "submit_output", json!({"done": true}))),
+        )
+    };
+    let server = Server::start(vec![
+        // The first call's sub-agent has the server change its list, then submits.
+        Reply::json(
+            200,
+            completion(tool_call("c1", "mcp__h__toggle", json!({}))),
+        ),
+        submit(),
+        // The second call's sub-agent only submits: what it was offered is the test.
+        submit(),
+    ])
+    .await;
+    let base = format!("{}/v1", server.base);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_tools_client.py");
+    let cwd = root.clone();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(script)
+            .arg(BIN)
+            .arg(&cwd)
+            .arg(json!({"OPENAI_API_KEY": "sk-mcp-test-key"}).to_string())
+            .arg("lister")
+            .arg(json!([{}, {}]).to_string())
+            .args(["--model", "openai:local", "--workspace"])
+            .arg(&cwd)
+            .arg("--base-url")
+            .arg(&base)
+            .output()
+            .expect("python runs")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "client failed:\n{err}");
+    let s: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("client summary is JSON ({e}):\n{err}"));
+    for call in s["calls"].as_array().unwrap() {
+        assert_eq!(call["isError"], false, "{s}");
+    }
+    let got = server.received();
+    assert_eq!(got.len(), 3, "{err}");
+    let (first, _) = offered_and_result(&got[0].body);
+    let (_, toggled) = offered_and_result(&got[1].body);
+    let (second, _) = offered_and_result(&got[2].body);
+    assert!(
+        toggled.as_deref().unwrap_or("").contains("extra"),
+        "{toggled:?}"
+    );
+    assert!(first.contains(&"mcp__h__echo".to_string()), "{first:?}");
+    assert!(!first.contains(&"mcp__h__extra".to_string()), "{first:?}");
+    assert!(second.contains(&"mcp__h__extra".to_string()), "{second:?}");
+    assert!(!second.contains(&"mcp__h__echo".to_string()), "{second:?}");
+}

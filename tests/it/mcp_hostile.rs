@@ -17,11 +17,11 @@ use crate::providers::{Reply, Server};
 
 const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
 
-fn hostile_script() -> PathBuf {
+pub(crate) fn hostile_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py")
 }
 
-fn servers(config: Value) -> Arc<McpServers> {
+pub(crate) fn servers(config: Value) -> Arc<McpServers> {
     let config = parse_mcp_config("test.json", &config.to_string(), Path::new("."), &|_| None)
         .expect("the config parses");
     McpServers::new(config)

@@ -6,8 +6,11 @@
 //! `target/tmp/real-model/table.md`.
 //!
 //! Claimed, and asserted: no run ever returns an output that breaks its contract, and `auto`
-//! passes at least the floor measured for it; a task that passed in no mode is printed. `SUBCONTRACT_REAL_MATRIX=full` runs every setup (both endpoints, both
-//! templates, every mode); the default is the subset that fits the CI budget.
+//! passes at least the floor measured for it; a task that passed in no mode is printed. The
+//! default run, part of `cargo test --all-features`, is the one setup that fits the CI budget:
+//! `auto` over `/v1/chat/completions` with the tool-call template. `SUBCONTRACT_REAL_MATRIX=full`
+//! runs every setup (both endpoints, both templates, every mode), and `SUBCONTRACT_REAL_MODEL`
+//! picks the model size (`1.5b`, the default, or `0.5b`).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -16,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use subcontract::model::Recorder;
 use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig};
 use subcontract::spec::OutputMode;
 use subcontract::tool::workspace::Workspace;
@@ -153,6 +157,8 @@ fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
     .temperature(0.0)
     .timeout(Duration::from_secs(600))
     .output_mode(mode)
+    // Measured: 3 of 8 without it, 5 of 8 with it (README, "Run against a local model").
+    .require_tool_first(true)
     .build()
     .expect("the task's spec is valid")
 }
@@ -169,7 +175,20 @@ async fn run_setup(
     for task in tasks() {
         let spec = spec(&task, mode);
         let ws = Workspace::new(workspace(&task)).expect("workspace");
-        let ctx = Ctx::builder(model.clone())
+        // Every exchange, to read what the model was sent and said (and to replay it).
+        let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "real-model/records/{}-{}-{}",
+            template.name(),
+            api.name().trim_start_matches("/v1/").replace('/', "-"),
+            mode.as_str()
+        ));
+        std::fs::create_dir_all(&records).expect("records dir");
+        let recorder = Recorder::to_file(
+            model.clone(),
+            records.join(format!("{}.jsonl", task["name"].as_str().expect("name"))),
+        )
+        .expect("a record file");
+        let ctx = Ctx::builder(Arc::new(recorder))
             .tools(ws.tool_set().expect("tools"))
             .build();
         let t0 = Instant::now();
@@ -294,18 +313,24 @@ fn setups() -> Vec<Setup> {
     } else {
         vec![(
             Template::ToolCalls,
-            vec![(Api::Chat, vec![OutputMode::Auto, OutputMode::Native])],
+            vec![(Api::Chat, vec![OutputMode::Auto])],
         )]
     }
 }
 
-/// Passes `auto` must reach in each setup of the default run: the best peer framework's 2 of 8
-/// on the same server and model (`auto` passed 3 of 8 on 2026-12-02, one run).
-const AUTO_FLOOR: usize = 2;
+/// One model server at a time: two would share the two cores and slow both past their
+/// timeouts.
+static ONE_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Passes `auto` must reach in each setup of the default run: one below the 5 of 8 it passed
+/// on 2026-12-02 (README, "Run against a local model"), since temperature 0 on llama.cpp is
+/// not bit-for-bit repeatable across prompt-cache states; the best peer framework passed
+/// fewer on the same server and model.
+const AUTO_FLOOR: usize = 4;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about 14 minutes on two cores and 1.1 GB of model: run with --ignored (README: Run against a local model)"]
 async fn the_suite_holds_its_contract_on_a_real_model() {
+    let _one = ONE_SERVER.lock().await;
     let installed = install();
     let mut rows = Vec::new();
     for (template, apis) in setups() {
@@ -341,4 +366,121 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
             r.api.name()
         );
     }
+}
+
+/// A project spec's name, its input, and its workspace's files (path, text).
+type ProjectSpecRun = (&'static str, Value, Vec<(&'static str, &'static str)>);
+
+/// The repository's own specs, with a small workspace each and the input their examples use.
+/// Their `timeout_secs` suit a hosted model; a 1.5B model on two shared cores can take longer
+/// than that for one cold prompt, so the test gives each run ten minutes instead, and turns
+/// `require_tool_first` on as the suite does (the only changes: contracts, prompts, tools and
+/// every other limit are the files').
+fn project_specs() -> Vec<ProjectSpecRun> {
+    let budget_rs = "//! Budgets that fork from their parent and charge every spend upward.\n\npub struct Budget { parent: Option<Box<Budget>>, spent: u64 }\n\nimpl Budget {\n    /// Charges `amount` to this budget and to every ancestor.\n    pub fn charge(&mut self, amount: u64) {\n        self.spent += amount;\n        if let Some(p) = self.parent.as_mut() {\n            p.charge(amount);\n        }\n    }\n}\n";
+    let pay_rs = "pub fn refund(amount: i64) -> Result<(), PayError> {\n    // Zero and negative refunds are refused.\n    if amount >= 0 {\n        ledger::credit(amount)?;\n    }\n    Ok(())\n}\n";
+    vec![
+        (
+            "research_topic",
+            serde_json::json!({"question": "How does a sub-agent's spend reach its parent's budget?"}),
+            vec![
+                ("src/budget.rs", budget_rs),
+                ("README.md", "A budget library.\n"),
+            ],
+        ),
+        (
+            "review_diff",
+            serde_json::json!({
+                "diff": "--- a/src/pay.rs\n+++ b/src/pay.rs\n@@ -3,3 +3,3 @@ pub fn refund(amount: i64) -> Result<(), PayError> {\n-    if amount > 0 {\n+    if amount >= 0 {\n         ledger::credit(amount)?;\n     }\n",
+                "focus": "the refund condition"
+            }),
+            vec![("src/pay.rs", pay_rs)],
+        ),
+        (
+            "check_claim",
+            serde_json::json!({"claim": "The budget is charged to every ancestor."}),
+            vec![("src/budget.rs", budget_rs)],
+        ),
+    ]
+}
+
+fn load_project_spec(name: &str) -> SubAgentSpec<Value, Value> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("specs/{name}.toml"));
+    let text = std::fs::read_to_string(&path).expect("a project spec");
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("timeout_secs = ") {
+                "timeout_secs = 600".to_string()
+            } else if l.starts_with("tools = ") {
+                format!("{l}\nrequire_tool_first = true")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    assert_eq!(
+        lines.iter().filter(|l| *l == "timeout_secs = 600").count(),
+        1,
+        "{name}: one timeout_secs line"
+    );
+    subcontract::spec::load_spec_str(&path, &lines.join("\n"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// The repository's three specs complete on the real model, in their own (`auto`) mode with
+/// `require_tool_first`, over `/v1/chat/completions` and the tool-call template; each output is
+/// checked against its contract here as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "about 6 minutes more on two busy cores: run with --ignored (README: Run against a local model)"]
+async fn the_project_specs_complete_on_a_real_model() {
+    let _one = ONE_SERVER.lock().await;
+    let installed = install();
+    let server = LlamaServer::start(&installed, Template::ToolCalls);
+    let model = Api::Chat.model(&server);
+    let mut failed = Vec::new();
+    for (name, input, files) in project_specs() {
+        let spec = load_project_spec(name);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("real-model/spec-workspaces")
+            .join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        for (rel, body) in files {
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().expect("a parent")).expect("dirs");
+            std::fs::write(&p, body).expect("write");
+        }
+        let ws = Workspace::new(dir).expect("workspace");
+        let ctx = Ctx::builder(model.clone())
+            .tools(ws.tool_set().expect("tools"))
+            .build();
+        let t0 = Instant::now();
+        let r = spec.run(&input, &ctx).await;
+        let _ = writeln!(
+            std::io::stderr(),
+            "real model: spec {name}: {} after {} request(s), {} + {} tokens, {:.1} s: {}",
+            r.outcome.as_str(),
+            r.turns,
+            r.usage.input_tokens,
+            r.usage.output_tokens,
+            t0.elapsed().as_secs_f64(),
+            r.output
+                .as_ref()
+                .map(Value::to_string)
+                .or(r.error.as_ref().map(|e| e.to_string()))
+                .unwrap_or_default()
+        );
+        match (&r.outcome, &r.output) {
+            (Outcome::Completed, Some(out)) => {
+                if let Err(v) = spec.validate_output(out) {
+                    panic!("{name}: a completed run returned an output that breaks its contract: {v:?}\n{out}");
+                }
+            }
+            _ => failed.push(name),
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "did not complete on the real model: {failed:?}"
+    );
 }

@@ -11,7 +11,7 @@ use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
-use crate::tool::ToolSet;
+use crate::tool::{LiveTools, LiveToolsError, ToolSet};
 
 mod shared_prefix;
 pub(crate) use shared_prefix::SharedPrefix;
@@ -55,6 +55,9 @@ struct Inner {
     depth: u32,
     max_depth: u32,
     tools: ToolSet,
+    // A host's tools that follow sources which change (MCP servers): a run that starts from
+    // this context gets the current set. `None` in every run's context, whose tools are fixed.
+    live: Option<Arc<LiveTools>>,
     budget: Budget,
     gate: Gate,
     events: Arc<dyn EventSink>,
@@ -90,6 +93,7 @@ impl Inner {
             depth: self.depth,
             max_depth: self.max_depth,
             tools: self.tools.clone(),
+            live: self.live.clone(),
             budget: self.budget.clone(),
             gate: self.gate.clone(),
             events: self.events.clone(),
@@ -141,6 +145,7 @@ pub struct CtxBuilder {
     spec: String,
     max_depth: u32,
     tools: ToolSet,
+    live: Option<Arc<LiveTools>>,
     budget: Budget,
     gate: Gate,
     events: Arc<dyn EventSink>,
@@ -170,9 +175,19 @@ impl CtxBuilder {
         self.max_depth = depth;
         self
     }
-    /// The tools the host holds: every capability any descendant can have.
+    /// The tools the host holds: every capability any descendant can have. Replaces
+    /// [`live_tools`](Self::live_tools).
     pub fn tools(mut self, tools: ToolSet) -> Self {
         self.tools = tools;
+        self.live = None;
+        self
+    }
+    /// Tools the host holds that follow sources whose tools change (MCP servers that send
+    /// `tools/list_changed`): each run that starts from the host gets the set current then,
+    /// and keeps it for its life. Replaces [`tools`](Self::tools).
+    pub fn live_tools(mut self, live: Arc<LiveTools>) -> Self {
+        self.tools = live.latest();
+        self.live = Some(live);
         self
     }
     /// The root budget (default: unlimited, still counted).
@@ -250,6 +265,7 @@ impl CtxBuilder {
                 depth: 0,
                 max_depth: self.max_depth,
                 tools: self.tools,
+                live: self.live,
                 budget: self.budget,
                 gate: self.gate,
                 events: self.events,
@@ -279,6 +295,7 @@ impl Ctx {
             spec: "host".into(),
             max_depth: DEFAULT_MAX_DEPTH,
             tools: ToolSet::new(),
+            live: None,
             budget: Budget::unlimited(),
             gate: Gate::allow_all(),
             events: Arc::new(NullSink),
@@ -308,8 +325,12 @@ impl Ctx {
                 max_depth: p.max_depth,
             });
         }
-        let tools = p
-            .tools
+        // A host with live tools forks from their latest set (`for_new_run` brings it up to
+        // date first, where the caller can wait for that).
+        let latest = p.live.as_ref().map(|l| l.latest());
+        let tools = latest
+            .as_ref()
+            .unwrap_or(&p.tools)
             .subset(spec.tools.iter().map(String::as_str))
             .map_err(|missing| SpawnError::CapabilityNotHeld {
                 spec: spec.name.to_string(),
@@ -353,6 +374,7 @@ impl Ctx {
                 spec: spec.name.clone(),
                 depth,
                 tools,
+                live: None,
                 budget,
                 model,
                 model_id,
@@ -361,6 +383,23 @@ impl Ctx {
                 siblings: p.handoff.clone(),
                 handoff: None,
                 ..p.shared()
+            }),
+        })
+    }
+
+    /// This context as a run that starts now sees it: for a host with live tools
+    /// ([`CtxBuilder::live_tools`]), a view holding the current set (listed again where a
+    /// source changed) and fixed from then on; any other context as it is.
+    pub(crate) async fn for_new_run(&self) -> Result<Ctx, LiveToolsError> {
+        let Some(live) = &self.inner.live else {
+            return Ok(self.clone());
+        };
+        let tools = live.current().await?;
+        Ok(Ctx {
+            inner: Arc::new(Inner {
+                tools,
+                live: None,
+                ..self.inner.shared()
             }),
         })
     }
@@ -428,7 +467,8 @@ impl Ctx {
     pub fn max_depth(&self) -> u32 {
         self.inner.max_depth
     }
-    /// The tools this context holds.
+    /// The tools this context holds (for a host with live tools, those it was built with;
+    /// each run started from it gets the set current then).
     pub fn tools(&self) -> &ToolSet {
         &self.inner.tools
     }

@@ -46,7 +46,7 @@ use crate::model::{
 };
 use crate::spec::DynSpec;
 use crate::tool::workspace::{Workspace, WorkspaceError};
-use crate::tool::{Tool, ToolSet, ToolSetError};
+use crate::tool::{LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
 use crate::Ctx;
 
 /// Why a host could not be assembled.
@@ -112,6 +112,7 @@ pub struct HostBuilder {
     workspace: Option<PathBuf>,
     specs: Vec<DynSpec>,
     tools: Vec<Arc<dyn Tool>>,
+    sources: Vec<Arc<dyn ToolSource>>,
     sinks: Vec<Arc<dyn EventSink>>,
 }
 
@@ -128,6 +129,7 @@ impl Default for HostBuilder {
             workspace: None,
             specs: Vec::new(),
             tools: Vec::new(),
+            sources: Vec::new(),
             sinks: Vec::new(),
         }
     }
@@ -239,6 +241,14 @@ impl HostBuilder {
         self
     }
 
+    /// Tools of a source whose tools change while the host lives (the MCP servers specs
+    /// name: [`McpServers::source_for`](crate::tool::mcp::McpServers::source_for)): each run
+    /// that starts gets the source's current tools, under the rules of every other tool.
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.sources.push(source);
+        self
+    }
+
     /// An event sink (a trace file, progress, …); every run's events reach each one.
     pub fn sink(mut self, sink: Arc<dyn EventSink>) -> Self {
         self.sinks.push(sink);
@@ -301,8 +311,13 @@ impl HostBuilder {
                 None => m,
             })
         };
-        let ctx = Ctx::builder(model)
-            .tools(tools)
+        let ctx = Ctx::builder(model);
+        let ctx = if self.sources.is_empty() {
+            ctx.tools(tools)
+        } else {
+            ctx.live_tools(Arc::new(LiveTools::new(tools, self.sources)?))
+        };
+        let ctx = ctx
             .prices(self.prices)
             .events(Arc::new(Sinks(self.sinks)))
             .model_resolver(resolver);

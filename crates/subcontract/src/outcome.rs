@@ -65,6 +65,7 @@ impl fmt::Display for Outcome {
 /// Why a child context could not be made. The run loop turns it into an error result for the
 /// model that asked; nothing panics.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SpawnError {
     /// The spec asks for tools its parent does not hold (invariant 1: never widen).
     #[error("`{spec}` asks for tools its parent does not hold: {}", missing.join(", "))]
@@ -91,6 +92,15 @@ pub enum SpawnError {
         spec: String,
         /// Why.
         error: ModelError,
+    },
+    /// The host's tools changed (an MCP server said so) and could not be listed or put
+    /// together again, so what the run would be offered is not known.
+    #[error("`{spec}` was not started: the host's tools changed and could not be brought up to date: {message}")]
+    ToolsUnavailable {
+        /// The spec.
+        spec: String,
+        /// Why.
+        message: String,
     },
 }
 

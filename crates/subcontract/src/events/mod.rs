@@ -120,9 +120,11 @@ pub enum EventKind {
     },
 }
 
-/// Why a model call asked for the output alone: in the tool modes it offered only the
-/// submission tool and made the model call it; in `native` it sent the response format and no
-/// tools; in `prompted` (and for text) it offered no tools.
+/// Why a model call's answer was forced. For every reason but [`Forced::FirstTurn`] the call
+/// asked for the output alone: in the tool modes it offered only the submission tool and made
+/// the model call it; in `native` it sent the response format and no tools; in `prompted` (and
+/// for text) it offered no tools. [`Forced::FirstTurn`] offered the spec's own tools without
+/// the submission and required a call of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -135,16 +137,22 @@ pub enum Forced {
     RepeatedCall,
     /// The previous turn answered in text without a valid output.
     TextAnswer,
+    /// The first turn of a spec with tools that sets
+    /// [`require_tool_first`](crate::SpecBuilder::require_tool_first): a call of one of its
+    /// own tools was required, so that the model looks before it answers.
+    FirstTurn,
 }
 
 impl Forced {
-    /// The reason's stable name (`last_turn`, `no_tools`, `repeated_call`, `text_answer`).
+    /// The reason's stable name (`last_turn`, `no_tools`, `repeated_call`, `text_answer`,
+    /// `first_turn`).
     pub fn as_str(self) -> &'static str {
         match self {
             Forced::LastTurn => "last_turn",
             Forced::NoTools => "no_tools",
             Forced::RepeatedCall => "repeated_call",
             Forced::TextAnswer => "text_answer",
+            Forced::FirstTurn => "first_turn",
         }
     }
 }

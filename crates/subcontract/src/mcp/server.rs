@@ -107,7 +107,16 @@ impl SubcontractServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let spec = &served.spec;
-        let child = match self.root.child(spec) {
+        // The root's tools may follow MCP servers that changed them: this run gets the
+        // current ones.
+        let forked = match self.root.for_new_run().await {
+            Ok(root) => root.child(spec),
+            Err(e) => Err(crate::SpawnError::ToolsUnavailable {
+                spec: spec.name().to_string(),
+                message: e.to_string(),
+            }),
+        };
+        let child = match forked {
             Ok(c) => c,
             Err(e) => return error_result(Outcome::Denied, &e.to_string()),
         };

@@ -24,6 +24,7 @@ mod cache;
 mod config;
 pub mod dialect;
 mod openai;
+pub mod shown;
 mod transport;
 mod usage;
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::Usage;
-use crate::outcome::{Failure, Outcome, RunResult};
+use crate::outcome::{Failure, Outcome, RunResult, SpawnError};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use tracing::Instrument;
 
@@ -82,7 +82,15 @@ pub(crate) async fn run_child_checked(
     text: OutputText,
     check: InputCheck,
 ) -> RunResult<Decoded> {
-    match parent.child(spec) {
+    // A host whose tools follow changing sources gives the child the current ones.
+    let forked = match parent.for_new_run().await {
+        Ok(host) => host.child(spec),
+        Err(e) => Err(SpawnError::ToolsUnavailable {
+            spec: spec.name.to_string(),
+            message: e.to_string(),
+        }),
+    };
+    match forked {
         // A child context has a cancellation token of its own, so the run may cancel it.
         Ok(child) => {
             let span = crate::telemetry::agent_span(spec, &child);
@@ -152,9 +160,38 @@ pub(crate) async fn run_core(
     ctx: &Ctx,
     text: OutputText,
 ) -> RunResult<Decoded> {
+    // A host whose tools follow changing sources runs with the current ones, fixed from here.
+    let ctx = match ctx.for_new_run().await {
+        Ok(c) => c,
+        Err(e) => {
+            let error = Failure::Spawn(SpawnError::ToolsUnavailable {
+                spec: spec.name.to_string(),
+                message: e.to_string(),
+            });
+            ctx.emit(EventKind::Finished {
+                outcome: Outcome::Denied,
+                turns: 0,
+                usage: Usage::default(),
+                cost_usd: Decimal::ZERO,
+                duration_ms: 0.0,
+                error: Some(error.to_string()),
+            });
+            return RunResult {
+                run_id: ctx.run_id().to_string(),
+                outcome: Outcome::Denied,
+                output: None,
+                turns: 0,
+                usage: Usage::default(),
+                cost_usd: Decimal::ZERO,
+                total_cost_usd: Decimal::ZERO,
+                duration: Duration::ZERO,
+                error: Some(error),
+            };
+        }
+    };
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's.
-    let span = crate::telemetry::agent_span(spec, ctx);
+    let span = crate::telemetry::agent_span(spec, &ctx);
     run_owned(
         spec,
         input,

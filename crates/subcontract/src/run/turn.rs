@@ -6,8 +6,10 @@
 //! How the output travels is the spec's [`OutputMode`]; whatever it is, the output is checked
 //! against the full contract and repaired the same way. Some turns ask for the output alone
 //! ([`Forced`]): the last allowed one, every turn of a spec without tools, and the turn after a
-//! repeated tool call or a text answer that held no valid output. A run that keeps repeating
-//! calls ends `stalled` ([`repeat`]).
+//! repeated tool call or a text answer that held no valid output. With
+//! [`require_tool_first`](crate::SpecBuilder::require_tool_first), the first turn of a spec
+//! with tools requires a call of one of them instead. A run that keeps repeating calls ends
+//! `stalled` ([`repeat`]).
 
 mod repeat;
 mod text;
@@ -103,6 +105,8 @@ struct Plan<'s> {
     system: Cow<'s, str>,
     /// The tools of an ordinary turn: the spec's, and the submission tool in the tool modes.
     offered: Vec<ToolDefinition>,
+    /// How many of `offered`, from the first, are the spec's own tools.
+    own_tools: usize,
     /// The submission tool alone, for a forced turn in the tool modes.
     submit_only: Vec<ToolDefinition>,
     /// The response format of a forced turn in `native` mode.
@@ -142,6 +146,7 @@ impl<'s> Plan<'s> {
                 })
             }
         }
+        let own_tools = offered.len();
         let mut submit_only = Vec::new();
         if let (true, Some(d)) = (tool_modes, &spec.submit_tool) {
             bytes += d.name.len() + d.description.len() + spec.output_schema_bytes;
@@ -168,6 +173,7 @@ impl<'s> Plan<'s> {
                 mode,
                 system,
                 offered,
+                own_tools,
                 submit_only,
                 format,
             },
@@ -185,6 +191,15 @@ impl<'s> Plan<'s> {
                 forced: None,
             };
         };
+        if forced == Forced::FirstTurn {
+            // Without the submission: offered with it, a small model submits a guess at once.
+            return TurnRequest {
+                tools: &self.offered[..self.own_tools],
+                choice: ToolChoice::Required,
+                format: None,
+                forced: Some(forced),
+            };
+        }
         match self.mode {
             Some(OutputMode::Auto | OutputMode::Tool) => TurnRequest {
                 tools: &self.submit_only,
@@ -237,7 +252,13 @@ impl Reading {
         match text::json_in_text(t) {
             Ok(found) => {
                 if let Some(call) = text::as_text_call(&found.value) {
-                    if req.tools.iter().any(|d| *d.name == *call.name) {
+                    // A first turn's call may still come as text, and as a submission: it is
+                    // read as what it is.
+                    let offered = match req.forced {
+                        Some(Forced::FirstTurn) => &plan.offered[..],
+                        _ => req.tools,
+                    };
+                    if offered.iter().any(|d| *d.name == *call.name) {
                         return Reading::TextCall(call, found.fenced);
                     }
                 }
@@ -583,6 +604,8 @@ pub(super) async fn turns(
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
             Some(Forced::LastTurn)
+        } else if turn == 1 && spec.require_tool_first && plan.own_tools > 0 {
+            Some(Forced::FirstTurn)
         } else {
             force_next
         };
@@ -654,7 +677,8 @@ pub(super) async fn turns(
             if answered[i].is_some() {
                 continue;
             }
-            if !req.tools.iter().any(|d| *d.name == *c.name) && forced.is_some() {
+            let output_alone = forced.is_some_and(|f| f != Forced::FirstTurn);
+            if !req.tools.iter().any(|d| *d.name == *c.name) && output_alone {
                 answered[i] = Some(ToolOutput::error(format!(
                     "not run: this turn asks for your final answer; {}",
                     no_output(plan.mode, None)

@@ -106,6 +106,7 @@ pub struct SpecBuilder<I, O> {
     output_mode: OutputMode,
     sampling: crate::model::Sampling,
     prompt_cache: Option<crate::model::PromptCache>,
+    require_tool_first: bool,
     input_schema: Result<Value, String>,
     output_schema: Result<Value, String>,
     decode_input: Box<Decoder>,
@@ -227,6 +228,7 @@ impl<I, O> SpecBuilder<I, O> {
             output_mode: OutputMode::default(),
             sampling: crate::model::Sampling::default(),
             prompt_cache: None,
+            require_tool_first: false,
             input_schema,
             output_schema,
             decode_input,
@@ -322,6 +324,18 @@ impl<I, O> SpecBuilder<I, O> {
         self.prompt_cache = Some(cache);
         self
     }
+    /// Whether the first turn of a spec with tools requires a call of one of them (off by
+    /// default). When on, the first turn offers the spec's own tools without the submission
+    /// and sends `tool_choice` required, and the trace marks it `forced: first_turn`. A small
+    /// model asked about files it has not read tends to answer at once with an invented,
+    /// valid value; this makes it look first (on a 1.5B local model: 3 of 8 graded tasks
+    /// passed without it, 5 with it; README, "Run against a local model"). Off by default
+    /// because the first turn then offers other tools than the later ones, so a provider's
+    /// prompt cache written on it is not read on the second turn.
+    pub fn require_tool_first(mut self, on: bool) -> Self {
+        self.require_tool_first = on;
+        self
+    }
     /// Sampling settings for every model call of the run (default: the provider's).
     pub fn sampling(mut self, sampling: crate::model::Sampling) -> Self {
         self.sampling = sampling;
@@ -395,6 +409,7 @@ impl<I, O> SpecBuilder<I, O> {
             output_mode: self.output_mode,
             sampling: self.sampling,
             prompt_cache: self.prompt_cache,
+            require_tool_first: self.require_tool_first,
             submit_tool,
             output_schema_bytes,
             decode_input: self.decode_input,

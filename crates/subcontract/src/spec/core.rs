@@ -168,6 +168,8 @@ pub(crate) struct SpecCore {
     pub(crate) sampling: crate::model::Sampling,
     /// Prompt caching for each model call, overriding the host's; `None` leaves it.
     pub(crate) prompt_cache: Option<crate::model::PromptCache>,
+    /// Whether the first turn requires a call of one of the spec's own tools.
+    pub(crate) require_tool_first: bool,
     /// The submission tool offered for [`OutputKind::Json`], built once: every run offers it.
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.

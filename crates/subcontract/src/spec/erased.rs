@@ -126,6 +126,11 @@ impl DynSpec {
     pub fn output_mode(&self) -> OutputMode {
         self.core.output_mode
     }
+    /// Whether the first turn requires a call of one of the spec's own tools
+    /// ([`SpecBuilder::require_tool_first`](crate::SpecBuilder::require_tool_first)).
+    pub fn require_tool_first(&self) -> bool {
+        self.core.require_tool_first
+    }
     /// Prompt caching asked for each model call, if the spec sets it.
     pub fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
         self.core.prompt_cache

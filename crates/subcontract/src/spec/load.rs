@@ -89,6 +89,9 @@ pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
     if let Some(c) = &raw.prompt_cache {
         b = b.prompt_cache(c.value);
     }
+    if let Some(r) = &raw.require_tool_first {
+        b = b.require_tool_first(r.value);
+    }
     if let Some(m) = &raw.model {
         b = b.model(m.value.clone());
     }

@@ -2,12 +2,14 @@
 //!
 //! [`SubAgentSpec::as_tool`]: crate::spec::DynSpec::as_tool
 
+mod live;
 #[cfg(feature = "mcp-client")]
 pub mod mcp;
 mod set;
 mod typed;
 pub mod workspace;
 
+pub use live::{Listing, LiveTools, LiveToolsError, ToolSource};
 pub use set::{ToolEntry, ToolSet, ToolSetError};
 pub use typed::{FnTool, TypedTool};
 

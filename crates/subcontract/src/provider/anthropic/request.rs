@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::model::{Arguments, Message, ModelRequest, ToolChoice, ToolDefinition};
 use crate::provider::cache::PromptCache;
-use crate::provider::dialect;
+use crate::provider::{dialect, shown};
 
 /// `POST /v1/messages`: the fields this crate sends.
 #[derive(Serialize)]
@@ -230,11 +230,11 @@ fn tool(t: &ToolDefinition, strict: bool) -> Tool<'_> {
     Tool {
         name: &t.name,
         description: &t.description,
-        input_schema: if strict {
-            Cow::Owned(dialect::anthropic(&t.input_schema))
+        input_schema: Cow::Owned(if strict {
+            dialect::anthropic(&shown::tool_schema(&t.input_schema))
         } else {
-            Cow::Borrowed(&*t.input_schema)
-        },
+            shown::tool_schema(&t.input_schema)
+        }),
         strict,
         cache_control: None,
     }

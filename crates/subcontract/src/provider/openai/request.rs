@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::MaxTokensField;
 use crate::model::{Arguments, Message, ModelRequest, ToolChoice, ToolDefinition};
 use crate::provider::cache::{prefix_key, PromptCache};
-use crate::provider::dialect;
+use crate::provider::{dialect, shown};
 
 /// `POST /chat/completions`: the fields this crate sends.
 #[derive(Serialize)]
@@ -156,11 +156,12 @@ pub(super) fn build<'a>(
         .tools
         .iter()
         .map(|t| {
+            let shown = shown::tool_schema(&t.input_schema);
             let (parameters, strict) = if strict {
-                let converted = dialect::openai(&t.input_schema);
+                let converted = dialect::openai(&shown);
                 (Cow::Owned(converted.schema), converted.strict)
             } else {
-                (Cow::Borrowed(&*t.input_schema), false)
+                (Cow::Owned(shown), false)
             };
             strict_tools.push(strict);
             tool(t, parameters, strict)

@@ -19,6 +19,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "model",
     "output_mode",
     "prompt_cache",
+    "require_tool_first",
     "limits",
     "input",
     "output",

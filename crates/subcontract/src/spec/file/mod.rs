@@ -238,6 +238,9 @@ impl Parser<'_> {
         let prompt_cache = fields
             .get("prompt_cache")
             .and_then(|(_, v)| self.prompt_cache(v));
+        let require_tool_first = fields
+            .get("require_tool_first")
+            .and_then(|(_, v)| self.boolean("require_tool_first", v));
         let limits = match fields.get("limits") {
             Some((_, v)) => match v.get_ref() {
                 DeValue::Table(t) => self.limits(t),
@@ -301,6 +304,7 @@ impl Parser<'_> {
                     sampling: model.sampling,
                     output_mode,
                     prompt_cache,
+                    require_tool_first,
                     limits,
                     input,
                     output,

@@ -122,6 +122,8 @@ pub(crate) struct RawSpec {
     pub output_mode: Option<Located<OutputMode>>,
     /// `prompt_cache`, when written.
     pub prompt_cache: Option<Located<crate::model::PromptCache>>,
+    /// `require_tool_first`, when written.
+    pub require_tool_first: Option<Located<bool>>,
     /// The `[limits]` table.
     pub limits: RawLimits,
     /// The `[input]` JSON Schema, converted from TOML.

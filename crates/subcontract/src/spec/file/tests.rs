@@ -990,6 +990,16 @@ fn output_mode_takes_the_four_modes() {
 }
 
 #[test]
+fn require_tool_first_is_a_boolean_off_by_default() {
+    let load = |src: &str| crate::spec::load_spec_str(Path::new("t.toml"), src);
+    assert!(!load(LOADABLE).expect("valid").require_tool_first());
+    let on = load(&format!("require_tool_first = true\n{LOADABLE}")).expect("valid");
+    assert!(on.require_tool_first());
+    let (_, diags) = parse(&format!("require_tool_first = \"yes\"\n{LOADABLE}"));
+    assert_eq!(summary(&diags), [("invalid-value", 1, 22)], "{diags:#?}");
+}
+
+#[test]
 fn prompt_cache_takes_off_5m_and_1h() {
     use crate::model::PromptCache;
     for (text, cache) in [
@@ -1106,7 +1116,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     // And each accepted key really is read: a spec using every one loads without an
     // unknown-key diagnostic.
     let src = format!(
-        "output_mode = \"tool\"\nprompt_cache = \"1h\"\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
+        "output_mode = \"tool\"\nprompt_cache = \"1h\"\nrequire_tool_first = true\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
          [limits]\nmax_turns = 1\nmax_cost_usd = \"1\"\ntimeout_secs = 1\nmax_output_chars = 10\n\
          max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n"
     );

@@ -42,6 +42,20 @@ impl Parser<'_> {
         }
     }
 
+    /// A boolean.
+    pub(super) fn boolean(&mut self, key: &str, v: &Item<'_>) -> Option<Located<bool>> {
+        if v.span().is_empty() {
+            return None;
+        }
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(self.located(*b, v.span())),
+            other => {
+                self.invalid_type(v, key, "true or false", other);
+                None
+            }
+        }
+    }
+
     /// A limit's integer: the type and range of its field, nothing more (zero is passed on:
     /// the spec builder checks limits, once, for files and Rust alike).
     pub(super) fn limit_int(&mut self, key: &str, v: &Item<'_>, max: u64) -> Option<Located<u64>> {

@@ -3,7 +3,9 @@
 //! named `mcp__SERVER__TOOL`, under every guarantee a built-in tool has: arguments checked
 //! against the tool's `inputSchema` (in the draft it names) before the call, `structuredContent`
 //! against its `outputSchema`, results as bounded, redacted text, every failure an error
-//! result naming the server.
+//! result naming the server. A server that says its tools changed (`tools/list_changed`) is
+//! listed again for the runs that start afterwards ([`McpServers::source_for`], and
+//! [`LiveTools`](crate::tool::LiveTools) for why runs in flight keep theirs).
 //!
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {

@@ -2,7 +2,7 @@
 //! takes concurrent requests), restarted (a bounded number of times) after it died, stopped
 //! with the process; its environment cleared but for an allow-list.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,9 +77,12 @@ pub(super) struct Server {
     session: tokio::sync::Mutex<Option<Session>>,
     restarts: AtomicU32,
     started: AtomicBool,
-    tools: std::sync::Mutex<Option<Arc<Vec<rmcp::model::Tool>>>>,
-    // Set by `notifications/tools/list_changed`: the next listing asks the server again.
-    stale: Arc<AtomicBool>,
+    // The last listing and the version it was asked at; held across the listing, so callers
+    // that find it out of date share one `tools/list`.
+    tools: tokio::sync::Mutex<Option<(u64, Arc<Vec<rmcp::model::Tool>>)>>,
+    // Moved on by `notifications/tools/list_changed` (and by a restart): a listing asked at an
+    // older version is out of date.
+    version: Arc<AtomicU64>,
 }
 
 type Session = RunningService<RoleClient, Handler>;
@@ -87,7 +90,7 @@ type Session = RunningService<RoleClient, Handler>;
 /// What the server may tell us unasked.
 struct Handler {
     server: String,
-    stale: Arc<AtomicBool>,
+    version: Arc<AtomicU64>,
 }
 
 impl ClientHandler for Handler {
@@ -100,7 +103,7 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         tracing::debug!(server = %self.server, "MCP server's tools changed");
-        self.stale.store(true, Ordering::Release);
+        self.version.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -113,8 +116,8 @@ impl Server {
             session: tokio::sync::Mutex::default(),
             restarts: AtomicU32::new(0),
             started: AtomicBool::new(false),
-            tools: std::sync::Mutex::default(),
-            stale: Arc::default(),
+            tools: tokio::sync::Mutex::default(),
+            version: Arc::default(),
         }
     }
 
@@ -140,15 +143,24 @@ impl Server {
         self.timeout().max(MIN_START_TIMEOUT)
     }
 
-    /// The server's tools: the last listing, unless the server said they changed.
-    pub(super) async fn list(&self) -> Result<Arc<Vec<rmcp::model::Tool>>, McpError> {
-        if !self.stale.load(Ordering::Acquire) {
-            if let Some(t) = self.tools.lock().unwrap_or_else(|p| p.into_inner()).clone() {
-                return Ok(t);
+    /// The version of the server's tools: it moves on whenever they may have changed.
+    pub(super) fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// The server's tools and the version they were listed at: the last listing, unless the
+    /// server said since that they changed. A failed listing keeps the last one out of date,
+    /// so the next caller asks again.
+    pub(super) async fn list(&self) -> Result<(u64, Arc<Vec<rmcp::model::Tool>>), McpError> {
+        let mut last = self.tools.lock().await;
+        // Read before the listing: a change said during it makes this listing out of date.
+        let version = self.version();
+        if let Some((v, t)) = last.as_ref() {
+            if *v == version {
+                return Ok((version, t.clone()));
             }
         }
         let peer = self.peer().await?;
-        self.stale.store(false, Ordering::Release);
         let tools = tokio::time::timeout(self.start_timeout(), peer.list_all_tools())
             .await
             .map_err(|_| {
@@ -164,8 +176,8 @@ impl Server {
                 ))
             })?;
         let tools = Arc::new(tools);
-        *self.tools.lock().unwrap_or_else(|p| p.into_inner()) = Some(tools.clone());
-        Ok(tools)
+        *last = Some((version, tools.clone()));
+        Ok((version, tools))
     }
 
     /// The running session's peer, starting the server if it is not running (again, after it
@@ -191,13 +203,17 @@ impl Server {
             .map_err(|_| self.err(format!("did not start within {:?}", self.start_timeout())))??;
         let peer = s.peer().clone();
         *session = Some(s);
+        if self.restarts.load(Ordering::Acquire) > 0 {
+            // A server started again may list other tools, and says nothing about it.
+            self.version.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(peer)
     }
 
     async fn start(&self) -> Result<Session, McpError> {
         let handler = Handler {
             server: self.config.name.clone(),
-            stale: self.stale.clone(),
+            version: self.version.clone(),
         };
         let failed = |e: &dyn std::fmt::Display| {
             self.err(format!(

@@ -112,6 +112,8 @@ pub struct ReadFileArgs {
     /// First line to return, 1-based and inclusive. Defaults to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1))]
+    // Shown to the model, so that leaving it out is the obvious way to read from the top.
+    #[schemars(extend("default" = 1))]
     pub start_line: Option<u32>,
     /// Last line to return, inclusive. Defaults to the end of the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,6 +149,7 @@ pub struct GrepArgs {
     /// Stop after this many matching lines. Defaults to 50; capped by the workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1))]
+    #[schemars(extend("default" = 50))]
     pub max_matches: Option<u32>,
 }
 

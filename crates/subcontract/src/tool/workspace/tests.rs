@@ -1046,3 +1046,22 @@ fn a_crowded_directory_is_held_only_up_to_the_file_limit() {
         .unwrap()
         .starts_with("z.txt:1: hit\n"));
 }
+
+#[test]
+fn a_model_is_shown_the_defaults_and_no_nullable_optionals() {
+    use crate::provider::shown::tool_schema;
+    let read = tool_schema(&serde_json::to_value(schemars::schema_for!(ReadFileArgs)).unwrap());
+    let start = &read["properties"]["start_line"];
+    assert_eq!(start["type"], "integer", "{read}");
+    assert_eq!(start["default"], 1, "{read}");
+    assert_eq!(start["minimum"], 1, "{read}");
+    assert!(start.get("format").is_none(), "{read}");
+    assert_eq!(read["properties"]["end_line"]["type"], "integer", "{read}");
+    assert!(
+        read.get("$schema").is_none() && read.get("title").is_none(),
+        "{read}"
+    );
+    let grep = tool_schema(&serde_json::to_value(schemars::schema_for!(GrepArgs)).unwrap());
+    assert_eq!(grep["properties"]["max_matches"]["default"], 50, "{grep}");
+    assert_eq!(grep["properties"]["path_glob"]["type"], "string", "{grep}");
+}

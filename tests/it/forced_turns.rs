@@ -1,0 +1,138 @@
+//! Which turns force the model's hand: with `require_tool_first`, the first turn of a spec
+//! with tools requires a call of one of its own tools; without it (the default) the first turn
+//! is an ordinary one, offering what every later turn offers; a spec without tools is asked
+//! for its output on every turn.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use subcontract::events::{EventKind, Forced};
+use subcontract::model::{ScriptStep, ToolChoice};
+use subcontract::{Ctx, MemorySink, Outcome, SubAgentSpec, ToolSet};
+
+use crate::common::*;
+
+/// Per request: its tool choice and the names of the tools it offered.
+type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+
+fn recording(
+    seen: &Seen,
+    sink: Arc<MemorySink>,
+    answer: impl Fn(usize) -> ScriptStep + Send + Sync + 'static,
+) -> Ctx {
+    let seen = seen.clone();
+    let m = model(move |_, turn, req| {
+        let choice = match req.tool_choice {
+            ToolChoice::Auto => "auto".to_string(),
+            ToolChoice::Required => "required".to_string(),
+            ToolChoice::Tool(t) => format!("tool {t}"),
+        };
+        let tools = req.tools.iter().map(|t| t.name.to_string()).collect();
+        seen.lock().unwrap().push((choice, tools));
+        answer(turn)
+    });
+    let mut set = ToolSet::new();
+    set.insert(lookup_tool("lookup")).unwrap();
+    Ctx::builder(m).tools(set).events(sink).build()
+}
+
+fn looking_spec() -> SubAgentSpec<Value, Value> {
+    SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(4)
+        .require_tool_first(true)
+        .build()
+        .expect("the test spec is valid")
+}
+
+#[tokio::test]
+async fn by_default_the_first_turn_offers_what_every_turn_offers() {
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |turn| match turn {
+        1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+        _ => ScriptStep::submit(good_findings()),
+    });
+    let r = research_spec("r", &["lookup"])
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let all = vec!["lookup".to_string(), "submit_output".into()];
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![("auto".to_string(), all.clone()), ("auto".to_string(), all)]
+    );
+}
+
+#[tokio::test]
+async fn require_tool_first_makes_the_first_turn_call_one_of_the_spec_tools() {
+    let seen: Seen = Arc::default();
+    let sink = Arc::new(MemorySink::new());
+    let ctx = recording(&seen, sink.clone(), |turn| match turn {
+        1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+        _ => ScriptStep::submit(good_findings()),
+    });
+    let r = looking_spec()
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        vec![
+            ("required".to_string(), vec!["lookup".to_string()]),
+            (
+                "auto".to_string(),
+                vec!["lookup".to_string(), "submit_output".into()]
+            )
+        ],
+        "the first turn offers the spec's own tools and requires a call of one"
+    );
+    let forced: Vec<Option<Forced>> = sink
+        .events()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ModelCall { forced, .. } => Some(forced),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forced, vec![Some(Forced::FirstTurn), None]);
+}
+
+#[tokio::test]
+async fn a_submission_on_a_required_first_turn_still_ends_the_run() {
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |_| {
+        ScriptStep::submit(good_findings())
+    });
+    let r = looking_spec()
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.output, Some(good_findings()));
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_spec_without_tools_is_asked_for_its_output_from_the_first_turn() {
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |_| {
+        ScriptStep::submit(good_findings())
+    });
+    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .require_tool_first(true)
+        .build()
+        .expect("the test spec is valid");
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![(
+            "tool submit_output".to_string(),
+            vec!["submit_output".to_string()]
+        )]
+    );
+}
