@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Two builds of `bench_peers`, side by side in one run: each scenario run alternately by the
+two binaries, ROUNDS rounds of 5 reps, so the machine's drift hits both alike.
+
+Usage: bench/before_after.py BEFORE_BINARY AFTER_BINARY [ROUNDS]
+(each built with `cargo build --release --example bench_peers` in a checkout of its commit).
+Prints a Markdown table: medians of the rounds' medians [min .. max], and after / before taken
+round by round.
+"""
+import json
+import statistics
+import subprocess
+import sys
+
+METRICS = {
+    "s1": ["us_per_model_turn", "peak_rss_mb"],
+    "s2": ["us_per_call_last10", "peak_rss_mb"],
+    "s3": ["wall_ms"],
+    "s4": ["parse_and_schema_validate_us", "full_output_pipeline_us", "peak_rss_mb"],
+}
+
+
+def run(binary, scen):
+    out = subprocess.run(
+        [binary, "--scenario", scen, "--reps", "5"], capture_output=True, text=True, check=True
+    ).stdout
+    return json.loads(out[out.index("{"):])
+
+
+def span(xs):
+    return f"{statistics.median(xs):.3f} [{min(xs):.3f} .. {max(xs):.3f}]"
+
+
+def main():
+    before, after = sys.argv[1], sys.argv[2]
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+    rows = {}
+    for _ in range(rounds):
+        for scen, metrics in METRICS.items():
+            for side, binary in (("before", before), ("after", after)):
+                d = run(binary, scen)
+                for m in metrics:
+                    v = d[m]
+                    v = v["median"] if isinstance(v, dict) else v
+                    rows.setdefault((scen, m), {"before": [], "after": []})[side].append(v)
+    print("| figure | before | after | after / before |")
+    print("|---|---|---|---|")
+    for (scen, m), v in rows.items():
+        ratios = [a / b for a, b in zip(v["after"], v["before"])]
+        print(f"| {scen} {m} | {span(v['before'])} | {span(v['after'])} | {span(ratios)} |")
+
+
+if __name__ == "__main__":
+    main()
