@@ -14,7 +14,9 @@ pub(crate) const MAX_REPEATING_TURNS: u32 = 2;
 /// first made in.
 #[derive(Debug, Default)]
 pub(crate) struct Calls {
-    seen: HashMap<(String, String), u32>,
+    /// `tool`, a NUL, and the canonical arguments: one string per call, hashed with FNV (a
+    /// run's own calls are not an attacker's choice of keys worth SipHash's cost every turn).
+    seen: HashMap<Vec<u8>, u32, fnv::FnvBuildHasher>,
     /// Turns so far that repeated a call of an earlier turn.
     pub(crate) repeating_turns: u32,
 }
@@ -24,10 +26,11 @@ impl Calls {
     /// identical call, if one did. The same call twice in one response is not a repeat: the
     /// model had not seen the first one's result.
     pub(crate) fn record(&mut self, tool: &str, args: &Value, turn: u32) -> Option<u32> {
-        let first = *self
-            .seen
-            .entry((tool.to_owned(), canonical(args)))
-            .or_insert(turn);
+        let mut key = Vec::with_capacity(tool.len() + 1 + 64);
+        key.extend_from_slice(tool.as_bytes());
+        key.push(0);
+        canonical(args, &mut key);
+        let first = *self.seen.entry(key).or_insert(turn);
         (first < turn).then_some(first)
     }
 
@@ -46,25 +49,39 @@ pub(crate) fn repeated_note(first: u32) -> String {
     )
 }
 
-/// `v` as compact JSON with object keys sorted, so that arguments written in another key order
-/// are the same call.
-fn canonical(v: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(o) => {
-                let mut keys: Vec<&String> = o.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&o[k])))
-                        .collect(),
-                )
+/// Appends `v` to `out` as compact JSON with object keys sorted, so that arguments written in
+/// another key order are the same call. Written directly: no sorted copy of the value is made.
+fn canonical(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Object(o) => {
+            let mut entries: Vec<(&String, &Value)> = o.iter().collect();
+            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+            out.push(b'{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                // Writing JSON into memory cannot fail.
+                let _ = serde_json::to_writer(&mut *out, k);
+                out.push(b':');
+                canonical(v, out);
             }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            v => v.clone(),
+            out.push(b'}');
+        }
+        Value::Array(a) => {
+            out.push(b'[');
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                canonical(v, out);
+            }
+            out.push(b']');
+        }
+        v => {
+            let _ = serde_json::to_writer(&mut *out, v);
         }
     }
-    sorted(v).to_string()
 }
 
 #[cfg(test)]
@@ -96,5 +113,24 @@ mod tests {
         assert!(!calls.repeated_in_turn());
         assert_eq!(calls.record("read_file", &json!({"path": "b"}), 4), Some(1));
         assert!(calls.repeated_in_turn());
+    }
+
+    #[test]
+    fn nested_keys_are_sorted_and_strings_escaped() {
+        let mut a = Vec::new();
+        canonical(&json!({"b": [{"y": 1, "x": "q\"\n"}], "a": null}), &mut a);
+        assert_eq!(
+            String::from_utf8(a).unwrap(),
+            r#"{"a":null,"b":[{"x":"q\"\n","y":1}]}"#
+        );
+        let mut calls = Calls::default();
+        assert_eq!(calls.record("t", &json!({"k": {"b": 1, "a": 2}}), 1), None);
+        assert_eq!(
+            calls.record("t", &json!({"k": {"a": 2, "b": 1}}), 2),
+            Some(1)
+        );
+        assert_eq!(calls.record("t", &json!({"k": {"a": 2, "b": 3}}), 3), None);
+        // The tool name and arguments cannot run into each other.
+        assert_eq!(calls.record("t\u{0}x", &json!({}), 4), None);
     }
 }
