@@ -430,28 +430,13 @@ async fn mcp_offers_the_tools_a_server_lists_after_it_changed_them() {
     let python = crate::mcp::python();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    std::fs::write(
-        root.join("lister.toml"),
-        r#"name = "lister"
-description = "Uses the hostile server's tools."
-system = "Use the tools, then submit."
-tools = ["mcp__h"]
-
-[limits]
-max_turns = 3
-max_tokens_per_turn = 256
-
-[input]
-type = "object"
-
-[output]
-type = "object"
-required = ["done"]
-additionalProperties = false
-properties.done = { type = "boolean" }
-"#,
-    )
-    .unwrap();
+    crate::mcp_hostile::write_done_spec(
+        &root,
+        "lister",
+        "Use the tools, then submit.",
+        r#""mcp__h""#,
+        "",
+    );
     let hostile =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py");
     let config = json!({"mcpServers": {"h": {"command": "python3", "args": [hostile]}}});

@@ -17,6 +17,33 @@ use crate::providers::{Reply, Server};
 
 const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
 
+/// Writes `NAME.toml` into `root`: a spec whose sub-agent may use `tools` (a TOML array's
+/// items, e.g. `"mcp__h"`), takes any object and submits `{"done": bool}`. `limits` are more
+/// `[limits]` lines.
+pub(crate) fn write_done_spec(root: &Path, name: &str, system: &str, tools: &str, limits: &str) {
+    let toml = format!(
+        r#"name = "{name}"
+description = "A test spec using MCP tools."
+system = "{system}"
+tools = [{tools}]
+
+[limits]
+max_turns = 4
+max_tokens_per_turn = 256
+{limits}
+[input]
+type = "object"
+
+[output]
+type = "object"
+required = ["done"]
+additionalProperties = false
+properties.done = {{ type = "boolean" }}
+"#
+    );
+    std::fs::write(root.join(format!("{name}.toml")), toml).expect("the spec file is written");
+}
+
 pub(crate) fn hostile_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/hostile_server.py")
 }
@@ -197,29 +224,13 @@ async fn an_output_schema_violation_is_an_error_result() {
 async fn huge_answers_are_bounded_and_never_cut_silently() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    std::fs::write(
-        root.join("edge.toml"),
-        r#"name = "edge"
-description = "Calls the hostile server."
-system = "Call the tools."
-tools = ["mcp__hostile"]
-
-[limits]
-max_turns = 4
-max_tokens_per_turn = 256
-max_tool_result_chars_per_turn = 100000
-
-[input]
-type = "object"
-
-[output]
-type = "object"
-required = ["done"]
-additionalProperties = false
-properties.done = { type = "boolean" }
-"#,
-    )
-    .unwrap();
+    write_done_spec(
+        &root,
+        "edge",
+        "Call the tools.",
+        r#""mcp__hostile""#,
+        "max_tool_result_chars_per_turn = 100000\n",
+    );
     let config = json!({"mcpServers": {"hostile": {
         "command": "python3", "args": [hostile_script()], "timeout": 3000,
     }}});
@@ -323,28 +334,13 @@ properties.done = { type = "boolean" }
 async fn the_servers_environment_holds_no_key_of_ours() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
-    std::fs::write(
-        root.join("env.toml"),
-        r#"name = "env"
-description = "Reads the server's environment."
-system = "Call get-env."
-tools = ["mcp__everything__get-env"]
-
-[limits]
-max_turns = 3
-max_tokens_per_turn = 256
-
-[input]
-type = "object"
-
-[output]
-type = "object"
-required = ["done"]
-additionalProperties = false
-properties.done = { type = "boolean" }
-"#,
-    )
-    .unwrap();
+    write_done_spec(
+        &root,
+        "env",
+        "Call get-env.",
+        r#""mcp__everything__get-env""#,
+        "",
+    );
     let config = json!({"mcpServers": {"everything": {
         "command": "node", "args": [npm_server("server-everything"), "stdio"],
         "env": {"DECLARED_FOR_THE_SERVER": "yes"},
