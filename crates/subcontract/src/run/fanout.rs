@@ -38,19 +38,26 @@ enum Slot {
     Ran(ToolOutput),
 }
 
+/// One call of a response as the turn hands it over: answered without running, or its
+/// arguments, parsed once for both the repeated-call check and the tool.
+pub(super) enum Prepared {
+    /// A rejected submission's repair request, a tool the turn did not offer.
+    Answered(ToolOutput),
+    /// The arguments as a value, or the message for text that is not JSON.
+    Args(Result<Value, String>),
+}
+
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
 /// `ctx.fanout_limit()` at a time), ordinary tools one after another, both groups at once.
-/// A call whose entry in `answered` holds an output (a rejected submission's repair request,
-/// a tool the turn did not offer) gets that output and does not run. Every call settles;
+/// A call prepared as answered gets that output and does not run. Every call settles;
 /// results come back in call order.
 pub(super) async fn run_tool_calls(
     spec: &SpecCore,
     calls: &[ToolCall],
-    answered: Vec<Option<ToolOutput>>,
+    prepared: Vec<Prepared>,
     ctx: &Ctx,
     turn: u32,
 ) -> (Vec<ToolResult>, Option<String>) {
-    let mut answered = answered;
     let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
     // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
     // sub-agent call, so a turn of ordinary tools pays for none of it.
@@ -74,11 +81,14 @@ pub(super) async fn run_tool_calls(
         }
     }
     let mut taken = 0;
-    for (i, c) in calls.iter().enumerate() {
-        if let Some(o) = answered.get_mut(i).and_then(Option::take) {
-            slots.push(Slot::Done(o));
-            continue;
-        }
+    for (i, (c, prepared)) in calls.iter().zip(prepared).enumerate() {
+        let args = match prepared {
+            Prepared::Answered(o) => {
+                slots.push(Slot::Done(o));
+                continue;
+            }
+            Prepared::Args(args) => args,
+        };
         if taken == spec.limits.max_tool_calls_per_turn {
             slots.push(Slot::Done(over_call_limit(
                 spec.limits.max_tool_calls_per_turn,
@@ -99,9 +109,8 @@ pub(super) async fn run_tool_calls(
             ))));
             continue;
         };
-        let args = match c.arguments.parse() {
-            // The call stays in the history, so the tool gets its own copy.
-            Ok(a) => a.into_owned(),
+        let args = match args {
+            Ok(a) => a,
             Err(msg) => {
                 slots.push(Slot::Done(ToolOutput::error(msg)));
                 continue;

@@ -21,7 +21,7 @@ use std::time::Instant;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use super::fanout::run_tool_calls;
+use super::fanout::{run_tool_calls, Prepared};
 use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
@@ -661,37 +661,42 @@ pub(super) async fn turns(
             convo.push(assistant, Message::user(repair));
             continue;
         }
-        let mut answered: Vec<Option<ToolOutput>> = vec![None; tool_calls.len()];
+        let mut rejected: Option<(usize, ToolOutput)> = None;
         match submission(spec, ctx, turn, &mut tool_calls, out) {
             Submission::Accepted(done) => return Ok(done),
             Submission::Rejected(i, r) => {
                 last_invalid = Some(r.summary);
-                answered[i] = Some(ToolOutput::error(r.repair));
+                rejected = Some((i, ToolOutput::error(r.repair)));
             }
             Submission::None => {}
         }
         // Calls of tools this turn did not offer (a forced turn offers the output alone) are
         // answered, not run; the repeats among the rest are noted.
+        let output_alone = forced.is_some_and(|f| f != Forced::FirstTurn);
         let mut repeated: Vec<(usize, u32)> = Vec::new();
+        let mut prepared = Vec::with_capacity(tool_calls.len());
         for (i, c) in tool_calls.iter().enumerate() {
-            if answered[i].is_some() {
+            if let Some((_, o)) = rejected.take_if(|(r, _)| *r == i) {
+                prepared.push(Prepared::Answered(o));
                 continue;
             }
-            let output_alone = forced.is_some_and(|f| f != Forced::FirstTurn);
-            if !req.tools.iter().any(|d| *d.name == *c.name) && output_alone {
-                answered[i] = Some(ToolOutput::error(format!(
+            if output_alone && !req.tools.iter().any(|d| *d.name == *c.name) {
+                prepared.push(Prepared::Answered(ToolOutput::error(format!(
                     "not run: this turn asks for your final answer; {}",
                     no_output(plan.mode, None)
-                )));
+                ))));
                 continue;
             }
-            if let Ok(args) = c.arguments.parse() {
-                if let Some(first) = calls_so_far.record(&c.name, &args, turn) {
+            // The history keeps the call as sent, so the tool gets its own copy of a value.
+            let args = c.arguments.parse().map(Cow::into_owned);
+            if let Ok(args) = &args {
+                if let Some(first) = calls_so_far.record(&c.name, args, turn) {
                     repeated.push((i, first));
                 }
             }
+            prepared.push(Prepared::Args(args));
         }
-        let (mut results, note) = run_tool_calls(spec, &tool_calls, answered, ctx, turn).await;
+        let (mut results, note) = run_tool_calls(spec, &tool_calls, prepared, ctx, turn).await;
         for &(i, first) in &repeated {
             results[i].content.push_str(&repeat::repeated_note(first));
         }

@@ -2,6 +2,9 @@
 //! gets the same answer and learns nothing; such a run is stalled, not working.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use foldhash::fast::RandomState;
 
 use serde_json::Value;
 
@@ -14,9 +17,13 @@ pub(crate) const MAX_REPEATING_TURNS: u32 = 2;
 /// first made in.
 #[derive(Debug, Default)]
 pub(crate) struct Calls {
-    /// `tool`, a NUL, and the canonical arguments: one string per call, hashed with FNV (a
-    /// run's own calls are not an attacker's choice of keys worth SipHash's cost every turn).
-    seen: HashMap<Vec<u8>, u32, fnv::FnvBuildHasher>,
+    /// A keyed 64-bit hash of each call (its tool, and its arguments with object keys in
+    /// order) and the turn it was first made in. Only the hash is kept: two different calls
+    /// are taken for one only when their hashes collide, by chance (the hash is keyed per run,
+    /// so a model cannot aim for it), and that would cost a note and a forced turn, never a
+    /// wrong output. The hashes are already spread, so the table hashes them with FNV.
+    seen: HashMap<u64, u32, fnv::FnvBuildHasher>,
+    keys: RandomState,
     /// Turns so far that repeated a call of an earlier turn.
     pub(crate) repeating_turns: u32,
 }
@@ -26,11 +33,10 @@ impl Calls {
     /// identical call, if one did. The same call twice in one response is not a repeat: the
     /// model had not seen the first one's result.
     pub(crate) fn record(&mut self, tool: &str, args: &Value, turn: u32) -> Option<u32> {
-        let mut key = Vec::with_capacity(tool.len() + 1 + 64);
-        key.extend_from_slice(tool.as_bytes());
-        key.push(0);
-        canonical(args, &mut key);
-        let first = *self.seen.entry(key).or_insert(turn);
+        let mut h = self.keys.build_hasher();
+        text(tool, &mut h);
+        feed(args, &mut h);
+        let first = *self.seen.entry(h.finish()).or_insert(turn);
         (first < turn).then_some(first)
     }
 
@@ -49,39 +55,63 @@ pub(crate) fn repeated_note(first: u32) -> String {
     )
 }
 
-/// Appends `v` to `out` as compact JSON with object keys sorted, so that arguments written in
-/// another key order are the same call. Written directly: no sorted copy of the value is made.
-fn canonical(v: &Value, out: &mut Vec<u8>) {
+/// Feeds `v` to `h` with object keys in order, so that arguments written in another key order
+/// are the same call. Every part is tagged or terminated, so that different values never feed
+/// the same bytes (`["a","b"]` and `["ab"]`, `1` and `"1"`); numbers feed their value, as
+/// parsed (`1` and `1.0` differ, as they do in JSON text).
+fn feed(v: &Value, h: &mut impl Hasher) {
     match v {
-        Value::Object(o) => {
-            let mut entries: Vec<(&String, &Value)> = o.iter().collect();
-            entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            out.push(b'{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                // Writing JSON into memory cannot fail.
-                let _ = serde_json::to_writer(&mut *out, k);
-                out.push(b':');
-                canonical(v, out);
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                h.write_u8(3);
+                h.write_u64(u);
+            } else if let Some(i) = n.as_i64() {
+                h.write_u8(4);
+                h.write_i64(i);
+            } else {
+                h.write_u8(5);
+                h.write_u64(n.as_f64().map_or(0, f64::to_bits));
             }
-            out.push(b'}');
+        }
+        Value::String(s) => {
+            h.write_u8(6);
+            text(s, h);
         }
         Value::Array(a) => {
-            out.push(b'[');
-            for (i, v) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                canonical(v, out);
+            h.write_u8(7);
+            h.write_usize(a.len());
+            for v in a {
+                feed(v, h);
             }
-            out.push(b']');
         }
-        v => {
-            let _ = serde_json::to_writer(&mut *out, v);
+        Value::Object(o) => {
+            h.write_u8(8);
+            h.write_usize(o.len());
+            // Keys a model wrote in order (most calls, and every call of one argument) need
+            // no sorted copy.
+            if o.keys().is_sorted() {
+                for (k, v) in o {
+                    text(k, h);
+                    feed(v, h);
+                }
+            } else {
+                let mut entries: Vec<(&String, &Value)> = o.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                for (k, v) in entries {
+                    text(k, h);
+                    feed(v, h);
+                }
+            }
         }
     }
+}
+
+/// A string, terminated by a byte that UTF-8 never holds.
+fn text(s: &str, h: &mut impl Hasher) {
+    h.write(s.as_bytes());
+    h.write_u8(0xff);
 }
 
 #[cfg(test)]
@@ -116,13 +146,7 @@ mod tests {
     }
 
     #[test]
-    fn nested_keys_are_sorted_and_strings_escaped() {
-        let mut a = Vec::new();
-        canonical(&json!({"b": [{"y": 1, "x": "q\"\n"}], "a": null}), &mut a);
-        assert_eq!(
-            String::from_utf8(a).unwrap(),
-            r#"{"a":null,"b":[{"x":"q\"\n","y":1}]}"#
-        );
+    fn nested_keys_are_sorted_and_different_values_stay_different() {
         let mut calls = Calls::default();
         assert_eq!(calls.record("t", &json!({"k": {"b": 1, "a": 2}}), 1), None);
         assert_eq!(
@@ -130,7 +154,29 @@ mod tests {
             Some(1)
         );
         assert_eq!(calls.record("t", &json!({"k": {"a": 2, "b": 3}}), 3), None);
+        // Values that would run into each other, or print alike, are different calls.
+        let distinct = [
+            json!(["a", "b"]),
+            json!(["ab"]),
+            json!([["a"], "b"]),
+            json!(1),
+            json!(1.0),
+            json!(-1),
+            json!("1"),
+            json!(true),
+            json!(null),
+            json!({"a": "b"}),
+            json!({"ab": ""}),
+            json!({"a": {"b": null}}),
+        ];
+        for v in &distinct {
+            assert_eq!(calls.record("u", v, 4), None, "{v}");
+        }
+        for v in &distinct {
+            assert_eq!(calls.record("u", v, 5), Some(4), "{v}");
+        }
         // The tool name and arguments cannot run into each other.
-        assert_eq!(calls.record("t\u{0}x", &json!({}), 4), None);
+        assert_eq!(calls.record("t\u{0}x", &json!({}), 6), None);
+        assert_eq!(calls.record("tx", &json!({}), 6), None);
     }
 }
