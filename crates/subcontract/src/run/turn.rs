@@ -109,8 +109,11 @@ struct Plan<'s> {
     own_tools: usize,
     /// The submission tool alone, for a forced turn in the tool modes.
     submit_only: Vec<ToolDefinition>,
-    /// The response format of a forced turn in `native` mode.
+    /// The response format of a forced turn in `native` mode (and in `auto` with
+    /// [`Levers::native_final`](crate::spec::Levers)).
     format: Option<ResponseFormat>,
+    /// Whether a text answer that is one call of an offered tool is taken as that call.
+    text_calls: bool,
 }
 
 /// What one model call offers and asks for.
@@ -153,7 +156,8 @@ impl<'s> Plan<'s> {
             offered.push(d.clone());
             submit_only.push(d.clone());
         }
-        let format = (mode == Some(OutputMode::Native)).then(|| {
+        let native_final = mode == Some(OutputMode::Auto) && spec.levers.native_final;
+        let format = (mode == Some(OutputMode::Native) || native_final).then(|| {
             bytes += spec.output_schema_bytes;
             ResponseFormat {
                 name: spec.name_arc.clone(),
@@ -176,6 +180,7 @@ impl<'s> Plan<'s> {
                 own_tools,
                 submit_only,
                 format,
+                text_calls: spec.levers.text_calls,
             },
             bytes,
         ))
@@ -201,6 +206,12 @@ impl<'s> Plan<'s> {
             };
         }
         match self.mode {
+            Some(OutputMode::Auto) if self.format.is_some() => TurnRequest {
+                tools: &[],
+                choice: ToolChoice::Auto,
+                format: self.format.as_ref(),
+                forced: Some(forced),
+            },
             Some(OutputMode::Auto | OutputMode::Tool) => TurnRequest {
                 tools: &self.submit_only,
                 choice: ToolChoice::Tool(SUBMIT_TOOL),
@@ -251,7 +262,7 @@ impl Reading {
         };
         match text::json_in_text(t) {
             Ok(found) => {
-                if let Some(call) = text::as_text_call(&found.value) {
+                if let Some(call) = text::as_text_call(&found.value).filter(|_| plan.text_calls) {
                     // A first turn's call may still come as text, and as a submission: it is
                     // read as what it is.
                     let offered = match req.forced {
@@ -600,7 +611,10 @@ pub(super) async fn turns(
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
-        let forced = if spec.tools.is_empty() {
+        let forced = if !spec.levers.forced_output {
+            (turn == 1 && spec.require_tool_first && plan.own_tools > 0)
+                .then_some(Forced::FirstTurn)
+        } else if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
             Some(Forced::LastTurn)
