@@ -292,3 +292,38 @@ async fn with_text_calls_off_a_call_written_as_text_is_not_run() {
         assert_eq!(ran, lookups, "text_calls {text_calls}");
     }
 }
+
+#[tokio::test]
+async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool() {
+    let repairs: Arc<Mutex<Vec<(bool, String)>>> = Arc::default();
+    let seen = repairs.clone();
+    let m = model(move |_, turn, req| {
+        if let Some(subcontract::model::Message::User { text }) = req.messages.last() {
+            seen.lock()
+                .unwrap()
+                .push((req.response_format.is_some(), text.clone()));
+        }
+        match turn {
+            1 => ScriptStep::text(json!({"findings": "none"}).to_string()),
+            _ => ScriptStep::text(good_findings().to_string()),
+        }
+    });
+    let mut set = ToolSet::new();
+    set.insert(lookup_tool("lookup")).unwrap();
+    let ctx = Ctx::builder(m).tools(set).build();
+    let levers = Levers {
+        native_final: true,
+        ..Levers::default()
+    };
+    let r = two_turn_spec(levers)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let repairs = repairs.lock().unwrap().clone();
+    assert_eq!(repairs.len(), 2, "{repairs:?}");
+    let (format, repair) = &repairs[1];
+    assert!(format, "the turn after the rejected text sends the format");
+    assert!(repair.contains("/findings"), "{repair}");
+    assert!(repair.contains("only the corrected JSON"), "{repair}");
+    assert!(!repair.contains("submit_output"), "{repair}");
+}

@@ -228,6 +228,16 @@ impl<'s> Plan<'s> {
         }
     }
 
+    /// The mode whose wording a text answer's repair uses: the turn after it asks for the
+    /// output alone, in the response format when `auto` sends one there (so it names no
+    /// submission tool).
+    fn text_answer_mode(&self) -> Option<OutputMode> {
+        match self.mode {
+            Some(OutputMode::Auto) if self.format.is_some() => Some(OutputMode::Native),
+            m => m,
+        }
+    }
+
     /// Whether a JSON value in a text answer is taken as the output.
     fn output_in_text(&self) -> bool {
         matches!(
@@ -516,7 +526,7 @@ fn answer_in_text(
     match spec.accept_output(&v, out) {
         Ok((t, d)) => Ok((t, with_value(d, || v))),
         Err(viol) => {
-            let mut hint = answer_again(plan.mode);
+            let mut hint = answer_again(plan.text_answer_mode());
             // A wrapper around the answer fails the schema as a whole; say what it is, or the
             // model sends the same wrapper again.
             if let Some(name) = text::wrapper_name(&v) {
@@ -663,7 +673,7 @@ pub(super) async fn turns(
                         repair
                     }
                 },
-                Err(several) => no_output(plan.mode, several),
+                Err(several) => no_output(plan.text_answer_mode(), several),
             };
             if plan.mode.is_some() {
                 force_next = Some(Forced::TextAnswer);
