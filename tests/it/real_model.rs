@@ -13,6 +13,8 @@
 //! picks the model size (`1.5b`, the default, or `0.5b`). `SUBCONTRACT_REAL_LEVERS` changes the
 //! run loop's small-model aids from their defaults, to measure one at a time: a comma-separated
 //! list of `NAME=on|off` for `forced_output`, `text_calls` and `native_final` ([`Levers`]).
+//! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes on
+//! the default setup.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -340,10 +342,19 @@ fn setups() -> Vec<Setup> {
         let apis = vec![(Api::Chat, every.clone()), (Api::Messages, every)];
         vec![(Template::ToolCalls, apis.clone()), (Template::Own, apis)]
     } else {
-        vec![(
-            Template::ToolCalls,
-            vec![(Api::Chat, vec![OutputMode::Auto])],
-        )]
+        // `SUBCONTRACT_REAL_MODES=auto,native,…`: other modes on the default setup.
+        let modes = match std::env::var("SUBCONTRACT_REAL_MODES") {
+            Ok(v) => v
+                .split(',')
+                .map(|m| {
+                    m.trim()
+                        .parse()
+                        .unwrap_or_else(|e| panic!("SUBCONTRACT_REAL_MODES: {e}"))
+                })
+                .collect(),
+            Err(_) => vec![OutputMode::Auto],
+        };
+        vec![(Template::ToolCalls, vec![(Api::Chat, modes)])]
     }
 }
 
