@@ -38,17 +38,16 @@ MAX_REQUESTS = 5
 MAX_TOKENS = 512
 
 # The tools as subcontract shows them to a model (`src/tool/workspace/tools.rs`, schemas after
-# `provider::shown::tool_schema`).
+# `provider::shown::tool_schema`, which leaves out `end_line` and `max_matches`).
 READ_FILE = {
     "name": "read_file",
-    "description": "Read a text file of the workspace (path relative to its root), with line numbers; optionally only lines start_line..=end_line. Long files are cut with a note saying how to continue.",
+    "description": "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue.",
     "schema": {
         "description": "Arguments of the `read_file` tool.",
         "type": "object",
         "properties": {
             "path": {"description": "Path of the file, relative to the workspace root (for example `src/lib.rs`).", "type": "string", "maxLength": 1024, "minLength": 1},
             "start_line": {"description": "First line to return, 1-based and inclusive. Defaults to 1.", "type": "integer", "minimum": 1, "default": 1},
-            "end_line": {"description": "Last line to return, inclusive. Defaults to the end of the file.", "type": "integer", "minimum": 1},
         },
         "additionalProperties": False,
         "required": ["path"],
@@ -63,7 +62,6 @@ GREP = {
         "properties": {
             "pattern": {"description": "Rust regex syntax, matched against each line separately\n(for example `fn\\s+main` or `(?i)todo`).", "type": "string", "maxLength": 500},
             "path_glob": {"description": "Only search files whose path relative to the root matches this glob\n(for example `src/**/*.rs`). `*` stays within one directory, `**`\ncrosses directories; a glob without `/` (such as `*.toml`) matches the\nfile name at any depth. Defaults to all files.", "type": "string", "maxLength": 200},
-            "max_matches": {"description": "Stop after this many matching lines. Defaults to 50; capped by the workspace.", "type": "integer", "minimum": 1, "default": 50},
         },
         "additionalProperties": False,
         "required": ["pattern"],

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use subcontract::events::{EventKind, Forced};
 use subcontract::model::{ScriptStep, ToolChoice};
+use subcontract::spec::Levers;
 use subcontract::{Ctx, MemorySink, Outcome, SubAgentSpec, ToolSet};
 
 use crate::common::*;
@@ -135,4 +136,194 @@ async fn a_spec_without_tools_is_asked_for_its_output_from_the_first_turn() {
             vec!["submit_output".to_string()]
         )]
     );
+}
+
+/// Per request: whether it sent a response format, its tool choice, and the tools it offered.
+type SeenFormat = Arc<Mutex<Vec<(bool, String, Vec<String>)>>>;
+
+/// A spec with the `lookup` tool, two turns, and `levers`.
+fn two_turn_spec(levers: Levers) -> SubAgentSpec<Value, Value> {
+    SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(2)
+        .levers(levers)
+        .build()
+        .expect("the test spec is valid")
+}
+
+fn with_format(
+    seen: &SeenFormat,
+    answer: impl Fn(usize) -> ScriptStep + Send + Sync + 'static,
+) -> Ctx {
+    let seen = seen.clone();
+    let m = model(move |_, turn, req| {
+        let choice = match req.tool_choice {
+            ToolChoice::Auto => "auto".to_string(),
+            ToolChoice::Required => "required".to_string(),
+            ToolChoice::Tool(t) => format!("tool {t}"),
+        };
+        let tools = req.tools.iter().map(|t| t.name.to_string()).collect();
+        seen.lock()
+            .unwrap()
+            .push((req.response_format.is_some(), choice, tools));
+        answer(turn)
+    });
+    let mut set = ToolSet::new();
+    set.insert(lookup_tool("lookup")).unwrap();
+    Ctx::builder(m).tools(set).build()
+}
+
+#[tokio::test]
+async fn with_native_final_the_last_turn_of_auto_sends_the_schema_and_no_tools() {
+    let seen: SeenFormat = Arc::default();
+    let ctx = with_format(&seen, |turn| match turn {
+        1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+        _ => ScriptStep::text(good_findings().to_string()),
+    });
+    let levers = Levers {
+        native_final: true,
+        ..Levers::default()
+    };
+    let r = two_turn_spec(levers)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.output, Some(good_findings()));
+    assert_eq!(
+        seen.lock().unwrap().clone(),
+        vec![
+            (
+                false,
+                "auto".to_string(),
+                vec!["lookup".to_string(), "submit_output".into()]
+            ),
+            (true, "auto".to_string(), vec![]),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_answer_to_a_native_final_turn_that_breaks_the_contract_is_never_returned() {
+    let seen: SeenFormat = Arc::default();
+    let ctx = with_format(&seen, |turn| match turn {
+        1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+        // Valid JSON, not the contract: a server that ignores the format, or a grammar that
+        // does not hold the bounds.
+        _ => ScriptStep::text(json!({"findings": "none", "gaps": []}).to_string()),
+    });
+    let levers = Levers {
+        native_final: true,
+        ..Levers::default()
+    };
+    let r = two_turn_spec(levers)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::InvalidOutput, "{:?}", r.error);
+    assert_eq!(r.output, None);
+}
+
+#[tokio::test]
+async fn by_default_the_last_turn_forces_the_submission_tool_and_off_it_is_ordinary() {
+    for (forced_output, last) in [
+        (
+            true,
+            (
+                false,
+                "tool submit_output".to_string(),
+                vec!["submit_output".to_string()],
+            ),
+        ),
+        (
+            false,
+            (
+                false,
+                "auto".to_string(),
+                vec!["lookup".to_string(), "submit_output".into()],
+            ),
+        ),
+    ] {
+        let seen: SeenFormat = Arc::default();
+        let ctx = with_format(&seen, |turn| match turn {
+            1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
+            _ => ScriptStep::submit(good_findings()),
+        });
+        let levers = Levers {
+            forced_output,
+            ..Levers::default()
+        };
+        let r = two_turn_spec(levers)
+            .run(&json!({"question": "what?"}), &ctx)
+            .await;
+        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+        assert_eq!(
+            seen.lock().unwrap()[1],
+            last,
+            "forced_output {forced_output}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn with_text_calls_off_a_call_written_as_text_is_not_run() {
+    for (text_calls, lookups) in [(true, 1), (false, 0)] {
+        let sink = Arc::new(MemorySink::new());
+        let m = model(|_, turn, _| match turn {
+            1 => ScriptStep::text(r#"{"name": "lookup", "arguments": {"q": "x"}}"#),
+            _ => ScriptStep::submit(good_findings()),
+        });
+        let mut set = ToolSet::new();
+        set.insert(lookup_tool("lookup")).unwrap();
+        let ctx = Ctx::builder(m).tools(set).events(sink.clone()).build();
+        let levers = Levers {
+            text_calls,
+            ..Levers::default()
+        };
+        let r = two_turn_spec(levers)
+            .run(&json!({"question": "what?"}), &ctx)
+            .await;
+        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+        let ran = sink
+            .events()
+            .into_iter()
+            .filter(|e| matches!(&e.kind, EventKind::ToolCall { tool, .. } if &**tool == "lookup"))
+            .count();
+        assert_eq!(ran, lookups, "text_calls {text_calls}");
+    }
+}
+
+#[tokio::test]
+async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool() {
+    let repairs: Arc<Mutex<Vec<(bool, String)>>> = Arc::default();
+    let seen = repairs.clone();
+    let m = model(move |_, turn, req| {
+        if let Some(subcontract::model::Message::User { text }) = req.messages.last() {
+            seen.lock()
+                .unwrap()
+                .push((req.response_format.is_some(), text.clone()));
+        }
+        match turn {
+            1 => ScriptStep::text(json!({"findings": "none"}).to_string()),
+            _ => ScriptStep::text(good_findings().to_string()),
+        }
+    });
+    let mut set = ToolSet::new();
+    set.insert(lookup_tool("lookup")).unwrap();
+    let ctx = Ctx::builder(m).tools(set).build();
+    let levers = Levers {
+        native_final: true,
+        ..Levers::default()
+    };
+    let r = two_turn_spec(levers)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let repairs = repairs.lock().unwrap().clone();
+    assert_eq!(repairs.len(), 2, "{repairs:?}");
+    let (format, repair) = &repairs[1];
+    assert!(format, "the turn after the rejected text sends the format");
+    assert!(repair.contains("/findings"), "{repair}");
+    assert!(repair.contains("only the corrected JSON"), "{repair}");
+    assert!(!repair.contains("submit_output"), "{repair}");
 }

@@ -80,7 +80,9 @@ async fn openai_sends_sampling_tool_choice_and_response_format_as_the_api_define
             .await
             .expect("answered");
     }
-    model
+    // Strict: the format in the strict dialect.
+    openai(&server)
+        .strict(true)
         .complete(request(&messages, &[]).with_response_format(&format))
         .await
         .expect("answered");
@@ -88,8 +90,13 @@ async fn openai_sends_sampling_tool_choice_and_response_format_as_the_api_define
         .complete(request(&messages, &[]))
         .await
         .expect("answered");
+    // Not strict (the default): the full schema, every bound in it.
+    model
+        .complete(request(&messages, &[]).with_response_format(&format))
+        .await
+        .expect("answered");
     let got = server.received();
-    assert_eq!(got.len(), 5);
+    assert_eq!(got.len(), 6);
     let bodies: Vec<Value> = got.iter().map(|r| r.body.clone()).collect();
     for b in &bodies[..3] {
         // f32 values as the shortest decimal that reads back: 0.2, not 0.20000000298023224.
@@ -124,6 +131,9 @@ async fn openai_sends_sampling_tool_choice_and_response_format_as_the_api_define
         json!(["number", "null"])
     );
     assert!(!schema.to_string().contains("maxLength"), "{schema}");
+    let full = &bodies[5]["response_format"]["json_schema"];
+    assert_eq!(full["strict"], false);
+    assert_eq!(&full["schema"], &*output_format().schema);
     // Nothing set, nothing sent.
     for field in [
         "temperature",
@@ -141,12 +151,12 @@ async fn openai_sends_sampling_tool_choice_and_response_format_as_the_api_define
     validate_against_openapi(&bodies);
 }
 
-/// `strict` is claimed only when strict mode would take the converted schema: a root that is
+/// With strict mode on, `strict` is claimed only when it would take the converted schema: a root that is
 /// not an object goes without it (the request would fail otherwise).
 #[tokio::test]
 async fn openai_response_format_is_strict_only_when_the_dialect_allows() {
     let server = Server::start(vec![text_answer()]).await;
-    let model = openai(&server);
+    let model = openai(&server).strict(true);
     let messages = [Message::user("hello")];
     let list = ResponseFormat {
         name: "list".into(),
@@ -165,7 +175,7 @@ async fn openai_response_format_is_strict_only_when_the_dialect_allows() {
     validate_against_openapi(std::slice::from_ref(body));
 }
 
-/// The nulls the strict dialect makes a model send for optional properties are taken out of
+/// The nulls the strict dialect makes a model send for optional properties (strict mode on) are taken out of
 /// an answer in the format, so the run loop checks the shape the contract describes.
 #[tokio::test]
 async fn openai_response_format_answers_lose_the_dialects_nulls() {
@@ -181,7 +191,7 @@ async fn openai_response_format_answers_lose_the_dialects_nulls() {
         answer("not JSON"),
     ])
     .await;
-    let model = openai(&server);
+    let model = openai(&server).strict(true);
     let messages = [Message::user("hello")];
     let format = output_format();
     let mut texts = Vec::new();

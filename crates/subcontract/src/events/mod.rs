@@ -122,7 +122,8 @@ pub enum EventKind {
 
 /// Why a model call's answer was forced. For every reason but [`Forced::FirstTurn`] the call
 /// asked for the output alone: in the tool modes it offered only the submission tool and made
-/// the model call it; in `native` it sent the response format and no tools; in `prompted` (and
+/// the model call it (in `auto` with the hidden `Levers::native_final`, as in `native`); in
+/// `native` it sent the response format and no tools; in `prompted` (and
 /// for text) it offered no tools. [`Forced::FirstTurn`] offered the spec's own tools without
 /// the submission and required a call of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

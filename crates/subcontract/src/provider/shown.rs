@@ -8,12 +8,23 @@
 //! made the first prompt larger than a peer's for the same task. Both providers send tools
 //! through [`tool_schema`], strict or not.
 //!
+//! An optional property marked [`HIDDEN`] is not shown at all: the workspace tools mark the
+//! arguments that only narrow what a call returns (`read_file`'s `end_line`, `grep`'s
+//! `max_matches`), which the 1.5B model filled with `1` on most first calls even with their
+//! defaults shown, and so saw one line of the file it was asked about.
+//!
 //! Only what the model is shown changes: every tool argument and every output is still checked
 //! against the full schema it was declared with, so nothing shown here can let an invalid value
-//! through. The changes only narrow what a model is invited to send (a property outside
-//! `required` may be left out, which the full schema allows, instead of sent as `null`).
+//! through, and a hidden argument that a model sends anyway is accepted as before. The changes
+//! only narrow what a model is invited to send (a property outside `required` may be left out,
+//! which the full schema allows, instead of sent as `null`).
 
 use serde_json::{Map, Value};
+
+/// The keyword that keeps an optional property out of what a model is shown
+/// (`"x-subcontract-hidden": true`). Validators ignore it, as JSON Schema has them ignore every
+/// keyword they do not know; a required property is shown whatever it says.
+pub const HIDDEN: &str = "x-subcontract-hidden";
 
 /// Deepest nesting rewritten; deeper parts are left as written (recursion stays bounded).
 const MAX_DEPTH: usize = 64;
@@ -27,7 +38,8 @@ const NUMERIC_FORMATS: &[&str] = &[
 /// `schema` as a model is shown it: `$schema` and every `title` dropped, numeric `format`s
 /// dropped, and an optional property typed "T or null" (`type: [T, "null"]`, or `anyOf` of a
 /// schema and `{type: null}`) shown as T with no `null` default, since leaving it out is how a
-/// caller leaves it unset. Everything else, bounds and descriptions included, is kept.
+/// caller leaves it unset; an optional property marked [`HIDDEN`] left out. Everything else,
+/// bounds and descriptions included, is kept.
 pub fn tool_schema(schema: &Value) -> Value {
     let mut out = schema.clone();
     lean(&mut out, 0);
@@ -55,7 +67,13 @@ fn lean(schema: &mut Value, depth: usize) {
         _ => Vec::new(),
     };
     if let Some(Value::Object(props)) = m.get_mut("properties") {
+        props.retain(|name, p| {
+            required.iter().any(|r| r == name) || p.get(HIDDEN) != Some(&Value::Bool(true))
+        });
         for (name, p) in props.iter_mut() {
+            if let Value::Object(pm) = p {
+                pm.remove(HIDDEN);
+            }
             if !required.iter().any(|r| r == name) {
                 if let Value::Object(pm) = p {
                     unnull(pm);
@@ -168,6 +186,39 @@ mod tests {
             shown["properties"]["items"]["items"],
             json!({"type": "integer"})
         );
+    }
+
+    #[test]
+    fn an_optional_property_marked_hidden_is_left_out_and_a_required_one_stays() {
+        let full = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", HIDDEN: true},
+                "end_line": {"type": ["integer", "null"], "minimum": 1, HIDDEN: true},
+                "limit": {"type": "integer", HIDDEN: false},
+                "nested": {"type": "object", "properties": {"n": {"type": "integer", HIDDEN: true}}}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        });
+        let shown = tool_schema(&full);
+        assert_eq!(
+            shown,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string"},
+                    "limit": {"type": "integer"},
+                    "nested": {"type": "object", "properties": {}}
+                },
+                "required": ["path"],
+                "additionalProperties": false
+            })
+        );
+        // The full schema, which arguments are checked against, still takes a hidden one.
+        let check = jsonschema::validator_for(&full).unwrap();
+        assert!(check.is_valid(&json!({"path": "a", "end_line": 3})));
+        assert!(!check.is_valid(&json!({"path": "a", "end_line": 0})));
     }
 
     #[test]

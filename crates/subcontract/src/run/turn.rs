@@ -109,8 +109,11 @@ struct Plan<'s> {
     own_tools: usize,
     /// The submission tool alone, for a forced turn in the tool modes.
     submit_only: Vec<ToolDefinition>,
-    /// The response format of a forced turn in `native` mode.
+    /// The response format of a forced turn in `native` mode (and in `auto` with
+    /// [`Levers::native_final`](crate::spec::Levers)).
     format: Option<ResponseFormat>,
+    /// Whether a text answer that is one call of an offered tool is taken as that call.
+    text_calls: bool,
 }
 
 /// What one model call offers and asks for.
@@ -153,7 +156,8 @@ impl<'s> Plan<'s> {
             offered.push(d.clone());
             submit_only.push(d.clone());
         }
-        let format = (mode == Some(OutputMode::Native)).then(|| {
+        let native_final = mode == Some(OutputMode::Auto) && spec.levers.native_final;
+        let format = (mode == Some(OutputMode::Native) || native_final).then(|| {
             bytes += spec.output_schema_bytes;
             ResponseFormat {
                 name: spec.name_arc.clone(),
@@ -176,6 +180,7 @@ impl<'s> Plan<'s> {
                 own_tools,
                 submit_only,
                 format,
+                text_calls: spec.levers.text_calls,
             },
             bytes,
         ))
@@ -201,6 +206,12 @@ impl<'s> Plan<'s> {
             };
         }
         match self.mode {
+            Some(OutputMode::Auto) if self.format.is_some() => TurnRequest {
+                tools: &[],
+                choice: ToolChoice::Auto,
+                format: self.format.as_ref(),
+                forced: Some(forced),
+            },
             Some(OutputMode::Auto | OutputMode::Tool) => TurnRequest {
                 tools: &self.submit_only,
                 choice: ToolChoice::Tool(SUBMIT_TOOL),
@@ -214,6 +225,16 @@ impl<'s> Plan<'s> {
                 format: self.format.as_ref(),
                 forced: Some(forced),
             },
+        }
+    }
+
+    /// The mode whose wording a text answer's repair uses: the turn after it asks for the
+    /// output alone, in the response format when `auto` sends one there (so it names no
+    /// submission tool).
+    fn text_answer_mode(&self) -> Option<OutputMode> {
+        match self.mode {
+            Some(OutputMode::Auto) if self.format.is_some() => Some(OutputMode::Native),
+            m => m,
         }
     }
 
@@ -251,7 +272,7 @@ impl Reading {
         };
         match text::json_in_text(t) {
             Ok(found) => {
-                if let Some(call) = text::as_text_call(&found.value) {
+                if let Some(call) = text::as_text_call(&found.value).filter(|_| plan.text_calls) {
                     // A first turn's call may still come as text, and as a submission: it is
                     // read as what it is.
                     let offered = match req.forced {
@@ -505,7 +526,7 @@ fn answer_in_text(
     match spec.accept_output(&v, out) {
         Ok((t, d)) => Ok((t, with_value(d, || v))),
         Err(viol) => {
-            let mut hint = answer_again(plan.mode);
+            let mut hint = answer_again(plan.text_answer_mode());
             // A wrapper around the answer fails the schema as a whole; say what it is, or the
             // model sends the same wrapper again.
             if let Some(name) = text::wrapper_name(&v) {
@@ -600,7 +621,10 @@ pub(super) async fn turns(
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
-        let forced = if spec.tools.is_empty() {
+        let forced = if !spec.levers.forced_output {
+            (turn == 1 && spec.require_tool_first && plan.own_tools > 0)
+                .then_some(Forced::FirstTurn)
+        } else if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
             Some(Forced::LastTurn)
@@ -649,7 +673,7 @@ pub(super) async fn turns(
                         repair
                     }
                 },
-                Err(several) => no_output(plan.mode, several),
+                Err(several) => no_output(plan.text_answer_mode(), several),
             };
             if plan.mode.is_some() {
                 force_next = Some(Forced::TextAnswer);

@@ -107,6 +107,7 @@ pub struct SpecBuilder<I, O> {
     sampling: crate::model::Sampling,
     prompt_cache: Option<crate::model::PromptCache>,
     require_tool_first: bool,
+    levers: super::core::Levers,
     input_schema: Result<Value, String>,
     output_schema: Result<Value, String>,
     decode_input: Box<Decoder>,
@@ -229,6 +230,7 @@ impl<I, O> SpecBuilder<I, O> {
             sampling: crate::model::Sampling::default(),
             prompt_cache: None,
             require_tool_first: false,
+            levers: super::core::Levers::default(),
             input_schema,
             output_schema,
             decode_input,
@@ -336,6 +338,14 @@ impl<I, O> SpecBuilder<I, O> {
         self.require_tool_first = on;
         self
     }
+    /// The small-model aids of the run loop, to measure one turned off ([`Levers`]).
+    ///
+    /// [`Levers`]: super::core::Levers
+    #[doc(hidden)]
+    pub fn levers(mut self, levers: super::core::Levers) -> Self {
+        self.levers = levers;
+        self
+    }
     /// Sampling settings for every model call of the run (default: the provider's).
     pub fn sampling(mut self, sampling: crate::model::Sampling) -> Self {
         self.sampling = sampling;
@@ -410,6 +420,7 @@ impl<I, O> SpecBuilder<I, O> {
             sampling: self.sampling,
             prompt_cache: self.prompt_cache,
             require_tool_first: self.require_tool_first,
+            levers: self.levers,
             submit_tool,
             output_schema_bytes,
             decode_input: self.decode_input,

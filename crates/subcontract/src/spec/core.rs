@@ -65,6 +65,34 @@ impl Default for Limits {
     }
 }
 
+/// The run loop's aids for small models, each of which can be turned off to measure what it is
+/// worth (the real-model suite does, one at a time; README, "Run against a local model"). Not
+/// a setting to tune: every aid is on by default, and only a measurement turns one off.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Levers {
+    /// A turn that asks for the output alone (the last allowed turn, every turn of a spec
+    /// without tools, the turn after a repeated call or a text answer without an output)
+    /// offers only the submission and forces it. Off: such turns are ordinary turns.
+    pub forced_output: bool,
+    /// A text answer that is exactly one call of an offered tool, written as JSON, is taken as
+    /// that call. Off: it is read as text (an output, in the modes that take one from text).
+    pub text_calls: bool,
+    /// In `auto`, a turn that asks for the output alone sends the output schema as the
+    /// provider's response format, with no tools, instead of forcing the submission tool.
+    pub native_final: bool,
+}
+
+impl Default for Levers {
+    fn default() -> Self {
+        Levers {
+            forced_output: true,
+            text_calls: true,
+            native_final: false,
+        }
+    }
+}
+
 /// What the output is, as the run loop receives it; follows from the output schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OutputKind {
@@ -170,6 +198,8 @@ pub(crate) struct SpecCore {
     pub(crate) prompt_cache: Option<crate::model::PromptCache>,
     /// Whether the first turn requires a call of one of the spec's own tools.
     pub(crate) require_tool_first: bool,
+    /// The small-model aids in use (all by default).
+    pub(crate) levers: Levers,
     /// The submission tool offered for [`OutputKind::Json`], built once: every run offers it.
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.

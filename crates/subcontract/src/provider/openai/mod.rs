@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `sampling` | `temperature`, `top_p`, `seed` (each only when set; a seed past `i64::MAX` is refused) |
 //! | `tool_choice` | `Auto`: not sent (the default); `Required`: `"required"`; `Tool(n)`: `{"type": "function", "function": {"name": n}}` |
-//! | `response_format` | `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`, the schema in OpenAI's dialect ([`dialect::openai`]), `strict` when strict mode takes it |
+//! | `response_format` | `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`: with [`OpenAiModel::strict`], the schema in OpenAI's dialect ([`dialect::openai`]), `strict` when strict mode takes it; without (the default), the full schema and `strict: false` |
 //! | `max_tokens` | `max_completion_tokens`, or `max_tokens` ([`MaxTokensField`]) |
 //! | (prompt caching) | `prompt_cache_key`: a hash of the tools and system prompt ([`PromptCache`]) |
 //!
@@ -76,14 +76,17 @@ impl OpenAiModel {
         self
     }
 
-    /// Structured Outputs' strict mode for tool calls: the tools' schemas are sent in the
+    /// Structured Outputs' strict mode for tool calls and the response format: the schemas are
+    /// sent in the
     /// dialect strict mode accepts ([`dialect::openai`]: every object closed, every property
     /// required — optional ones nullable — and the keywords it refuses moved into
     /// descriptions), with `strict: true` where the converted schema meets strict mode's
     /// limits, and the nulls it makes a model send for optional properties are removed again
     /// from the arguments, so our own validation sees the shape the full schema describes and
-    /// still enforces every bound. Off by default: the full schema is sent as is, which
-    /// non-strict function calling and OpenAI-compatible servers accept.
+    /// still enforces every bound. Off by default: the full schema is sent as is (as a model is
+    /// shown it, [`shown`](crate::provider::shown)), with `strict: false`, which non-strict
+    /// function calling, non-strict `json_schema` response formats and OpenAI-compatible
+    /// servers accept; a server that compiles it into a grammar then holds every bound.
     pub fn strict(mut self, on: bool) -> Self {
         self.strict = on;
         self
@@ -186,7 +189,9 @@ impl Model for OpenAiModel {
         // The dialect made optional properties nullable: an answer in the format carries
         // nulls the contract does not allow, removed the same way. Text that is not JSON is
         // left for the run loop to refuse.
-        if let (Some(format), Some(text)) = (request.response_format, &mut response.text) {
+        if let (true, Some(format), Some(text)) =
+            (self.strict, request.response_format, &mut response.text)
+        {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
                 let mut stripped = v.clone();
                 dialect::strip_optional_nulls(&format.schema, &mut stripped);

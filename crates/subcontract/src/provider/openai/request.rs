@@ -183,14 +183,23 @@ pub(super) fn build<'a>(
         temperature: request.sampling.temperature,
         top_p: request.sampling.top_p,
         seed: request.sampling.seed,
+        // As the tools: the strict dialect when strict, else the full schema (as a model is
+        // shown it), whose every bound a grammar-compiling server (llama.cpp, vLLM) enforces;
+        // the dialect moves string lengths into descriptions, and a 1.5B model then wrote a
+        // 500-character summary into a 100-character field three times over.
         response_format: request.response_format.map(|f| {
-            let converted = dialect::openai(&f.schema);
+            let (schema, strict) = if strict {
+                let converted = dialect::openai(&f.schema);
+                (converted.schema, converted.strict)
+            } else {
+                (shown::tool_schema(&f.schema), false)
+            };
             ResponseFormat {
                 kind: "json_schema",
                 json_schema: JsonSchemaFormat {
                     name: &f.name,
-                    schema: converted.schema,
-                    strict: converted.strict,
+                    schema,
+                    strict,
                 },
             }
         }),

@@ -118,6 +118,8 @@ pub struct ReadFileArgs {
     /// Last line to return, inclusive. Defaults to the end of the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1))]
+    // Not shown to a model (accepted when sent): a small one sets it to 1 and reads one line.
+    #[schemars(extend("x-subcontract-hidden" = true))]
     pub end_line: Option<u32>,
 }
 
@@ -149,7 +151,8 @@ pub struct GrepArgs {
     /// Stop after this many matching lines. Defaults to 50; capped by the workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[validate(range(min = 1))]
-    #[schemars(extend("default" = 50))]
+    // Not shown to a model (accepted when sent): a small one sets it to 1 and sees one match.
+    #[schemars(extend("default" = 50, "x-subcontract-hidden" = true))]
     pub max_matches: Option<u32>,
 }
 

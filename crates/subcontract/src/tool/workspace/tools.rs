@@ -44,7 +44,7 @@ workspace_tool!(
     "read_file",
     ReadFileArgs,
     read_file,
-    "Read a text file of the workspace (path relative to its root), with line numbers; optionally only lines start_line..=end_line. Long files are cut with a note saying how to continue."
+    "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue."
 );
 workspace_tool!(
     ListDirTool,
