@@ -7,15 +7,28 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use subcontract::events::{EventKind, Forced};
-use subcontract::model::{ScriptStep, ToolChoice};
+use subcontract::model::{Message, ScriptStep, ToolChoice};
 use subcontract::spec::Levers;
 use subcontract::{Ctx, MemorySink, Outcome, SubAgentSpec, ToolSet};
 
 use crate::common::*;
 
-/// Per request: its tool choice and the names of the tools it offered.
-type Seen = Arc<Mutex<Vec<(String, Vec<String>)>>>;
+/// What one request asked of the model.
+#[derive(Clone, Debug, PartialEq)]
+struct Asked {
+    /// Whether it sent a response format.
+    format: bool,
+    choice: String,
+    /// The names of the tools it offered.
+    tools: Vec<String>,
+    /// The text of its last message, when that is the user's (a repair prompt, say).
+    last_user: Option<String>,
+}
 
+type Seen = Arc<Mutex<Vec<Asked>>>;
+
+/// A context whose model records every request in `seen`, then answers with `answer(turn)`,
+/// and whose tools are one `lookup`.
 fn recording(
     seen: &Seen,
     sink: Arc<MemorySink>,
@@ -28,13 +41,37 @@ fn recording(
             ToolChoice::Required => "required".to_string(),
             ToolChoice::Tool(t) => format!("tool {t}"),
         };
-        let tools = req.tools.iter().map(|t| t.name.to_string()).collect();
-        seen.lock().unwrap().push((choice, tools));
+        let last_user = match req.messages.last() {
+            Some(Message::User { text }) => Some(text.clone()),
+            _ => None,
+        };
+        seen.lock().unwrap().push(Asked {
+            format: req.response_format.is_some(),
+            choice,
+            tools: req.tools.iter().map(|t| t.name.to_string()).collect(),
+            last_user,
+        });
         answer(turn)
     });
     let mut set = ToolSet::new();
     set.insert(lookup_tool("lookup")).unwrap();
     Ctx::builder(m).tools(set).events(sink).build()
+}
+
+/// Per request: its tool choice and the tools it offered.
+fn choices(seen: &Seen) -> Vec<(String, Vec<String>)> {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .map(|a| (a.choice.clone(), a.tools.clone()))
+        .collect()
+}
+
+/// Per request: whether it sent a format, its tool choice and the tools it offered.
+fn formats(seen: &Seen) -> Vec<(bool, String, Vec<String>)> {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .map(|a| (a.format, a.choice.clone(), a.tools.clone()))
+        .collect()
 }
 
 fn looking_spec() -> SubAgentSpec<Value, Value> {
@@ -61,7 +98,7 @@ async fn by_default_the_first_turn_offers_what_every_turn_offers() {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     let all = vec!["lookup".to_string(), "submit_output".into()];
     assert_eq!(
-        seen.lock().unwrap().clone(),
+        choices(&seen),
         vec![("auto".to_string(), all.clone()), ("auto".to_string(), all)]
     );
 }
@@ -78,9 +115,8 @@ async fn require_tool_first_makes_the_first_turn_call_one_of_the_spec_tools() {
         .run(&json!({"question": "what?"}), &ctx)
         .await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-    let seen = seen.lock().unwrap().clone();
     assert_eq!(
-        seen,
+        choices(&seen),
         vec![
             ("required".to_string(), vec!["lookup".to_string()]),
             (
@@ -130,16 +166,13 @@ async fn a_spec_without_tools_is_asked_for_its_output_from_the_first_turn() {
     let r = spec.run(&json!({"question": "what?"}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(
-        seen.lock().unwrap().clone(),
+        choices(&seen),
         vec![(
             "tool submit_output".to_string(),
             vec!["submit_output".to_string()]
         )]
     );
 }
-
-/// Per request: whether it sent a response format, its tool choice, and the tools it offered.
-type SeenFormat = Arc<Mutex<Vec<(bool, String, Vec<String>)>>>;
 
 /// A spec with the `lookup` tool, two turns, and `levers`.
 fn two_turn_spec(levers: Levers) -> SubAgentSpec<Value, Value> {
@@ -153,32 +186,10 @@ fn two_turn_spec(levers: Levers) -> SubAgentSpec<Value, Value> {
         .expect("the test spec is valid")
 }
 
-fn with_format(
-    seen: &SeenFormat,
-    answer: impl Fn(usize) -> ScriptStep + Send + Sync + 'static,
-) -> Ctx {
-    let seen = seen.clone();
-    let m = model(move |_, turn, req| {
-        let choice = match req.tool_choice {
-            ToolChoice::Auto => "auto".to_string(),
-            ToolChoice::Required => "required".to_string(),
-            ToolChoice::Tool(t) => format!("tool {t}"),
-        };
-        let tools = req.tools.iter().map(|t| t.name.to_string()).collect();
-        seen.lock()
-            .unwrap()
-            .push((req.response_format.is_some(), choice, tools));
-        answer(turn)
-    });
-    let mut set = ToolSet::new();
-    set.insert(lookup_tool("lookup")).unwrap();
-    Ctx::builder(m).tools(set).build()
-}
-
 #[tokio::test]
 async fn with_native_final_the_last_turn_of_auto_sends_the_schema_and_no_tools() {
-    let seen: SeenFormat = Arc::default();
-    let ctx = with_format(&seen, |turn| match turn {
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |turn| match turn {
         1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
         _ => ScriptStep::text(good_findings().to_string()),
     });
@@ -192,7 +203,7 @@ async fn with_native_final_the_last_turn_of_auto_sends_the_schema_and_no_tools()
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(r.output, Some(good_findings()));
     assert_eq!(
-        seen.lock().unwrap().clone(),
+        formats(&seen),
         vec![
             (
                 false,
@@ -206,8 +217,8 @@ async fn with_native_final_the_last_turn_of_auto_sends_the_schema_and_no_tools()
 
 #[tokio::test]
 async fn an_answer_to_a_native_final_turn_that_breaks_the_contract_is_never_returned() {
-    let seen: SeenFormat = Arc::default();
-    let ctx = with_format(&seen, |turn| match turn {
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |turn| match turn {
         1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
         // Valid JSON, not the contract: a server that ignores the format, or a grammar that
         // does not hold the bounds.
@@ -244,8 +255,8 @@ async fn by_default_the_last_turn_forces_the_submission_tool_and_off_it_is_ordin
             ),
         ),
     ] {
-        let seen: SeenFormat = Arc::default();
-        let ctx = with_format(&seen, |turn| match turn {
+        let seen: Seen = Arc::default();
+        let ctx = recording(&seen, Arc::default(), |turn| match turn {
             1 => ScriptStep::tool_call("lookup", json!({"q": "x"})),
             _ => ScriptStep::submit(good_findings()),
         });
@@ -257,11 +268,7 @@ async fn by_default_the_last_turn_forces_the_submission_tool_and_off_it_is_ordin
             .run(&json!({"question": "what?"}), &ctx)
             .await;
         assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-        assert_eq!(
-            seen.lock().unwrap()[1],
-            last,
-            "forced_output {forced_output}"
-        );
+        assert_eq!(formats(&seen)[1], last, "forced_output {forced_output}");
     }
 }
 
@@ -269,13 +276,10 @@ async fn by_default_the_last_turn_forces_the_submission_tool_and_off_it_is_ordin
 async fn with_text_calls_off_a_call_written_as_text_is_not_run() {
     for (text_calls, lookups) in [(true, 1), (false, 0)] {
         let sink = Arc::new(MemorySink::new());
-        let m = model(|_, turn, _| match turn {
+        let ctx = recording(&Seen::default(), sink.clone(), |turn| match turn {
             1 => ScriptStep::text(r#"{"name": "lookup", "arguments": {"q": "x"}}"#),
             _ => ScriptStep::submit(good_findings()),
         });
-        let mut set = ToolSet::new();
-        set.insert(lookup_tool("lookup")).unwrap();
-        let ctx = Ctx::builder(m).tools(set).events(sink.clone()).build();
         let levers = Levers {
             text_calls,
             ..Levers::default()
@@ -295,22 +299,11 @@ async fn with_text_calls_off_a_call_written_as_text_is_not_run() {
 
 #[tokio::test]
 async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool() {
-    let repairs: Arc<Mutex<Vec<(bool, String)>>> = Arc::default();
-    let seen = repairs.clone();
-    let m = model(move |_, turn, req| {
-        if let Some(subcontract::model::Message::User { text }) = req.messages.last() {
-            seen.lock()
-                .unwrap()
-                .push((req.response_format.is_some(), text.clone()));
-        }
-        match turn {
-            1 => ScriptStep::text(json!({"findings": "none"}).to_string()),
-            _ => ScriptStep::text(good_findings().to_string()),
-        }
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), |turn| match turn {
+        1 => ScriptStep::text(json!({"findings": "none"}).to_string()),
+        _ => ScriptStep::text(good_findings().to_string()),
     });
-    let mut set = ToolSet::new();
-    set.insert(lookup_tool("lookup")).unwrap();
-    let ctx = Ctx::builder(m).tools(set).build();
     let levers = Levers {
         native_final: true,
         ..Levers::default()
@@ -319,9 +312,12 @@ async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool()
         .run(&json!({"question": "what?"}), &ctx)
         .await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-    let repairs = repairs.lock().unwrap().clone();
-    assert_eq!(repairs.len(), 2, "{repairs:?}");
-    let (format, repair) = &repairs[1];
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let (format, repair) = (
+        seen[1].format,
+        seen[1].last_user.clone().unwrap_or_default(),
+    );
     assert!(format, "the turn after the rejected text sends the format");
     assert!(repair.contains("/findings"), "{repair}");
     assert!(repair.contains("only the corrected JSON"), "{repair}");

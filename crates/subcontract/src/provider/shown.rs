@@ -73,9 +73,7 @@ fn lean(schema: &mut Value, depth: usize) {
         for (name, p) in props.iter_mut() {
             if let Value::Object(pm) = p {
                 pm.remove(HIDDEN);
-            }
-            if !required.iter().any(|r| r == name) {
-                if let Value::Object(pm) = p {
+                if !required.iter().any(|r| r == name) {
                     unnull(pm);
                 }
             }

@@ -621,14 +621,14 @@ pub(super) async fn turns(
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
+        let first_call = turn == 1 && spec.require_tool_first && plan.own_tools > 0;
         let forced = if !spec.levers.forced_output {
-            (turn == 1 && spec.require_tool_first && plan.own_tools > 0)
-                .then_some(Forced::FirstTurn)
+            first_call.then_some(Forced::FirstTurn)
         } else if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
             Some(Forced::LastTurn)
-        } else if turn == 1 && spec.require_tool_first && plan.own_tools > 0 {
+        } else if first_call {
             Some(Forced::FirstTurn)
         } else {
             force_next
@@ -707,7 +707,7 @@ pub(super) async fn turns(
             if output_alone && !req.tools.iter().any(|d| *d.name == *c.name) {
                 prepared.push(Prepared::Answered(ToolOutput::error(format!(
                     "not run: this turn asks for your final answer; {}",
-                    no_output(plan.mode, None)
+                    no_output(plan.text_answer_mode(), None)
                 ))));
                 continue;
             }
