@@ -11,7 +11,7 @@ use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
-use crate::tool::{LiveTools, LiveToolsError, ToolSet};
+use crate::tool::{LiveTools, ToolSet};
 
 mod shared_prefix;
 pub(crate) use shared_prefix::SharedPrefix;
@@ -390,18 +390,17 @@ impl Ctx {
     /// This context as a run that starts now sees it: for a host with live tools
     /// ([`CtxBuilder::live_tools`]), a view holding the current set (listed again where a
     /// source changed) and fixed from then on; any other context as it is.
-    pub(crate) async fn for_new_run(&self) -> Result<Ctx, LiveToolsError> {
+    pub(crate) async fn for_new_run(&self) -> Ctx {
         let Some(live) = &self.inner.live else {
-            return Ok(self.clone());
+            return self.clone();
         };
-        let tools = live.current().await?;
-        Ok(Ctx {
+        Ctx {
             inner: Arc::new(Inner {
-                tools,
+                tools: live.current().await,
                 live: None,
                 ..self.inner.shared()
             }),
-        })
+        }
     }
 
     /// The same run, its next child one of the siblings sharing `share`.

@@ -93,15 +93,6 @@ pub enum SpawnError {
         /// Why.
         error: ModelError,
     },
-    /// The host's tools changed (an MCP server said so) and could not be listed or put
-    /// together again, so what the run would be offered is not known.
-    #[error("`{spec}` was not started: the host's tools changed and could not be brought up to date: {message}")]
-    ToolsUnavailable {
-        /// The spec.
-        spec: String,
-        /// Why.
-        message: String,
-    },
 }
 
 /// Why a run ended without an output: one variant per cause, each naming its [`Outcome`]

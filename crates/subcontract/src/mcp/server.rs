@@ -109,14 +109,7 @@ impl SubcontractServer {
         let spec = &served.spec;
         // The root's tools may follow MCP servers that changed them: this run gets the
         // current ones.
-        let forked = match self.root.for_new_run().await {
-            Ok(root) => root.child(spec),
-            Err(e) => Err(crate::SpawnError::ToolsUnavailable {
-                spec: spec.name().to_string(),
-                message: e.to_string(),
-            }),
-        };
-        let child = match forked {
+        let child = match self.root.for_new_run().await.child(spec) {
             Ok(c) => c,
             Err(e) => return error_result(Outcome::Denied, &e.to_string()),
         };

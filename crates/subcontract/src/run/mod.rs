@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::Usage;
-use crate::outcome::{Failure, Outcome, RunResult, SpawnError};
+use crate::outcome::{Failure, Outcome, RunResult};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use tracing::Instrument;
 
@@ -83,14 +83,7 @@ pub(crate) async fn run_child_checked(
     check: InputCheck,
 ) -> RunResult<Decoded> {
     // A host whose tools follow changing sources gives the child the current ones.
-    let forked = match parent.for_new_run().await {
-        Ok(host) => host.child(spec),
-        Err(e) => Err(SpawnError::ToolsUnavailable {
-            spec: spec.name.to_string(),
-            message: e.to_string(),
-        }),
-    };
-    match forked {
+    match parent.for_new_run().await.child(spec) {
         // A child context has a cancellation token of its own, so the run may cancel it.
         Ok(child) => {
             let span = crate::telemetry::agent_span(spec, &child);
@@ -161,34 +154,7 @@ pub(crate) async fn run_core(
     text: OutputText,
 ) -> RunResult<Decoded> {
     // A host whose tools follow changing sources runs with the current ones, fixed from here.
-    let ctx = match ctx.for_new_run().await {
-        Ok(c) => c,
-        Err(e) => {
-            let error = Failure::Spawn(SpawnError::ToolsUnavailable {
-                spec: spec.name.to_string(),
-                message: e.to_string(),
-            });
-            ctx.emit(EventKind::Finished {
-                outcome: Outcome::Denied,
-                turns: 0,
-                usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
-                duration_ms: 0.0,
-                error: Some(error.to_string()),
-            });
-            return RunResult {
-                run_id: ctx.run_id().to_string(),
-                outcome: Outcome::Denied,
-                output: None,
-                turns: 0,
-                usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
-                total_cost_usd: Decimal::ZERO,
-                duration: Duration::ZERO,
-                error: Some(error),
-            };
-        }
-    };
+    let ctx = ctx.for_new_run().await;
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's.
     let span = crate::telemetry::agent_span(spec, &ctx);

@@ -52,20 +52,11 @@ pub trait ToolSource: Send + Sync {
     fn listed(&self) -> Listing;
     /// The tools at the current version: the last listing if it is current, else a new one;
     /// callers at the same time share one. An error says why the tools cannot be known.
-    async fn refresh(&self) -> Result<Listing, Box<dyn std::error::Error + Send + Sync>>;
+    async fn refresh(&self) -> Result<Listing, BoxError>;
 }
 
-/// Why the host's current tools could not be put together for a run that starts.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum LiveToolsError {
-    /// A source could not list its tools again.
-    #[error("{0}")]
-    Source(String),
-    /// The new tools break a rule of the set (a name taken, a schema that does not compile).
-    #[error("{0}")]
-    Tools(#[from] ToolSetError),
-}
+/// Why a source's tools could not be listed.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One put-together set and the versions of the listings it holds, one per source.
 struct Snapshot {
@@ -130,34 +121,54 @@ impl LiveTools {
 
     /// The set for a run that starts now: the last one, or, when a source's tools changed, a
     /// new one with that source's tools listed again.
-    pub async fn current(&self) -> Result<ToolSet, LiveToolsError> {
+    ///
+    /// When the new tools cannot be had (a source fails to list them, or they break a rule of
+    /// the set, a name taken say), the run gets the last set that was put together, with a
+    /// warning, and the next run that starts asks again: a server that fails to list once
+    /// does not refuse every run of the host, and a run is never offered tools the set's rules
+    /// refused.
+    pub async fn current(&self) -> ToolSet {
         let snap = self.snapshot();
         let stale = |(s, v): (&Arc<dyn ToolSource>, &u64)| s.version() != *v;
         if !self.sources.iter().zip(&snap.versions).any(stale) {
-            return Ok(snap.tools.clone());
+            return snap.tools.clone();
         }
+        match self.put_together().await {
+            Ok((versions, tools)) => {
+                let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+                // Two runs may put a change together at once; the newer set is kept.
+                if versions.iter().zip(&latest.versions).all(|(n, o)| n >= o) {
+                    *latest = Arc::new(Snapshot {
+                        versions,
+                        tools: tools.clone(),
+                    });
+                }
+                tools
+            }
+            Err(error) => {
+                tracing::warn!(
+                    %error,
+                    "the host's tools changed and could not be brought up to date; this run \
+                     gets them as they were, and the next run asks again"
+                );
+                snap.tools.clone()
+            }
+        }
+    }
+
+    /// The fixed tools and every source's current ones, with the versions of their listings.
+    async fn put_together(&self) -> Result<(Vec<u64>, ToolSet), BoxError> {
         let mut listings = Vec::with_capacity(self.sources.len());
         for s in &self.sources {
             let last = s.listed();
             listings.push(if last.version == s.version() {
                 last
             } else {
-                s.refresh()
-                    .await
-                    .map_err(|e| LiveToolsError::Source(e.to_string()))?
+                s.refresh().await?
             });
         }
         let tools = join(&self.fixed, &listings)?;
-        let versions: Vec<u64> = listings.iter().map(|l| l.version).collect();
-        let mut latest = self.latest.lock().unwrap_or_else(|p| p.into_inner());
-        // Two runs may put a change together at once; the newer set is kept.
-        if versions.iter().zip(&latest.versions).all(|(n, o)| n >= o) {
-            *latest = Arc::new(Snapshot {
-                versions,
-                tools: tools.clone(),
-            });
-        }
-        Ok(tools)
+        Ok((listings.iter().map(|l| l.version).collect(), tools))
     }
 }
 
@@ -179,8 +190,8 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{Listing, LiveTools, LiveToolsError, ToolSource};
-    use crate::tool::{FnTool, Tool, ToolOutput, ToolSet, ToolSetError};
+    use super::{BoxError, Listing, LiveTools, ToolSource};
+    use crate::tool::{FnTool, Tool, ToolOutput, ToolSet};
 
     /// A tool; one named `mcp__s__*` is of the group `mcp__s`, as an MCP server's are.
     fn tool(name: &str) -> Arc<dyn Tool> {
@@ -249,7 +260,7 @@ mod tests {
             let last = self.last.lock().unwrap().clone();
             last.unwrap_or_else(|| self.list())
         }
-        async fn refresh(&self) -> Result<Listing, Box<dyn std::error::Error + Send + Sync>> {
+        async fn refresh(&self) -> Result<Listing, BoxError> {
             if self.fail.load(Ordering::SeqCst) {
                 return Err("server `fake` did not answer tools/list".into());
             }
@@ -274,43 +285,40 @@ mod tests {
         let live = live(&fake);
         assert_eq!(names(&live.latest()), ["grep", "mcp__s__a", "mcp__s__b"]);
         assert!(!live.is_stale());
-        assert_eq!(names(&live.current().await.unwrap()).len(), 3);
+        assert_eq!(names(&live.current().await).len(), 3);
         assert_eq!(fake.listings.load(Ordering::SeqCst), 0, "nothing changed");
 
         fake.change(vec!["mcp__s__a", "mcp__s__c"]);
         assert!(live.is_stale());
-        let now = live.current().await.unwrap();
+        let now = live.current().await;
         assert_eq!(names(&now), ["grep", "mcp__s__a", "mcp__s__c"]);
         assert_eq!(names(&live.latest()), names(&now));
-        live.current().await.unwrap();
+        live.current().await;
         assert_eq!(fake.listings.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
-    async fn a_listing_that_fails_or_collides_is_an_error_and_asked_again() {
+    async fn a_listing_that_fails_or_collides_keeps_the_last_set_and_is_asked_again() {
         let fake = Arc::new(Fake::default());
         fake.change(vec!["mcp__s__a"]);
         let live = live(&fake);
         fake.change(vec!["mcp__s__b"]);
         fake.fail.store(true, Ordering::SeqCst);
-        let e = live.current().await.unwrap_err();
-        assert!(
-            matches!(&e, LiveToolsError::Source(m) if m.contains("`fake`")),
-            "{e}"
-        );
+        // The run starts, with the tools as they were; the source is asked again next time.
+        assert_eq!(names(&live.current().await), ["grep", "mcp__s__a"]);
         assert!(live.is_stale(), "the old set is not taken for the new one");
+        assert_eq!(names(&live.current().await), ["grep", "mcp__s__a"]);
 
-        // The new list's names obey the set's rules: one taken by a fixed tool is refused.
+        // The new list's names obey the set's rules: one taken by a fixed tool is refused,
+        // and runs keep the last set that kept them.
         fake.fail.store(false, Ordering::SeqCst);
         fake.change(vec!["grep"]);
-        let e = live.current().await.unwrap_err();
-        assert_eq!(
-            e,
-            LiveToolsError::Tools(ToolSetError::Duplicate("grep".into()))
-        );
+        assert_eq!(names(&live.current().await), ["grep", "mcp__s__a"]);
+        assert!(live.is_stale());
 
         fake.change(vec!["mcp__s__b"]);
-        assert_eq!(names(&live.current().await.unwrap()), ["grep", "mcp__s__b"]);
+        assert_eq!(names(&live.current().await), ["grep", "mcp__s__b"]);
+        assert!(!live.is_stale());
     }
 
     #[tokio::test]
@@ -333,18 +341,13 @@ mod tests {
         .unwrap()
         .erase();
         // A run started before the change.
-        let run = host.for_new_run().await.unwrap();
+        let run = host.for_new_run().await;
         fake.change(vec!["mcp__s__b"]);
         // Its sub-agent forks from the run's set, not the source's new one.
         assert_eq!(names(run.child(&child).unwrap().tools()), ["mcp__s__a"]);
-        assert!(run
-            .for_new_run()
-            .await
-            .unwrap()
-            .tools()
-            .contains("mcp__s__a"));
+        assert!(run.for_new_run().await.tools().contains("mcp__s__a"));
         // A run that starts from the host now gets the new set.
-        let later = host.for_new_run().await.unwrap();
+        let later = host.for_new_run().await;
         assert_eq!(names(later.child(&child).unwrap().tools()), ["mcp__s__b"]);
     }
 }

@@ -9,7 +9,7 @@ mod set;
 mod typed;
 pub mod workspace;
 
-pub use live::{Listing, LiveTools, LiveToolsError, ToolSource};
+pub use live::{BoxError, Listing, LiveTools, ToolSource};
 pub use set::{ToolEntry, ToolSet, ToolSetError};
 pub use typed::{FnTool, TypedTool};
 

@@ -10,7 +10,7 @@ use super::config::McpConfig;
 use super::names::{server_prefix, tool_name};
 use super::server::{McpError, Server};
 use super::tool::McpTool;
-use crate::tool::{Listing, Tool, ToolSource};
+use crate::tool::{BoxError, Listing, Tool, ToolSource};
 
 /// The servers of one config. Cheap to share (`Arc`); a server starts when its tools are first
 /// asked for and stops when the last handle is dropped (stdio servers also exit when their
@@ -151,7 +151,7 @@ impl ToolSource for McpSource {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    async fn refresh(&self) -> Result<Listing, Box<dyn std::error::Error + Send + Sync>> {
+    async fn refresh(&self) -> Result<Listing, BoxError> {
         let _one = self.listing.lock().await;
         let last = self.listed();
         if last.version == self.version() {
