@@ -4,6 +4,9 @@ two binaries, ROUNDS rounds of 5 reps, so the machine's drift hits both alike.
 
 Usage: bench/before_after.py BEFORE_BINARY AFTER_BINARY [ROUNDS]
 (each built with `cargo build --release --example bench_peers` in a checkout of its commit).
+Build both from the same `examples/bench_peers.rs`: when the benchmark itself changed between
+the commits (its scenarios' tool arguments, say), copy the newer file into the older checkout
+first, or the table compares two workloads, not two libraries.
 Prints a Markdown table: medians of the rounds' medians [min .. max], and after / before taken
 round by round.
 """
