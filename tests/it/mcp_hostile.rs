@@ -216,10 +216,11 @@ async fn an_output_schema_violation_is_an_error_result() {
     assert!(out.structured.is_none());
 }
 
-/// One answer line far over the cap (rmcp's stdio transport drops a line past 16 MiB rather
-/// than buffer it): the call is an error result, the connection goes on, and memory stays
-/// bounded; a large answer under the cap is withheld from the model by the per-turn limit,
-/// with a message, never cut silently. Measured in the `subcontract run` process itself.
+/// One answer line far over the 16 MiB cap: the line ends the server's session at once (not
+/// at the call's 60 s timeout), the call is an error result saying so, the server is started
+/// again for the next call, and memory stays bounded; a large answer under the cap is withheld
+/// from the model by the per-turn limit, with a message, never cut silently. Measured in the
+/// `subcontract run` process itself.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn huge_answers_are_bounded_and_never_cut_silently() {
     let dir = tempfile::tempdir().unwrap();
@@ -231,8 +232,9 @@ async fn huge_answers_are_bounded_and_never_cut_silently() {
         r#""mcp__hostile""#,
         "max_tool_result_chars_per_turn = 100000\n",
     );
+    // No `timeout`: a call that waited for the default one would say so, not why it ended.
     let config = json!({"mcpServers": {"hostile": {
-        "command": "python3", "args": [hostile_script()], "timeout": 3000,
+        "command": "python3", "args": [hostile_script()],
     }}});
     std::fs::write(root.join(".mcp.json"), config.to_string()).unwrap();
     const OVER_CAP: u64 = 256 << 20;
@@ -310,7 +312,8 @@ async fn huge_answers_are_bounded_and_never_cut_silently() {
         .collect();
     assert_eq!(results.len(), 2, "{results:?}");
     assert!(
-        results[0].contains("MCP server `hostile`") && results[0].len() < 1000,
+        results[0].contains("MCP server `hostile` answered with a message over 16 MiB")
+            && results[0].len() < 1000,
         "{}",
         &results[0][..results[0].len().min(500)]
     );

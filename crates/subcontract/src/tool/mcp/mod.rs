@@ -24,6 +24,7 @@
 //!
 //! [`Tool`]: crate::Tool
 
+mod child;
 pub mod config;
 mod names;
 mod server;

@@ -9,10 +9,11 @@ use std::time::Duration;
 use rmcp::model::{CallToolRequestParams, ClientConfig};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 
+use super::child::{ChildTransport, MAX_LINE};
 use super::config::{ServerConfig, ServerTransport};
 
 /// How long one call may take when neither the server's `timeout` nor
@@ -83,6 +84,8 @@ pub(super) struct Server {
     // Moved on by `notifications/tools/list_changed` (and by a restart): a listing asked at an
     // older version is out of date.
     version: Arc<AtomicU64>,
+    // Set when a stdio server wrote a line past the cap, which ended its session.
+    oversized: Arc<AtomicBool>,
 }
 
 type Session = RunningService<RoleClient, Handler>;
@@ -118,6 +121,7 @@ impl Server {
             started: AtomicBool::new(false),
             tools: tokio::sync::Mutex::default(),
             version: Arc::default(),
+            oversized: Arc::default(),
         }
     }
 
@@ -239,13 +243,19 @@ impl Server {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let (transport, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
+                use std::process::Stdio;
+                cmd.stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let mut child = cmd
                     .spawn()
                     .map_err(|e| self.err(format!("cannot start `{command}`: {e}")))?;
-                if let Some(stderr) = stderr {
+                if let Some(stderr) = child.stderr.take() {
                     tokio::spawn(log_stderr(self.config.name.clone(), stderr));
                 }
+                self.oversized.store(false, Ordering::Release);
+                let transport = ChildTransport::new(child, self.oversized.clone())
+                    .map_err(|e| self.err(format!("cannot start `{command}`: {e}")))?;
                 handler.serve(transport).await.map_err(|e| failed(&e))
             }
             ServerTransport::Http { url, headers } => {
@@ -285,6 +295,12 @@ impl Server {
                 "MCP server `{}` did not answer within {} s (its `timeout`, or --mcp-timeout)",
                 self.config.name,
                 timeout.as_secs_f64()
+            )),
+            Ok(Err(_)) if self.oversized.load(Ordering::Acquire) => Err(format!(
+                "MCP server `{}` answered with a message over {} MiB, which ended its session; \
+                 it is started again for the next call",
+                self.config.name,
+                MAX_LINE >> 20
             )),
             Ok(Err(e)) => Err(format!(
                 "MCP server `{}`: {}",
