@@ -102,6 +102,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
             this.line = if i == 0 { this.line } else { 0 } + part.len();
             if this.line > MAX_LINE {
                 this.over.store(true, Ordering::Release);
+                // A read that fails hands over nothing.
+                buf.set_filled(before);
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     format!("a message line over {} MiB", MAX_LINE >> 20),
