@@ -11,7 +11,7 @@ mod replay;
 mod scripted;
 
 pub use foreign::ForeignError;
-pub(crate) use price::cost_at;
+pub(crate) use price::{cost_at, worst_case_at, Rates};
 pub use price::{Price, PriceError, PriceTable};
 pub use prompt_cache::PromptCache;
 pub use rate::{RateLimited, RateLimits, RetryAfter};

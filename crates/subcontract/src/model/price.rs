@@ -101,66 +101,104 @@ impl Price {
     /// each at its own price. A cost past `Decimal::MAX` (an absurd price or token count) is
     /// `Decimal::MAX`, which exhausts any budget, rather than a panic or a wrapped value.
     pub fn cost(&self, usage: Usage) -> Decimal {
-        let cached = usage
-            .cache_read_tokens
-            .saturating_add(usage.cache_write_tokens);
-        sum_per_mtok(&[
-            (
-                usage.input_tokens.saturating_sub(cached),
-                self.input_per_mtok,
-            ),
-            (usage.cache_read_tokens, self.cache_read()),
-            (
-                usage
-                    .cache_write_tokens
-                    .saturating_sub(usage.cache_write_1h_tokens),
-                self.cache_write(),
-            ),
-            (
-                usage.cache_write_1h_tokens.min(usage.cache_write_tokens),
-                self.cache_write_1h(),
-            ),
-            (usage.output_tokens, self.output_per_mtok),
+        self.rates().cost(usage)
+    }
+
+    /// Every rate, the defaults computed: what a run prices each of its calls at.
+    pub(crate) fn rates(&self) -> Rates {
+        Rates([
+            self.input_per_mtok,
+            self.cache_read(),
+            self.cache_write(),
+            self.cache_write_1h(),
+            self.output_per_mtok,
         ])
+    }
+
+    /// USD per million input tokens at the dearest rate a call made with `cache` may be billed
+    /// them: the provider decides what it caches, so the dearest of the input, cache-read and
+    /// cache-write prices, and with [`PromptCache::OneHour`](super::PromptCache::OneHour) the
+    /// 1-hour cache-write price too.
+    pub fn dearest_input(&self, cache: Option<super::PromptCache>) -> Decimal {
+        let input = self
+            .input_per_mtok
+            .max(self.cache_read())
+            .max(self.cache_write());
+        if cache == Some(super::PromptCache::OneHour) {
+            input.max(self.cache_write_1h())
+        } else {
+            input
+        }
     }
 
     /// The most a call reading `input_tokens` and writing `output_tokens` can cost: every
     /// input token at the dearest of the input, cache-read and cache-write prices, since the
     /// provider decides what it caches. Saturates like [`cost`](Self::cost).
     pub fn worst_case_cost(&self, input_tokens: u64, output_tokens: u64) -> Decimal {
-        let input = self
-            .input_per_mtok
-            .max(self.cache_read())
-            .max(self.cache_write());
-        sum_per_mtok(&[(input_tokens, input), (output_tokens, self.output_per_mtok)])
+        self.worst_case_cost_with(input_tokens, output_tokens, None)
     }
 
-    /// [`worst_case_cost`](Self::worst_case_cost) for a call made with `cache`: with
-    /// [`PromptCache::OneHour`](super::PromptCache::OneHour), every input token may be a
-    /// 1-hour cache write.
+    /// [`worst_case_cost`](Self::worst_case_cost) for a call made with `cache`, every input
+    /// token at [`dearest_input`](Self::dearest_input).
     pub fn worst_case_cost_with(
         &self,
         input_tokens: u64,
         output_tokens: u64,
         cache: Option<super::PromptCache>,
     ) -> Decimal {
-        if cache != Some(super::PromptCache::OneHour) {
-            return self.worst_case_cost(input_tokens, output_tokens);
-        }
-        let input = self
-            .input_per_mtok
-            .max(self.cache_read())
-            .max(self.cache_write())
-            .max(self.cache_write_1h());
-        sum_per_mtok(&[(input_tokens, input), (output_tokens, self.output_per_mtok)])
+        worst_case_at(
+            self.dearest_input(cache),
+            self.output_per_mtok,
+            input_tokens,
+            output_tokens,
+        )
     }
 }
 
-/// `Σ tokens × USD per million tokens`, saturating at `Decimal::MAX`.
-fn sum_per_mtok(terms: &[(u64, Decimal)]) -> Decimal {
-    let sum = terms.iter().try_fold(Decimal::ZERO, |acc, &(n, p)| {
-        acc.checked_add(Decimal::from(n).checked_mul(p)?)
-    });
+/// A price's rates, USD per million tokens, defaults resolved: input, cache read, cache
+/// write, 1-hour cache write, output. Resolved once per run rather than on every call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rates([Decimal; 5]);
+
+impl Rates {
+    /// [`Price::cost`].
+    pub(crate) fn cost(&self, usage: Usage) -> Decimal {
+        let cached = usage
+            .cache_read_tokens
+            .saturating_add(usage.cache_write_tokens);
+        let tokens = [
+            usage.input_tokens.saturating_sub(cached),
+            usage.cache_read_tokens,
+            usage
+                .cache_write_tokens
+                .saturating_sub(usage.cache_write_1h_tokens),
+            usage.cache_write_1h_tokens.min(usage.cache_write_tokens),
+            usage.output_tokens,
+        ];
+        // Every term, zero ones too: a sum's scale (and so how a cost prints) is its terms'.
+        let sum = tokens
+            .iter()
+            .zip(&self.0)
+            .try_fold(Decimal::ZERO, |acc, (&n, &p)| {
+                acc.checked_add(Decimal::from(n).checked_mul(p)?)
+            });
+        per_mtok(sum)
+    }
+
+    /// The output rate.
+    pub(crate) fn output(&self) -> Decimal {
+        self.0[4]
+    }
+}
+
+/// The worst case of a call at input and output rates (USD per million tokens), saturating.
+pub(crate) fn worst_case_at(input: Decimal, output: Decimal, inputs: u64, outputs: u64) -> Decimal {
+    let term = |n: u64, p: Decimal| Decimal::from(n).checked_mul(p);
+    per_mtok(term(inputs, input).and_then(|i| i.checked_add(term(outputs, output)?)))
+}
+
+/// A sum of `tokens × USD per million tokens` as USD; one that overflowed is `Decimal::MAX`.
+fn per_mtok(sum: Option<Decimal>) -> Decimal {
     match sum {
         Some(s) => s / Decimal::from(1_000_000u32),
         None => Decimal::MAX,
@@ -218,7 +256,7 @@ impl PriceTable {
 
     /// The cost of `usage` on `model`; zero when its price is unknown.
     pub fn cost(&self, model: &str, usage: Usage) -> Decimal {
-        cost_at(self.get(model), model, usage)
+        cost_at(self.get(model).map(|p| p.rates()), model, usage)
     }
 
     /// The prices of common OpenAI and Anthropic models, as shipped with this crate (see
@@ -329,9 +367,9 @@ pub enum PriceError {
 
 /// The cost of `usage` at `price`, looked up once for `model`; zero (with the one warning)
 /// when it is unknown. The run loop looks a model's price up once per run, not per turn.
-pub(crate) fn cost_at(price: Option<Price>, model: &str, usage: Usage) -> Decimal {
-    match price {
-        Some(p) => p.cost(usage),
+pub(crate) fn cost_at(rates: Option<Rates>, model: &str, usage: Usage) -> Decimal {
+    match rates {
+        Some(r) => r.cost(usage),
         None => {
             warn_unpriced(model);
             Decimal::ZERO

@@ -189,11 +189,7 @@ pub(super) async fn run_tool_calls(
                     turn,
                 )
                 .instrument(crate::telemetry::tool_span(c));
-                let output = tokio::select! {
-                    biased;
-                    _ = ctx.cancellation().cancelled() => not_started(),
-                    o = call => o,
-                };
+                let output = ctx.unless_cancelled(call).await.unwrap_or_else(not_started);
                 seq_chars.admit(&output, max_chars);
                 *slot = Slot::Ran(output);
             }

@@ -27,8 +27,8 @@ use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::{EventKind, Forced, TextRead};
 use crate::model::{
-    Arguments, Message, ModelRequest, ModelResponse, PromptCache, ResponseFormat, ToolCall,
-    ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
+    worst_case_at, Arguments, Message, ModelRequest, ModelResponse, PromptCache, Rates,
+    ResponseFormat, ToolCall, ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
 };
 use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
@@ -114,6 +114,12 @@ struct Plan<'s> {
     format: Option<ResponseFormat>,
     /// Whether a text answer that is one call of an offered tool is taken as that call.
     text_calls: bool,
+    /// The prompt-cache setting sent: the spec's, else its host's.
+    cache: Option<PromptCache>,
+    /// Whether the calls may be cached (that setting, else the model's own, is not off).
+    caching: bool,
+    /// The model's rates, if priced, and the dearest an input token may be billed at.
+    rates: Option<(Rates, Decimal)>,
 }
 
 /// What one model call offers and asks for.
@@ -172,6 +178,13 @@ impl<'s> Plan<'s> {
             )),
             _ => Cow::Borrowed(spec.system.as_str()),
         };
+        let model = ctx.model();
+        let cache = spec.prompt_cache.or(ctx.prompt_cache());
+        let effective_cache = cache.or(model.prompt_cache());
+        let rates = ctx
+            .prices()
+            .get(model.id())
+            .map(|p| (p.rates(), p.dearest_input(effective_cache)));
         Ok((
             Plan {
                 mode,
@@ -181,6 +194,9 @@ impl<'s> Plan<'s> {
                 submit_only,
                 format,
                 text_calls: spec.levers.text_calls,
+                cache,
+                caching: effective_cache.is_some_and(|c| c != PromptCache::Off),
+                rates,
             },
             bytes,
         ))
@@ -319,44 +335,31 @@ async fn call_model(
     st: &mut LoopState,
 ) -> Result<(ModelResponse, Reading), Failure> {
     let model = ctx.model();
-    let price = ctx.prices().get(model.id());
     let max_tokens = spec.limits.max_tokens_per_turn;
-    // The spec's setting, else its host's, else the model's own.
-    let cache = spec.prompt_cache.or(ctx.prompt_cache());
-    let effective_cache = cache.or(model.prompt_cache());
-    let worst = price.map_or(Decimal::ZERO, |p| {
-        p.worst_case_cost_with(convo.bytes as u64, u64::from(max_tokens), effective_cache)
+    let worst = plan.rates.map_or(Decimal::ZERO, |(r, input)| {
+        worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
     });
-    let caching = effective_cache.is_some_and(|c| c != PromptCache::Off);
+    let caching = plan.caching;
     // A fan-out sibling's first call waits for the first sibling's, to read what it cached;
     // before its reservation, so that a waiting sibling holds no budget others could use.
     let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
-        Some(share) => tokio::select! {
-            biased;
-            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
-            o = share.enter() => o,
-        },
+        Some(share) => ctx
+            .unless_cancelled(share.enter())
+            .await
+            .ok_or(Failure::Cancelled)?,
         None => None,
     };
     // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
     // (dropping the wait leaves nothing reserved).
-    let reserved = tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
-        r = ctx.budget().reserve(worst) => r,
-    };
-    let reservation = match reserved {
+    let reserved = ctx.unless_cancelled(ctx.budget().reserve(worst)).await;
+    let reservation = match reserved.ok_or(Failure::Cancelled)? {
         Ok(r) => r,
         Err(error) => return Err(Failure::Budget { error, turn }),
     };
     // Recorded before the call, so a process lost during it is still charged for it.
     if let Some(journal) = ctx.spend_journal() {
-        let recorded = tokio::select! {
-            biased;
-            _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
-            r = journal.before_call() => r,
-        };
-        if let Err(e) = recorded {
+        let recorded = ctx.unless_cancelled(journal.before_call()).await;
+        if let Err(e) = recorded.ok_or(Failure::Cancelled)? {
             drop(reservation);
             return Err(Failure::SpendNotRecorded(e));
         }
@@ -367,18 +370,14 @@ async fn call_model(
     let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
         .with_sampling(spec.sampling)
         .with_tool_choice(req.choice)
-        .with_prompt_cache(cache);
+        .with_prompt_cache(plan.cache);
     if let Some(f) = req.format {
         request = request.with_response_format(f);
     }
     let call = model.complete(request);
-    // A call in flight when the run stops is dropped, and its reservation released. Biased,
-    // so a call is never first polled (started) after the cancellation.
-    let response = tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => return Err(Failure::Cancelled),
-        r = call => r,
-    };
+    // A call in flight when the run stops is dropped, and its reservation released; one is
+    // never first polled (started) after the cancellation.
+    let response = ctx.unless_cancelled(call).await.ok_or(Failure::Cancelled)?;
     let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
     let output_mode = plan.mode.map(|m| Cow::Borrowed(m.as_str()));
     let response = match response {
@@ -415,7 +414,7 @@ async fn call_model(
             return Err(failure);
         }
     };
-    let cost = crate::model::cost_at(price, model.id(), response.usage);
+    let cost = crate::model::cost_at(plan.rates.map(|(r, _)| r), model.id(), response.usage);
     let reserved = reservation.amount();
     // A cost above the worst case exhausts every limited budget above this run.
     reservation.settle(cost);
