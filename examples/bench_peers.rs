@@ -691,7 +691,19 @@ fn s3_with(
         .expect("serialisable")
         .into();
     let child = worker_spec("research", "You are a research worker.", &["lookup"]);
-    let parent_spec = worker_spec("parent", "parent", &["research"]);
+    // One response fans out to all K children: the per-turn bounds (64 calls by default) are
+    // raised to hold them, as a host that means such a fan-out would.
+    let parent_spec = SubAgentSpec::<Query, Findings>::builder("parent")
+        .description("Research worker.")
+        .system("parent")
+        .tools(["research"])
+        .max_turns(T as u32 + 5)
+        .max_output_chars(4000)
+        .max_tool_calls_per_turn(k)
+        .max_tool_result_chars_per_turn(usize::MAX)
+        .allow_unbounded_output()
+        .build()
+        .expect("the benchmark spec is valid");
     let gauge = Arc::new(Gauge::default());
     let model = Arc::new(Parent {
         n: k,
@@ -940,6 +952,12 @@ fn main() {
         eprintln!("  finished {name} in {:.1}s", t0.elapsed().as_secs_f64());
         all.insert(name.to_string(), res);
     }
+    // A scenario that failed its own checks fails the benchmark, after the table shows which.
+    let failed: Vec<&str> = SCENARIOS
+        .iter()
+        .copied()
+        .filter(|n| all[*n].get("error").is_some())
+        .collect();
     let s = |n: &str| &all[n];
     let rows: Vec<(String, String, String)> = vec![
         (
@@ -1086,5 +1104,11 @@ fn main() {
         )
         .expect("writable --json path");
         println!("\nwrote {path}");
+    }
+    if !failed.is_empty() {
+        for n in &failed {
+            eprintln!("scenario {n} failed: {}", all[*n]["error"]);
+        }
+        std::process::exit(1);
     }
 }
