@@ -4,7 +4,9 @@ use crate::diag::Severity;
 use rust_decimal::Decimal;
 use serde_json::json;
 
-/// The flagship example (`specs/research_topic.toml`, as the README shows it), verbatim.
+/// A full spec file with positions the tests below pin: the flagship example as an earlier
+/// design wrote it (a `model` line, tighter bounds). The README's own block is checked by
+/// `the_readmes_spec_parses_cleanly`.
 const DESIGN_EXAMPLE: &str = r#"name = "research_topic"            # the tool name a host sees: [A-Za-z0-9_-]{1,64}
 description = "Investigate a topic across the workspace and return findings. Not for one lookup."
 system = "You are a focused researcher. ..."   # or: system_file = "prompts/research.md"
@@ -65,6 +67,22 @@ fn summary(diags: &[Diagnostic]) -> Vec<(&str, u32, u32)> {
         .iter()
         .map(|d| (d.code.as_str(), d.line, d.column))
         .collect()
+}
+
+#[test]
+fn the_readmes_spec_parses_cleanly() {
+    let readme = include_str!("../../../../../README.md");
+    let at = readme
+        .find("## Specs as TOML")
+        .expect("the README has its spec section");
+    let block = readme[at..]
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("the section shows a spec");
+    let (spec, diags) = parse(block);
+    assert!(diags.is_empty(), "{diags:#?}");
+    assert_eq!(spec.expect("spec").name.value, "research_topic");
 }
 
 #[test]

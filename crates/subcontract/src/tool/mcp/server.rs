@@ -29,9 +29,25 @@ const MIN_START_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_RESTARTS: u32 = 3;
 
 /// The variables of our own environment a stdio server gets (besides the `env` its entry
-/// declares): what a program needs to find itself and its files, never a credential.
-pub const ENV_ALLOW_LIST: [&str; 10] = [
-    "HOME", "PATH", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TEMP", "TMP", "USER", "TERM",
+/// declares): what a program needs to find itself and its files, never a credential. The
+/// certificate paths are there because a network that inspects TLS (a company proxy) needs
+/// its authority trusted, and a server that fetches would otherwise fail with a certificate
+/// error it reports only on its stderr.
+pub const ENV_ALLOW_LIST: [&str; 14] = [
+    "HOME",
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "USER",
+    "TERM",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
 ];
 
 /// The largest response (JSON or one SSE event) taken from a streamable HTTP server.
@@ -221,7 +237,7 @@ impl Server {
         };
         let failed = |e: &dyn std::fmt::Display| {
             self.err(format!(
-                "cannot connect: {}",
+                "cannot connect: {} (the server's own output is in the log: -vv shows it)",
                 crate::redact::redact(&e.to_string())
             ))
         };
