@@ -76,6 +76,15 @@ impl HostArgs {
         spec_paths: &[PathBuf],
     ) -> Result<HostBuilder, String> {
         let model_name = self.model_name()?;
+        // A model that cannot be made (its key unset, say) fails now, before MCP servers start
+        // and before an empty trace file is left behind.
+        resolve_model(&model_name, self.base_url.as_deref(), specs).map_err(|error| {
+            subcontract::host::HostError::Model {
+                name: model_name.clone(),
+                error,
+            }
+            .to_string()
+        })?;
         let mut host = Host::builder()
             .model_name(model_name)
             .base_url(self.base_url.clone())

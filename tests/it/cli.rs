@@ -214,6 +214,8 @@ fn run_refuses_early_with_a_plain_error() {
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
     ] {
         let t = std::time::Instant::now();
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("trace.jsonl");
         let (code, err) = start(&[
             "run",
             "specs/check_claim.toml",
@@ -221,8 +223,14 @@ fn run_refuses_early_with_a_plain_error() {
             model,
             "--input",
             input,
+            "--trace",
+            trace.to_str().unwrap(),
         ]);
         assert_eq!(code, Some(2), "{model}: {err}");
+        assert!(
+            !trace.exists(),
+            "{model}: a run that never started leaves no trace file"
+        );
         assert!(
             err.starts_with("error: ") && err.contains(key),
             "{model}: {err}"
