@@ -106,13 +106,17 @@ impl Price {
 
     /// Every rate, the defaults computed: what a run prices each of its calls at.
     pub(crate) fn rates(&self) -> Rates {
-        Rates([
+        let rates = [
             self.input_per_mtok,
             self.cache_read(),
             self.cache_write(),
             self.cache_write_1h(),
             self.output_per_mtok,
-        ])
+        ];
+        Rates {
+            zero_scales: rates.map(|r| (Decimal::ZERO * r).scale()),
+            rates,
+        }
     }
 
     /// USD per million input tokens at the dearest rate a call made with `cache` may be billed
@@ -158,7 +162,12 @@ impl Price {
 /// A price's rates, USD per million tokens, defaults resolved: input, cache read, cache
 /// write, 1-hour cache write, output. Resolved once per run rather than on every call.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rates([Decimal; 5]);
+pub(crate) struct Rates {
+    rates: [Decimal; 5],
+    /// The scale a zero term at each rate gives a sum: a cost's scale is its terms' (and so is
+    /// how it prints), zero ones included.
+    zero_scales: [u32; 5],
+}
 
 impl Rates {
     /// [`Price::cost`].
@@ -175,19 +184,28 @@ impl Rates {
             usage.cache_write_1h_tokens.min(usage.cache_write_tokens),
             usage.output_tokens,
         ];
-        // Every term, zero ones too: a sum's scale (and so how a cost prints) is its terms'.
-        let sum = tokens
-            .iter()
-            .zip(&self.0)
-            .try_fold(Decimal::ZERO, |acc, (&n, &p)| {
-                acc.checked_add(Decimal::from(n).checked_mul(p)?)
-            });
-        per_mtok(sum)
+        // Most calls read and write no cache: their terms are zero, and only lend the sum
+        // their scale, which is added once instead of multiplied out.
+        let mut scale = 0;
+        let mut sum = Some(Decimal::ZERO);
+        for ((&n, &p), &zero_scale) in tokens.iter().zip(&self.rates).zip(&self.zero_scales) {
+            if n == 0 {
+                scale = scale.max(zero_scale);
+            } else {
+                sum = sum.and_then(|acc| acc.checked_add(Decimal::from(n).checked_mul(p)?));
+            }
+        }
+        per_mtok(sum.map(|mut s| {
+            if s.scale() < scale {
+                s.rescale(scale);
+            }
+            s
+        }))
     }
 
     /// The output rate.
     pub(crate) fn output(&self) -> Decimal {
-        self.0[4]
+        self.rates[4]
     }
 }
 
@@ -392,6 +410,68 @@ fn warn_unpriced(model: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Skipping the zero terms changes neither a cost nor how it prints: against the sum of
+    /// all five terms, on seeded random prices and usages.
+    #[test]
+    fn a_cost_is_the_sum_of_every_term_to_the_digit() {
+        let bases = [
+            "0.40",
+            "1.60",
+            "3",
+            "15",
+            "0.075",
+            "2.5",
+            "0.1",
+            "0.000001",
+            "1234.5678",
+            "0",
+            "0.30",
+            "75",
+        ];
+        let mut seed: u64 = 7;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..20_000 {
+            let mut pick = || -> Decimal { bases[(rnd() % 12) as usize].parse().unwrap() };
+            let mut price = Price::per_mtok(pick(), pick());
+            if pick() > Decimal::ONE {
+                price = price.with_cache(pick(), pick());
+            }
+            let mut n = || match rnd() % 4 {
+                0 => 0,
+                1 => rnd() % 1_000,
+                2 => rnd() % 10_000_000,
+                _ => rnd() % 100,
+            };
+            let (input, read, write, write_1h, output) = (n(), n(), n(), n(), n());
+            let mut usage = Usage::new(input + read + write, output);
+            usage.cache_read_tokens = read;
+            usage.cache_write_tokens = write;
+            usage.cache_write_1h_tokens = write_1h.min(write);
+            let r = price.rates().rates;
+            let tokens = [
+                input,
+                read,
+                write - usage.cache_write_1h_tokens,
+                usage.cache_write_1h_tokens,
+                output,
+            ];
+            let full = tokens
+                .iter()
+                .zip(&r)
+                .try_fold(Decimal::ZERO, |acc, (&t, &p)| {
+                    acc.checked_add(Decimal::from(t).checked_mul(p)?)
+                });
+            let expected = per_mtok(full);
+            let got = price.cost(usage);
+            assert_eq!(got.to_string(), expected.to_string(), "{price:?} {usage:?}");
+        }
+    }
 
     #[test]
     fn builtin_prices_parse_and_cover_the_common_models() {
