@@ -383,35 +383,13 @@ async fn call_model(
     let response = match response {
         Ok(r) => r,
         Err(e) => {
-            // A call answered with a usage that cannot be read happened and is billed: it is
-            // charged its whole reservation, its worst case, never nothing.
-            let failure = if e.cost_unknown() {
-                let charged = reservation.amount();
-                reservation.settle(charged);
-                st.cost = st.cost.saturating_add(charged);
-                Failure::UnreadableUsage { error: e, charged }
-            } else {
-                drop(reservation);
-                Failure::Model(e)
-            };
-            let (charged, msg) = match &failure {
-                Failure::UnreadableUsage { charged, .. } => (*charged, failure.to_string()),
-                _ => (Decimal::ZERO, failure.to_string()),
-            };
-            crate::telemetry::chat_failed(chat, &msg);
-            ctx.emit(EventKind::ModelCall {
+            let end = FailedCall {
                 turn,
-                usage: Usage::default(),
-                cost_usd: charged,
                 duration_ms,
-                stop_reason: None,
-                error: Some(msg),
-                over_reserved_usd: None,
                 output_mode,
                 forced: req.forced,
-                text_read_as: None,
-            });
-            return Err(failure);
+            };
+            return Err(end.report(e, reservation, st, chat, ctx));
         }
     };
     let cost = crate::model::cost_at(plan.rates.map(|(r, _)| r), model.id(), response.usage);
@@ -461,6 +439,59 @@ async fn call_model(
         });
     }
     Ok((response, reading))
+}
+
+/// A model call that failed, and what its event says of it.
+struct FailedCall {
+    turn: u32,
+    duration_ms: f64,
+    output_mode: Option<Cow<'static, str>>,
+    forced: Option<Forced>,
+}
+
+impl FailedCall {
+    /// Settles the call's reservation, reports it, and says how the run ends. Cold and out of
+    /// line, so that the turn loop's hot path keeps to fewer cache lines.
+    #[cold]
+    #[inline(never)]
+    fn report(
+        self,
+        e: crate::model::ModelError,
+        reservation: crate::budget::Reservation,
+        st: &mut LoopState,
+        chat: tracing::Span,
+        ctx: &Ctx,
+    ) -> Failure {
+        // A call answered with a usage that cannot be read happened and is billed: it is
+        // charged its whole reservation, its worst case, never nothing.
+        let failure = if e.cost_unknown() {
+            let charged = reservation.amount();
+            reservation.settle(charged);
+            st.cost = st.cost.saturating_add(charged);
+            Failure::UnreadableUsage { error: e, charged }
+        } else {
+            drop(reservation);
+            Failure::Model(e)
+        };
+        let (charged, msg) = match &failure {
+            Failure::UnreadableUsage { charged, .. } => (*charged, failure.to_string()),
+            _ => (Decimal::ZERO, failure.to_string()),
+        };
+        crate::telemetry::chat_failed(chat, &msg);
+        ctx.emit(EventKind::ModelCall {
+            turn: self.turn,
+            usage: Usage::default(),
+            cost_usd: charged,
+            duration_ms: self.duration_ms,
+            stop_reason: None,
+            error: Some(msg),
+            over_reserved_usd: None,
+            output_mode: self.output_mode,
+            forced: self.forced,
+            text_read_as: None,
+        });
+        failure
+    }
 }
 
 /// An output that failed its contract: where and why, reported, and what the model is told.
