@@ -190,7 +190,12 @@ async fn run_owned(
     let mut st = LoopState::default();
     let ended = match spec.accept_input(&input, check) {
         Err(v) => Err(Failure::InvalidInput(v)),
-        Ok(()) => run_until_stopped(spec, ctx, turns(spec, input, ctx, text, &mut st)).await,
+        Ok(()) => {
+            // Pinned here and lent, not moved in: an async fn keeps a future it takes by value
+            // twice (its argument and the pinned local), and this one is most of a run's size.
+            let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st));
+            run_until_stopped(spec, ctx, body).await
+        }
     };
     let (outcome, output, error) = match ended {
         Ok(done) => (Outcome::Completed, Some(done), None),
@@ -238,14 +243,13 @@ async fn run_owned(
 async fn run_until_stopped(
     spec: &SpecCore,
     ctx: &Ctx,
-    body: impl std::future::Future<Output = TurnsResult>,
+    mut body: std::pin::Pin<&mut impl std::future::Future<Output = TurnsResult>>,
 ) -> TurnsResult {
     let cancel = ctx.cancellation();
-    tokio::pin!(body);
     let stopped = tokio::select! {
         biased;
         _ = cancel.cancelled() => Failure::Cancelled,
-        r = &mut body => return r,
+        r = body.as_mut() => return r,
         _ = tokio::time::sleep(spec.limits.timeout) => Failure::Timeout(spec.limits.timeout),
     };
     cancel.cancel();
