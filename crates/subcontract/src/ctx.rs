@@ -14,7 +14,10 @@ use crate::outcome::SpawnError;
 use crate::tool::{LiveTools, ToolSet};
 
 mod shared_prefix;
+mod unless_cancelled;
+
 pub(crate) use shared_prefix::SharedPrefix;
+use unless_cancelled::UnlessCancelled;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
 pub const DEFAULT_MAX_DEPTH: u32 = 2;
@@ -497,27 +500,12 @@ impl Ctx {
     }
 
     /// `fut`'s output, unless this context is cancelled first (`None`); `fut` is never
-    /// polled, so never started, once it is. The wait for the cancellation is set up only
-    /// when `fut` is not done at its first poll: most reservations and many calls are, and a
-    /// waiter costs a lock on the token's tree, twice, on every turn's several waits.
-    pub(crate) async fn unless_cancelled<F: std::future::Future>(
+    /// polled, so never started, once it is ([`UnlessCancelled`]).
+    pub(crate) fn unless_cancelled<F: std::future::Future>(
         &self,
         fut: F,
-    ) -> Option<F::Output> {
-        let token = &self.inner.cancel;
-        if token.is_cancelled() {
-            return None;
-        }
-        let mut fut = std::pin::pin!(fut);
-        let first = std::future::poll_fn(|cx| std::task::Poll::Ready(fut.as_mut().poll(cx)));
-        if let std::task::Poll::Ready(out) = first.await {
-            return Some(out);
-        }
-        tokio::select! {
-            biased;
-            _ = token.cancelled() => None,
-            out = fut => Some(out),
-        }
+    ) -> UnlessCancelled<'_, F> {
+        UnlessCancelled::new(&self.inner.cancel, fut)
     }
     /// The host's prompt caching, if it sets one ([`CtxBuilder::prompt_cache`]).
     pub fn prompt_cache(&self) -> Option<PromptCache> {
