@@ -30,7 +30,8 @@ use subcontract::model::{
     ModelError, ModelRequest, ModelResponse, Price, PriceTable, StopReason, ToolCall, Usage,
 };
 use subcontract::{
-    Budget, Ctx, FnTool, Model, Outcome, SubAgentSpec, ToolOutput, ToolSet, SUBMIT_TOOL,
+    Budget, Ctx, FnTool, Model, Outcome, SpecBuilder, SubAgentSpec, ToolOutput, ToolSet,
+    SUBMIT_TOOL,
 };
 use validator::Validate;
 
@@ -425,6 +426,12 @@ impl EventSink for CountingSink {
 }
 
 fn worker_spec(name: &str, system: &str, tools: &[&str]) -> SubAgentSpec<Query, Findings> {
+    worker_builder(name, system, tools)
+        .build()
+        .expect("the benchmark spec is valid")
+}
+
+fn worker_builder(name: &str, system: &str, tools: &[&str]) -> SpecBuilder<Query, Findings> {
     SubAgentSpec::<Query, Findings>::builder(name)
         .description("Research worker.")
         .system(system)
@@ -434,8 +441,6 @@ fn worker_spec(name: &str, system: &str, tools: &[&str]) -> SubAgentSpec<Query, 
         // The peers' schema leaves source ids unbounded; the 4,000-character limit is still
         // enforced on every output.
         .allow_unbounded_output()
-        .build()
-        .expect("the benchmark spec is valid")
 }
 
 fn lookup() -> Arc<dyn subcontract::Tool> {
@@ -693,15 +698,9 @@ fn s3_with(
     let child = worker_spec("research", "You are a research worker.", &["lookup"]);
     // One response fans out to all K children: the per-turn bounds (64 calls by default) are
     // raised to hold them, as a host that means such a fan-out would.
-    let parent_spec = SubAgentSpec::<Query, Findings>::builder("parent")
-        .description("Research worker.")
-        .system("parent")
-        .tools(["research"])
-        .max_turns(T as u32 + 5)
-        .max_output_chars(4000)
+    let parent_spec = worker_builder("parent", "parent", &["research"])
         .max_tool_calls_per_turn(k)
         .max_tool_result_chars_per_turn(usize::MAX)
-        .allow_unbounded_output()
         .build()
         .expect("the benchmark spec is valid");
     let gauge = Arc::new(Gauge::default());

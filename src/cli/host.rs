@@ -76,17 +76,18 @@ impl HostArgs {
         spec_paths: &[PathBuf],
     ) -> Result<HostBuilder, String> {
         let model_name = self.model_name()?;
-        // A model that cannot be made (its key unset, say) fails now, before MCP servers start
-        // and before an empty trace file is left behind.
-        resolve_model(&model_name, self.base_url.as_deref(), specs).map_err(|error| {
-            subcontract::host::HostError::Model {
-                name: model_name.clone(),
-                error,
-            }
-            .to_string()
-        })?;
+        // Made here, once, and handed to the host: a model that cannot be made (its key unset,
+        // say) fails before MCP servers start and before an empty trace file is left behind.
+        let model =
+            resolve_model(&model_name, self.base_url.as_deref(), specs).map_err(|error| {
+                subcontract::host::HostError::Model {
+                    name: model_name,
+                    error,
+                }
+                .to_string()
+            })?;
         let mut host = Host::builder()
-            .model_name(model_name)
+            .model(model)
             .base_url(self.base_url.clone())
             .rate_limits(RateLimits {
                 rpm: self.rpm,

@@ -84,8 +84,10 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
             stop.cancel();
         });
+        // Bounded: a cancellation that was never watched would leave it waiting for ever.
         let waited = UnlessCancelled::new(&token, std::future::pending::<()>());
-        assert_eq!(waited.await, None);
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), waited).await;
+        assert_eq!(waited, Ok(None), "the cancellation ends the wait");
 
         // Cancelled before: never polled.
         let started = Arc::new(AtomicBool::new(false));

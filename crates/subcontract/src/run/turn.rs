@@ -339,10 +339,9 @@ async fn call_model(
     let worst = plan.rates.map_or(Decimal::ZERO, |(r, input)| {
         worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
     });
-    let caching = plan.caching;
     // A fan-out sibling's first call waits for the first sibling's, to read what it cached;
     // before its reservation, so that a waiting sibling holds no budget others could use.
-    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && caching) {
+    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && plan.caching) {
         Some(share) => ctx
             .unless_cancelled(share.enter())
             .await

@@ -237,7 +237,7 @@ impl Server {
         };
         let failed = |e: &dyn std::fmt::Display| {
             self.err(format!(
-                "cannot connect: {} (the server's own output is in the log: -vv shows it)",
+                "cannot connect: {}",
                 crate::redact::redact(&e.to_string())
             ))
         };
@@ -272,7 +272,10 @@ impl Server {
                 self.oversized.store(false, Ordering::Release);
                 let transport = ChildTransport::new(child, self.oversized.clone())
                     .map_err(|e| self.err(format!("cannot start `{command}`: {e}")))?;
-                handler.serve(transport).await.map_err(|e| failed(&e))
+                handler.serve(transport).await.map_err(|e| {
+                    let hint = "the server's own output is in the log: -vv shows it";
+                    failed(&format!("{e} ({hint})"))
+                })
             }
             ServerTransport::Http { url, headers } => {
                 let mut map = std::collections::HashMap::new();
