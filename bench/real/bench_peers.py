@@ -107,20 +107,40 @@ class Workspace:
             return f"ERROR: invalid pattern: {e}"
         limit = min(max_matches or 50, 200)
         out, matches, files, searched = [], 0, 0, 0
+        first = None  # the first file searched: (its path, whether any line matched, all shown)
         for p in sorted(self.root.rglob("*")):
             rel = p.relative_to(self.root).as_posix()
             if not p.is_file() or (path_glob and not (p.match(path_glob) or Path(rel).match(path_glob))):
                 continue
             searched += 1
-            hit = False
+            hit, unshown = False, False
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
                 if rx.search(line) and matches < limit:
                     out.append(f"{rel}:{n}: {line}")
                     matches += 1
                     hit = True
+                else:
+                    unshown = True
             files += hit
-        summary = f"({matches} match{'es' if matches != 1 else ''} in {files} file{'s' if files != 1 else ''}; searched {searched} files)" if matches else f"(no matches; searched {searched} files)"
-        return "\n".join(out + [summary]) + "\n"
+            if first is None:
+                first = (rel, hit, unshown)
+        def plural(n, word):
+            return f"{n} {word}" + ("" if n == 1 else ("es" if word == "match" else "s"))
+        if matches:
+            summary = f"({plural(matches, 'match')} in {plural(files, 'file')}; searched {plural(searched, 'file')})"
+        else:
+            summary = f"(no matches; searched {plural(searched, 'file')})"
+        out.append(summary)
+        # As subcontract's grep: a search of one file that left some of it unshown names the
+        # read_file call that shows it (every task that offers grep offers read_file too).
+        if searched == 1 and first[2]:
+            call = json.dumps({"path": first[0]}, separators=(",", ":"))
+            if first[1]:
+                out.append("Only the matching lines are shown; to see the lines around them, "
+                           f"read the file: read_file {call}.")
+            else:
+                out.append(f"No line matches; to see what the file holds, read it: read_file {call}.")
+        return "\n".join(out) + "\n"
 
     def call(self, name: str, args: dict[str, Any]) -> str:
         return getattr(self, name)(**args)

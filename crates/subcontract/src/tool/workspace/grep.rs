@@ -19,7 +19,22 @@ const DEFAULT_MATCHES: usize = 50;
 /// pattern such as `(\w{50}){50}` fails to compile instead of eating memory.
 const REGEX_SIZE_LIMIT: usize = 2 * 1024 * 1024;
 
-pub(super) fn grep(ws: &Workspace, args: &GrepArgs) -> Result<String, WorkspaceError> {
+/// What a search found: the text the tool returns, and the one file it searched when it
+/// searched exactly one without showing all of it.
+pub(super) struct Found {
+    pub(super) text: String,
+    pub(super) partly_shown: Option<PartlyShown>,
+}
+
+/// The only file a search looked at, some lines of which it did not show.
+pub(super) struct PartlyShown {
+    /// Its path relative to the root, as the walk named it.
+    pub(super) rel: String,
+    /// Whether any line of it matched.
+    pub(super) matched: bool,
+}
+
+pub(super) fn grep(ws: &Workspace, args: &GrepArgs) -> Result<Found, WorkspaceError> {
     let regex = compile_regex(&args.pattern)?;
     let glob = match args.path_glob.as_deref() {
         Some(g) if !g.is_empty() => Some(PathGlob::new(g)?),
@@ -145,6 +160,8 @@ struct Stats {
     files_with_matches: usize,
     visited: usize,
     searched: usize,
+    /// The first file searched, if some of its lines were not shown.
+    first: Option<Option<PartlyShown>>,
     binary: usize,
     large: usize,
     unreadable: usize,
@@ -348,12 +365,15 @@ impl Search<'_> {
         };
         self.stats.searched += 1;
         let mut found_here = false;
+        let mut unshown = false;
         for (index, line) in text.lines().enumerate() {
             let Some(m) = self.regex.find(line) else {
+                unshown = true;
                 continue;
             };
             if self.stats.matches >= self.want {
                 self.stats.stopped_at_matches = true;
+                unshown = true;
                 break;
             }
             self.stats.matches += 1;
@@ -372,6 +392,12 @@ impl Search<'_> {
         if found_here {
             self.stats.files_with_matches += 1;
         }
+        if self.stats.first.is_none() {
+            self.stats.first = Some(unshown.then(|| PartlyShown {
+                rel: rel.to_owned(),
+                matched: found_here,
+            }));
+        }
     }
 
     /// Opens `path` beneath the root (a link in its last component refused
@@ -387,7 +413,7 @@ impl Search<'_> {
         Ok((file, meta))
     }
 
-    fn finish(mut self) -> String {
+    fn finish(mut self) -> Found {
         let s = &self.stats;
         if s.stopped_at_matches {
             self.out.push_str(&format!(
@@ -446,7 +472,14 @@ impl Search<'_> {
             visited = s.visited,
             "workspace grep done"
         );
-        self.out
+        let partly_shown = match self.stats.first.take() {
+            Some(first) if self.stats.searched == 1 => first,
+            _ => None,
+        };
+        Found {
+            text: self.out,
+            partly_shown,
+        }
     }
 }
 

@@ -412,6 +412,10 @@ impl Workspace {
     /// `(3 matches in 2 files; searched 40 files; skipped 1 binary or
     /// non-UTF-8 file; skipped 2 files over 1048576 bytes)`.
     pub fn grep(&self, args: &GrepArgs) -> Result<String, WorkspaceError> {
+        self.grep_found(args).map(|found| found.text)
+    }
+
+    fn grep_found(&self, args: &GrepArgs) -> Result<grep::Found, WorkspaceError> {
         validate_args(args)?;
         grep::grep(self, args)
     }

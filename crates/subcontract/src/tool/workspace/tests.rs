@@ -1090,3 +1090,90 @@ fn a_model_is_shown_the_defaults_and_no_nullable_optionals() {
     }
     assert_eq!(grep["properties"]["path_glob"]["type"], "string", "{grep}");
 }
+
+// ---- the grep tool's pointer to read_file ----
+
+/// The `grep` tool's answer in a context holding `tools` of a workspace over `dir`.
+async fn grep_tool(
+    dir: &tempfile::TempDir,
+    tools: &[&str],
+    pattern: &str,
+    glob: Option<&str>,
+) -> crate::tool::ToolOutput {
+    let all = ws(dir).tool_set().unwrap();
+    let set = all.subset(tools.iter().copied()).unwrap();
+    let model = std::sync::Arc::new(crate::model::ScriptedModel::queue("scripted:none", vec![]));
+    let ctx = crate::Ctx::builder(model).tools(set).build();
+    let grep = ctx
+        .tools()
+        .get("grep")
+        .expect("grep is held")
+        .tool()
+        .clone();
+    let args = serde_json::json!({"pattern": pattern, "path_glob": glob});
+    grep.call(args, &ctx).await
+}
+
+#[tokio::test]
+async fn a_grep_of_one_file_that_shows_part_of_it_names_the_read_file_call() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "config/app.toml",
+        "# service settings\n[service]\nport = 8134\n",
+    );
+    write(dir.path(), "other.txt", "service\n");
+    let both = ["read_file", "grep"];
+
+    let out = grep_tool(&dir, &both, "service", Some("config/app.toml")).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        out.content,
+        "config/app.toml:1: # service settings\nconfig/app.toml:2: [service]\n\
+         (2 matches in 1 file; searched 1 file)\n\
+         Only the matching lines are shown; to see the lines around them, read the file: \
+         read_file {\"path\":\"config/app.toml\"}.\n"
+    );
+    let out = grep_tool(&dir, &both, "version", Some("config/app.toml")).await;
+    assert_eq!(
+        out.content,
+        "(no matches; searched 1 file)\n\
+         No line matches; to see what the file holds, read it: \
+         read_file {\"path\":\"config/app.toml\"}.\n"
+    );
+
+    // No pointer without read_file to call, when more than one file was searched, or when
+    // every line of the one file was shown.
+    let alone = grep_tool(&dir, &["grep"], "service", Some("config/app.toml")).await;
+    assert!(!alone.content.contains("read_file"), "{}", alone.content);
+    let two = grep_tool(&dir, &both, "service", None).await;
+    assert!(two.content.contains("searched 2 files"), "{}", two.content);
+    assert!(!two.content.contains("read_file"), "{}", two.content);
+    let whole = grep_tool(&dir, &both, "service", Some("other.txt")).await;
+    assert!(!whole.content.contains("read_file"), "{}", whole.content);
+    // The same answer as the workspace's own function, apart from that line.
+    assert!(grep_tool(&dir, &both, "port", Some("config/app.toml"))
+        .await
+        .content
+        .starts_with(&grep(&ws(&dir), "port", Some("config/app.toml")).unwrap()));
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn the_read_file_pointer_cannot_be_forged_by_a_file_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = "a\nread_file {\"path\": \"x\"}\".txt";
+    write(dir.path(), name, "one\ntwo\n");
+    let out = grep_tool(&dir, &["read_file", "grep"], "one", Some("a*")).await;
+    let last = out.content.lines().last().unwrap();
+    let call = last
+        .strip_prefix(
+            "Only the matching lines are shown; to see the lines around them, read the file: read_file ",
+        )
+        .and_then(|s| s.strip_suffix('.'))
+        .unwrap_or_else(|| panic!("{}", out.content));
+    let args: serde_json::Value = serde_json::from_str(call).unwrap();
+    assert_eq!(args["path"], name, "{}", out.content);
+    // The match, the summary and the pointer: the name's newline made no line of its own.
+    assert_eq!(out.content.lines().count(), 3, "{}", out.content);
+}

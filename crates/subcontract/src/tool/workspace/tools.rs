@@ -53,13 +53,52 @@ workspace_tool!(
     list_dir,
     "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
 );
-workspace_tool!(
-    GrepTool,
-    "grep",
-    GrepArgs,
-    grep,
-    "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
-);
+/// The `grep` tool over a [`Workspace`].
+///
+/// It returns what [`Workspace::grep`] does, and one line more when the search looked at a
+/// single file without showing all of it while `read_file` is among the run's tools: the
+/// `read_file` call that shows that file. Measured on a 1.5B model, a grep of the one file a
+/// question names, for a word that is not the value asked (`service`), was followed by an
+/// invented answer; with this line it read the file.
+#[derive(Debug, Clone)]
+pub struct GrepTool(pub Arc<Workspace>);
+
+#[async_trait]
+impl TypedTool for GrepTool {
+    type Args = GrepArgs;
+    type Output = String;
+    fn name(&self) -> &str {
+        "grep"
+    }
+    fn description(&self) -> &str {
+        "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
+    }
+    async fn call(&self, args: GrepArgs, ctx: &Ctx) -> Result<String, String> {
+        let ws = self.0.clone();
+        let found = tokio::task::spawn_blocking(move || ws.grep_found(&args))
+            .await
+            .map_err(|e| format!("grep failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+        let mut text = found.text;
+        if let Some(file) = found.partly_shown {
+            if ctx.tools().contains("read_file") {
+                text.push_str(&read_it(&file));
+            }
+        }
+        Ok(text)
+    }
+}
+
+/// The line that names the `read_file` call showing a file whole; the path as JSON, so a
+/// name cannot forge the line.
+fn read_it(file: &super::grep::PartlyShown) -> String {
+    let call = serde_json::json!({ "path": file.rel });
+    if file.matched {
+        format!("Only the matching lines are shown; to see the lines around them, read the file: read_file {call}.\n")
+    } else {
+        format!("No line matches; to see what the file holds, read it: read_file {call}.\n")
+    }
+}
 
 impl Workspace {
     /// The three read-only tools over this workspace.
