@@ -11,8 +11,9 @@
 //! `auto` over `/v1/chat/completions` with the tool-call template. `SUBCONTRACT_REAL_MATRIX=full`
 //! runs every setup (both endpoints, both templates, every mode), and `SUBCONTRACT_REAL_MODEL`
 //! picks the model size (`1.5b`, the default, or `0.5b`). `SUBCONTRACT_REAL_LEVERS` changes the
-//! run loop's small-model aids from their defaults, to measure one at a time: a comma-separated
-//! list of `NAME=on|off` for `forced_output`, `text_calls` and `native_final` ([`Levers`]).
+//! small-model aids from their defaults, to measure one at a time: a comma-separated list of
+//! `NAME=on|off` for the run loop's `forced_output`, `text_calls` and `native_final`
+//! ([`Levers`]) and the suite's own `require_tool_first` (on).
 //! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes on
 //! the default setup.
 
@@ -141,11 +142,28 @@ fn workspace(task: &Value) -> PathBuf {
     dir
 }
 
-/// The aids in use: the defaults, changed by `SUBCONTRACT_REAL_LEVERS` (`NAME=on|off,…`).
-fn levers() -> Levers {
-    let mut l = Levers::default();
+/// The aids in use: the run loop's defaults and the suite's `require_tool_first` (on), changed
+/// by `SUBCONTRACT_REAL_LEVERS` (`NAME=on|off,…`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Aids {
+    levers: Levers,
+    require_tool_first: bool,
+}
+
+impl Default for Aids {
+    fn default() -> Self {
+        Aids {
+            levers: Levers::default(),
+            // Measured: 3 of 8 without it, 5 of 8 with it (README, "Run against a local model").
+            require_tool_first: true,
+        }
+    }
+}
+
+fn aids() -> Aids {
+    let mut a = Aids::default();
     let Ok(spec) = std::env::var("SUBCONTRACT_REAL_LEVERS") else {
-        return l;
+        return a;
     };
     for item in spec.split(',').filter(|s| !s.trim().is_empty()) {
         let (name, value) = item
@@ -158,13 +176,14 @@ fn levers() -> Levers {
             _ => panic!("SUBCONTRACT_REAL_LEVERS: `{item}`: on or off"),
         };
         match name {
-            "forced_output" => l.forced_output = on,
-            "text_calls" => l.text_calls = on,
-            "native_final" => l.native_final = on,
+            "forced_output" => a.levers.forced_output = on,
+            "text_calls" => a.levers.text_calls = on,
+            "native_final" => a.levers.native_final = on,
+            "require_tool_first" => a.require_tool_first = on,
             _ => panic!("SUBCONTRACT_REAL_LEVERS: no lever `{name}`"),
         }
     }
-    l
+    a
 }
 
 fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
@@ -187,9 +206,8 @@ fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
     .temperature(0.0)
     .timeout(Duration::from_secs(600))
     .output_mode(mode)
-    // Measured: 3 of 8 without it, 5 of 8 with it (README, "Run against a local model").
-    .require_tool_first(true)
-    .levers(levers())
+    .require_tool_first(aids().require_tool_first)
+    .levers(aids().levers)
     .build()
     .expect("the task's spec is valid")
 }
@@ -362,19 +380,18 @@ fn setups() -> Vec<Setup> {
 /// timeouts.
 static ONE_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Passes `auto` must reach in each setup of the default run: one below the 5 of 8 it passed
-/// on 2026-12-02 (README, "Run against a local model"), since temperature 0 on llama.cpp is
-/// not bit-for-bit repeatable across prompt-cache states; the best peer framework passed
-/// fewer on the same server and model.
-const AUTO_FLOOR: usize = 4;
+/// Passes `auto` must reach in each setup of the default run: one below the 8 of 8 it passed
+/// on 2026-12-03 (README, "Run against a local model"), since temperature 0 on llama.cpp is
+/// not bit-for-bit repeatable across prompt-cache states.
+const AUTO_FLOOR: usize = 7;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_suite_holds_its_contract_on_a_real_model() {
     let _one = ONE_SERVER.lock().await;
     let installed = install();
-    let levers = levers();
-    if levers != Levers::default() {
-        let _ = writeln!(std::io::stderr(), "real model: levers changed: {levers:?}");
+    let aids = aids();
+    if aids != Aids::default() {
+        let _ = writeln!(std::io::stderr(), "real model: aids changed: {aids:?}");
     }
     let mut rows = Vec::new();
     for (template, apis) in setups() {
@@ -387,7 +404,8 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
         }
     }
     write_table("table.md", &rows);
-    // Not yet met: every task passing in at least one mode. The ones that do not stay visible.
+    // Every task has passed in some mode (the default run's `auto`, 2026-12-03); one that
+    // passes in none here is printed, and the floor below says whether that is a regression.
     for task in tasks() {
         let name = task["name"].as_str().expect("name");
         if !rows.iter().any(|r| r.task == name && r.passed) {
@@ -397,22 +415,18 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
             );
         }
     }
-    // `auto` reaches its floor wherever it ran, with the aids as they ship (a measurement
-    // with one turned off may fall below it).
-    let shipped = levers == Levers::default();
-    for r in rows
-        .iter()
-        .filter(|r| r.mode == OutputMode::Auto && shipped)
-    {
-        let n = rows
-            .iter()
-            .filter(|o| (o.template, o.api, o.mode) == (r.template, r.api, r.mode) && o.passed)
-            .count();
+    // `auto` reaches its floor on the default setup, with the aids as they ship (a measurement
+    // with one turned off may fall below it). Other setups are measured, not held to a floor.
+    if aids != Aids::default() {
+        return;
+    }
+    let default_setup =
+        |r: &Row| (r.template, r.api, r.mode) == (Template::ToolCalls, Api::Chat, OutputMode::Auto);
+    if rows.iter().any(default_setup) {
+        let n = rows.iter().filter(|r| default_setup(r) && r.passed).count();
         assert!(
             n >= AUTO_FLOOR,
-            "auto passed {n} of 8 on {} {}, under the measured floor {AUTO_FLOOR}",
-            r.template.name(),
-            r.api.name()
+            "auto passed {n} of 8 on the default setup, under the measured floor {AUTO_FLOOR}"
         );
     }
 }
