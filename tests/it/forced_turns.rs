@@ -298,6 +298,33 @@ async fn with_text_calls_off_a_call_written_as_text_is_not_run() {
 }
 
 #[tokio::test]
+async fn a_submission_written_as_text_with_its_braces_doubled_is_taken() {
+    // Qwen2.5 under its own chat template writes `{{"name": …, "arguments": …}}}`: the
+    // submission, read as such, and then validated like any other (one bad, one good here).
+    let doubled = |v: Value| {
+        let call = json!({"name": "submit_output", "arguments": v}).to_string();
+        ScriptStep::text(format!("{{{call}}}"))
+    };
+    let seen: Seen = Arc::default();
+    let ctx = recording(&seen, Arc::default(), move |turn| match turn {
+        1 => doubled(json!({"findings": "none"})),
+        _ => doubled(good_findings()),
+    });
+    let r = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Answer a question and return findings.")
+        .system("CHILD r")
+        .max_turns(3)
+        .build()
+        .expect("the test spec is valid")
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.output, Some(good_findings()));
+    // The bad one was rejected (its repair goes back as the call's result) and repaired.
+    assert_eq!(formats(&seen).len(), 2);
+}
+
+#[tokio::test]
 async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool() {
     let seen: Seen = Arc::default();
     let ctx = recording(&seen, Arc::default(), |turn| match turn {

@@ -26,7 +26,7 @@ pub(crate) enum NoJson {
 /// else the one fenced block (```` ```json ```` or ```` ``` ````) whose contents are JSON.
 pub(crate) fn json_in_text(text: &str) -> Result<Found, NoJson> {
     let t = text.trim();
-    if let Ok(value) = serde_json::from_str::<Value>(t) {
+    if let Some(value) = parse(t) {
         return Ok(Found {
             value,
             fenced: false,
@@ -35,7 +35,7 @@ pub(crate) fn json_in_text(text: &str) -> Result<Found, NoJson> {
     let mut found = None;
     let mut n = 0;
     for block in fenced_blocks(t) {
-        if let Ok(value) = serde_json::from_str::<Value>(block) {
+        if let Some(value) = parse(block) {
             n += 1;
             if found.is_none() {
                 found = Some(value);
@@ -50,6 +50,24 @@ pub(crate) fn json_in_text(text: &str) -> Result<Found, NoJson> {
         (0, _) | (_, None) => Err(NoJson::None),
         (n, Some(_)) => Err(NoJson::Several(n)),
     }
+}
+
+/// `text` as one JSON document; or, when it is an object written with its outer braces doubled
+/// (`{{"name": "submit_output", "arguments": {…}}}`, as Qwen2.5 writes calls under its own chat
+/// template, copying the template's escaped braces), that object. `{{` never opens valid JSON
+/// (a key is a string), so the second reading cannot change what valid JSON means, and the
+/// value is checked like any other.
+fn parse(text: &str) -> Option<Value> {
+    if let Ok(value) = serde_json::from_str::<Value>(text) {
+        return Some(value);
+    }
+    let inner = text.strip_prefix('{')?.strip_suffix('}')?;
+    if !(inner.starts_with('{') && inner.ends_with('}')) {
+        return None;
+    }
+    serde_json::from_str::<Value>(inner)
+        .ok()
+        .filter(Value::is_object)
 }
 
 /// The contents of each closed fenced code block of `text`, its info string (`json`) removed.
@@ -140,6 +158,27 @@ mod tests {
         ] {
             assert_eq!(found(text), Ok((v.clone(), true)), "{text}");
         }
+    }
+
+    #[test]
+    fn an_object_with_its_outer_braces_doubled_is_read_as_the_object() {
+        // Recorded from Qwen2.5-Coder-1.5B under its own chat template (llama.cpp, 2026-12-03).
+        let call = "{{\"name\": \"submit_output\", \"arguments\": {\"sentiment\": \"negative\"}}}";
+        let want = json!({"name": "submit_output", "arguments": {"sentiment": "negative"}});
+        assert_eq!(found(call), Ok((want.clone(), false)));
+        assert_eq!(found(&format!("```json\n{call}\n```")), Ok((want, true)));
+        assert_eq!(found("{{\"a\": 1}}"), Ok((json!({"a": 1}), false)));
+        // Only one doubled layer, only around an object, and never a reading of valid JSON.
+        for text in [
+            "{{{\"a\": 1}}}",
+            "{[1]}",
+            "{{\"a\": 1}",
+            "{\"a\": 1}}",
+            "{1}",
+        ] {
+            assert_eq!(found(text), Err(NoJson::None), "{text}");
+        }
+        assert_eq!(found("{\"a\": {}}"), Ok((json!({"a": {}}), false)));
     }
 
     #[test]
