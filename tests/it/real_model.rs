@@ -14,8 +14,9 @@
 //! small-model aids from their defaults, to measure one at a time: a comma-separated list of
 //! `NAME=on|off` for the run loop's `forced_output`, `text_calls` and `native_final`
 //! ([`Levers`]) and the suite's own `require_tool_first` (on).
-//! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes on
-//! the default setup.
+//! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes,
+//! and `SUBCONTRACT_REAL_SETUP` (`own`, `messages`, or both, comma-separated) another template or
+//! endpoint, in place of the default setup.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -372,7 +373,22 @@ fn setups() -> Vec<Setup> {
                 .collect(),
             Err(_) => vec![OutputMode::Auto],
         };
-        vec![(Template::ToolCalls, vec![(Api::Chat, modes)])]
+        // `SUBCONTRACT_REAL_SETUP=own,messages` (either or both): another template or endpoint.
+        let picked = std::env::var("SUBCONTRACT_REAL_SETUP").unwrap_or_default();
+        let mut template = Template::ToolCalls;
+        let mut api = Api::Chat;
+        for part in picked.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "own" => template = Template::Own,
+                "tool-calls" => template = Template::ToolCalls,
+                "messages" => api = Api::Messages,
+                "chat" => api = Api::Chat,
+                other => {
+                    panic!("SUBCONTRACT_REAL_SETUP: `{other}`: own, tool-calls, messages or chat")
+                }
+            }
+        }
+        vec![(template, vec![(api, modes)])]
     }
 }
 
