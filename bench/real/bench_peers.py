@@ -73,7 +73,8 @@ TOOLS = {"read_file": READ_FILE, "grep": GREP}
 class Workspace:
     """The task's files in a temporary directory, read the way subcontract's tools read them."""
 
-    def __init__(self, files: dict[str, str]):
+    def __init__(self, files: dict[str, str], tools: list[str]):
+        self.tools = tools
         self._tmp = tempfile.TemporaryDirectory(prefix="bench-real-")
         self.root = Path(self._tmp.name)
         for rel, body in files.items():
@@ -132,8 +133,8 @@ class Workspace:
             summary = f"(no matches; searched {plural(searched, 'file')})"
         out.append(summary)
         # As subcontract's grep: a search of one file that left some of it unshown names the
-        # read_file call that shows it (every task that offers grep offers read_file too).
-        if searched == 1 and first[2]:
+        # read_file call that shows it, when the task offers read_file.
+        if searched == 1 and first[2] and "read_file" in self.tools:
             call = json.dumps({"path": first[0]}, separators=(",", ":"))
             if first[1]:
                 out.append("Only the matching lines are shown; to see the lines around them, "
@@ -305,7 +306,7 @@ async def main() -> None:
     rows = []
     for setup in a.setup or list(SETUPS):
         for task in tasks:
-            ws = Workspace(task["files"])
+            ws = Workspace(task["files"], task["tools"])
             t0 = time.monotonic()
             row = {"setup": setup, "task": task["name"], "requests": 0, "input_tokens": 0, "output_tokens": 0}
             try:

@@ -160,8 +160,8 @@ struct Stats {
     files_with_matches: usize,
     visited: usize,
     searched: usize,
-    /// The first file searched, if some of its lines were not shown.
-    first: Option<Option<PartlyShown>>,
+    /// The first file searched, when some of its lines were not shown.
+    first_partly_shown: Option<String>,
     binary: usize,
     large: usize,
     unreadable: usize,
@@ -392,11 +392,8 @@ impl Search<'_> {
         if found_here {
             self.stats.files_with_matches += 1;
         }
-        if self.stats.first.is_none() {
-            self.stats.first = Some(unshown.then(|| PartlyShown {
-                rel: rel.to_owned(),
-                matched: found_here,
-            }));
+        if unshown && self.stats.searched == 1 {
+            self.stats.first_partly_shown = Some(rel.to_owned());
         }
     }
 
@@ -472,10 +469,11 @@ impl Search<'_> {
             visited = s.visited,
             "workspace grep done"
         );
-        let partly_shown = match self.stats.first.take() {
-            Some(first) if self.stats.searched == 1 => first,
-            _ => None,
-        };
+        let matched = self.stats.matches > 0;
+        let partly_shown = (self.stats.searched == 1)
+            .then(|| self.stats.first_partly_shown.take())
+            .flatten()
+            .map(|rel| PartlyShown { rel, matched });
         Found {
             text: self.out,
             partly_shown,

@@ -28,15 +28,24 @@ macro_rules! workspace_tool {
                 $desc
             }
             async fn call(&self, args: $args, _ctx: &Ctx) -> Result<String, String> {
-                let ws = self.0.clone();
-                // File system walks block; keep them off the async workers.
-                tokio::task::spawn_blocking(move || ws.$method(&args))
-                    .await
-                    .map_err(|e| format!("{} failed: {e}", $name))?
-                    .map_err(|e: WorkspaceError| e.to_string())
+                blocking($name, &self.0, move |ws| ws.$method(&args)).await
             }
         }
     };
+}
+
+/// `f` over the workspace, off the async workers (file system walks block); its error as the
+/// tool's error text.
+async fn blocking<T: Send + 'static>(
+    name: &str,
+    ws: &Arc<Workspace>,
+    f: impl FnOnce(&Workspace) -> Result<T, WorkspaceError> + Send + 'static,
+) -> Result<T, String> {
+    let ws = ws.clone();
+    tokio::task::spawn_blocking(move || f(&ws))
+        .await
+        .map_err(|e| format!("{name} failed: {e}"))?
+        .map_err(|e| e.to_string())
 }
 
 workspace_tool!(
@@ -74,11 +83,7 @@ impl TypedTool for GrepTool {
         "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
     }
     async fn call(&self, args: GrepArgs, ctx: &Ctx) -> Result<String, String> {
-        let ws = self.0.clone();
-        let found = tokio::task::spawn_blocking(move || ws.grep_found(&args))
-            .await
-            .map_err(|e| format!("grep failed: {e}"))?
-            .map_err(|e| e.to_string())?;
+        let found = blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await?;
         let mut text = found.text;
         if let Some(file) = found.partly_shown {
             if ctx.tools().contains("read_file") {
