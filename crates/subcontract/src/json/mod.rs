@@ -92,6 +92,17 @@ pub(crate) fn tape_compact_chars(t: &Tape<'_>) -> usize {
     n
 }
 
+/// Whether the compact JSON of a parsed document is at most `max` characters, counted only
+/// when the text's own length cannot answer. Compact JSON is never longer than the text it
+/// was parsed from unless a number is re-rendered (`1e2` is written `100.0`): whitespace
+/// goes, every unescaped string and literal stays, and serde_json's escapes are never longer
+/// than the input's (`\u0022` becomes `\"`, `\u00e9` becomes `é`, and a character the
+/// input wrote raw needs no escape). So a text of at most `max` bytes, which is at least its
+/// characters, with every number as written, is within `max`, without a pass over the tape.
+pub(crate) fn tape_compact_within(t: &Tape<'_>, max: usize) -> bool {
+    (t.numbers_as_written() && t.input().len() <= max) || tape_compact_chars(t) <= max
+}
+
 /// Compact length of a number literal as serde_json would write it back.
 fn literal_number_len(lit: &str) -> usize {
     if literal_is_compact(lit) {
@@ -108,7 +119,7 @@ fn literal_number_len(lit: &str) -> usize {
 /// Whether serde_json writes the number literal back unchanged. JSON forbids leading zeros,
 /// so an integer of up to 18 digits is already in its compact form, except `-0`, which
 /// serde_json reads as the integer 0. Anything else (floats, huge integers) is re-rendered.
-fn literal_is_compact(lit: &str) -> bool {
+pub(crate) fn literal_is_compact(lit: &str) -> bool {
     let digits = lit.len() - usize::from(lit.starts_with('-'));
     digits <= 18 && tape::is_integer_literal(lit) && lit != "-0"
 }
@@ -125,18 +136,21 @@ pub(crate) fn tape_to_compact_string(t: &Tape<'_>) -> String {
 }
 
 /// Whether the text a tape was parsed from is exactly its compact JSON. Every unescaped
-/// string is written back as it appears, so is every literal and every integer that
-/// [`literal_is_compact`]; the text can then only differ by whitespace, which makes it
-/// longer. So: no escaped string, no re-rendered number, and the compact length in bytes is
-/// the text's length.
+/// string is written back as it appears, so is every literal and, when the tape has its
+/// [`numbers_as_written`](Tape::numbers_as_written), every number; the text can then only
+/// differ by whitespace, which makes it longer. So: no escaped string, no re-rendered
+/// number, and the compact length in bytes is the text's length.
 pub(crate) fn tape_is_compact(t: &Tape<'_>) -> bool {
+    if !t.numbers_as_written() {
+        return false;
+    }
     let mut n = 0;
-    for (i, e) in t.entries().iter().enumerate() {
+    for e in t.entries() {
         n += match e.kind {
             Kind::Null | Kind::True => 4,
             Kind::False => 5,
-            Kind::Number if literal_is_compact(t.number_at(i)) => (e.b - e.a) as usize,
-            Kind::Number | Kind::EscStr => return false,
+            Kind::Number => (e.b - e.a) as usize,
+            Kind::EscStr => return false,
             Kind::Str => 2 + (e.b - e.a) as usize,
             Kind::Array => 2 + (e.a as usize).saturating_sub(1),
             Kind::Object => 2 + (e.a as usize).saturating_sub(1) + e.a as usize,

@@ -306,7 +306,7 @@ impl SpecCore {
     /// on a tape, or `None` if anything there fails.
     fn accept_tape(&self, text: &str, out: OutputText) -> Option<Accepted> {
         let tape = Tape::parse(text).ok()?;
-        if crate::json::tape_compact_chars(&tape) > self.limits.max_output_chars
+        if !crate::json::tape_compact_within(&tape, self.limits.max_output_chars)
             || !self.output.is_valid_tape(&tape)
         {
             return None;

@@ -39,6 +39,8 @@ pub(crate) struct Tape<'s> {
     pub(super) input: &'s str,
     pub(super) entries: Vec<Entry>,
     pub(super) side: String,
+    /// No number literal that serde_json writes back otherwise (see `Parser::number`).
+    pub(super) numbers_as_written: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,6 +65,7 @@ struct Parser<'s> {
     entries: Vec<Entry>,
     side: String,
     keys: Vec<u32>,
+    numbers_as_written: bool,
 }
 
 #[inline]
@@ -410,6 +413,13 @@ impl<'s> Parser<'s> {
         {
             return self.err("number out of range");
         }
+        // What serde_json writes back unchanged: an integer of up to 18 digits (JSON forbids
+        // leading zeros), except `-0`, which it reads as the float -0.0. Floats and larger
+        // integers are re-rendered, and may come out longer (`1e2` is written `100.0`).
+        let digits = int_digits - usize::from(self.bytes[start] == b'-');
+        if float || digits > 18 || &self.bytes[start..self.pos] == b"-0" {
+            self.numbers_as_written = false;
+        }
         self.entries.push(Entry {
             kind: Kind::Number,
             a: start as u32,
@@ -432,6 +442,7 @@ impl<'s> Tape<'s> {
             entries: Vec::with_capacity(input.len() / 32 + 4),
             side: String::new(),
             keys: Vec::new(),
+            numbers_as_written: true,
         };
         if input.len() >= u32::MAX as usize {
             return p.err("document too large");
@@ -445,12 +456,19 @@ impl<'s> Tape<'s> {
             input,
             entries: p.entries,
             side: p.side,
+            numbers_as_written: p.numbers_as_written,
         })
     }
 
     /// The text it was parsed from.
     pub(crate) fn input(&self) -> &'s str {
         self.input
+    }
+
+    /// Whether serde_json writes every number of the document back as it is written here.
+    /// Then no part of the compact JSON is longer than the text it came from.
+    pub(crate) fn numbers_as_written(&self) -> bool {
+        self.numbers_as_written
     }
 
     /// Every entry, in document order.

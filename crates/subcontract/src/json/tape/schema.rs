@@ -60,6 +60,7 @@ impl Json for TapeJson {
                 b: string.len() as u32,
             }],
             side: String::new(),
+            numbers_as_written: true,
         };
         f(tape.root())
     }

@@ -16,9 +16,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Value};
 
 use super::parse::ParseError;
-use super::{Tape, TapeJson};
+use super::{Kind, Tape, TapeJson};
 use crate::json::{
-    compact_chars, tape_compact_chars, tape_is_compact, tape_to_compact_string, write_compact_tape,
+    compact_chars, literal_is_compact, tape_compact_chars, tape_compact_within, tape_is_compact,
+    tape_to_compact_string, write_compact_tape,
 };
 
 // ---------------------------------------------------------------------------------------
@@ -70,6 +71,27 @@ impl<'s> Doc<'s> {
                     "compact size differs for {text:?}"
                 );
                 assert_eq!(compact_chars(value), expected.chars().count());
+                // The parser's flag is the writer's rule, number by number, and with it the
+                // compact JSON is never longer than the text: the bound behind
+                // `tape_compact_within`, which must answer as the count does.
+                let as_written = (0..tape.entries().len())
+                    .filter(|&i| tape.entries()[i].kind == Kind::Number)
+                    .all(|i| literal_is_compact(tape.number_at(i)));
+                assert_eq!(tape.numbers_as_written(), as_written, "for {text:?}");
+                let chars = compact_chars(value);
+                assert!(!as_written || chars <= text.chars().count(), "for {text:?}");
+                for max in [
+                    chars.saturating_sub(1),
+                    chars,
+                    text.len().saturating_sub(1),
+                    text.len(),
+                ] {
+                    assert_eq!(
+                        tape_compact_within(tape, max),
+                        chars <= max,
+                        "within {max} for {text:?}"
+                    );
+                }
                 let mut out = String::new();
                 write_compact_tape(tape, 0, &mut out);
                 assert_eq!(out, expected, "compact JSON differs for {text:?}");
