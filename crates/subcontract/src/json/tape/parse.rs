@@ -235,7 +235,7 @@ impl<'s> Parser<'s> {
         let start = self.pos;
         let bytes = self.bytes;
         let mut i = self.pos;
-        // To the first quote, backslash or control character, eight bytes at a time.
+        // To the first quote, backslash or control character, sixteen bytes a step.
         i = crate::json::scan::find_escape(bytes, i);
         while i < bytes.len() {
             let b = bytes[i];
