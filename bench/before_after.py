@@ -53,13 +53,13 @@ def drop_from_page_cache(path):
 
 def main():
     before, after = sys.argv[1], sys.argv[2]
-    for binary in (before, after):
-        drop_from_page_cache(binary)
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 5
     only = sys.argv[4].split(",") if len(sys.argv) > 4 else list(METRICS)
     unknown = [s for s in only if s not in METRICS]
     if unknown:
         sys.exit(f"unknown scenario(s) {', '.join(unknown)}; these are {', '.join(METRICS)}")
+    for binary in (before, after):
+        drop_from_page_cache(binary)
     rows = {}
     for _ in range(rounds):
         for scen in only:
