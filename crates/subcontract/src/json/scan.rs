@@ -2,7 +2,8 @@
 //! text JSON holds as it is.
 
 /// Index of the first byte at or after `from` that a JSON string cannot hold unescaped (`"`,
-/// `\\` or a control character), or `bytes.len()` if there is none. Eight bytes to a word with
+/// `\\` or a control character), or `bytes.len()` if there is none (`from` past the end is
+/// returned as it is; the callers never pass one). Eight bytes to a word with
 /// the classic "has a zero byte / has a byte below n" tricks: a flag can be a false positive
 /// only above a true one (a borrow), so the lowest flag is exact. Two words a step: one
 /// branch per 16 bytes, and the two words' arithmetic overlaps.
