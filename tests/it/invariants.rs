@@ -967,3 +967,56 @@ async fn tool_results_per_turn_are_bounded() {
     // The 1,000 calls themselves and the short refusals are on top of the results' limit.
     assert!(size < 200_000 + 1_000 * 200, "next request is {size} bytes");
 }
+
+/// A root run offers its model the host's tools its spec names, no others, and a tool that
+/// asks what the run offers gets that answer too: `grep` points at `read_file` only where the
+/// spec lists it, though the host holds it either way.
+#[tokio::test]
+async fn a_root_run_offers_only_its_specs_tools_and_grep_points_only_at_those() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    std::fs::write(
+        dir.path().join("config/app.toml"),
+        "[service]\nport = 8134\n",
+    )
+    .unwrap();
+    for (listed, pointer) in [(&["grep"][..], false), (&["grep", "read_file"][..], true)] {
+        let seen: Arc<Mutex<Vec<(String, String, bool)>>> = Arc::default();
+        let m = {
+            let seen = seen.clone();
+            model(move |_, turn, req| match turn {
+                1 => ScriptStep::tool_calls(vec![
+                    (
+                        "grep".to_string(),
+                        json!({"pattern": "service", "path_glob": "config/app.toml"}),
+                    ),
+                    ("read_file".to_string(), json!({"path": "config/app.toml"})),
+                ]),
+                _ => {
+                    *seen.lock().unwrap() = last_tool_results(req);
+                    ScriptStep::text("done")
+                }
+            })
+        };
+        let held = subcontract::tool::workspace::Workspace::new(dir.path())
+            .unwrap()
+            .tools();
+        let ctx = Ctx::builder(m).tools(tools(held)).build();
+        let r = host_spec(listed).run(&json!({}), &ctx).await;
+        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+        let results = seen.lock().unwrap().clone();
+        let (grep, read) = (&results[0], &results[1]);
+        assert!(!grep.2 && grep.1.contains("[service]"), "{grep:?}");
+        assert_eq!(
+            grep.1.contains("read_file {"),
+            pointer,
+            "{listed:?}: {}",
+            grep.1
+        );
+        // The call of a tool the spec does not list is refused, held or not.
+        assert_eq!(read.2, !pointer, "{listed:?}: {read:?}");
+        if !pointer {
+            assert!(read.1.starts_with("unknown tool `read_file`"), "{}", read.1);
+        }
+    }
+}

@@ -11,7 +11,7 @@ use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
-use crate::tool::{LiveTools, ToolSet};
+use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
 mod shared_prefix;
 mod unless_cancelled;
@@ -58,6 +58,9 @@ struct Inner {
     depth: u32,
     max_depth: u32,
     tools: ToolSet,
+    // The tool names the run's spec lists, in a root run only: it holds the host's whole set,
+    // and offers its model those of it the spec names. A child holds exactly what it offers.
+    offered: Option<Arc<[String]>>,
     // A host's tools that follow sources which change (MCP servers): a run that starts from
     // this context gets the current set. `None` in every run's context, whose tools are fixed.
     live: Option<Arc<LiveTools>>,
@@ -96,6 +99,7 @@ impl Inner {
             depth: self.depth,
             max_depth: self.max_depth,
             tools: self.tools.clone(),
+            offered: self.offered.clone(),
             live: self.live.clone(),
             budget: self.budget.clone(),
             gate: self.gate.clone(),
@@ -268,6 +272,7 @@ impl CtxBuilder {
                 depth: 0,
                 max_depth: self.max_depth,
                 tools: self.tools,
+                offered: None,
                 live: self.live,
                 budget: self.budget,
                 gate: self.gate,
@@ -377,6 +382,7 @@ impl Ctx {
                 spec: spec.name.clone(),
                 depth,
                 tools,
+                offered: None,
                 live: None,
                 budget,
                 model,
@@ -438,14 +444,29 @@ impl Ctx {
         }
     }
 
-    /// The same run with a cancellation token of its own, a child of this one: the run loop
-    /// cancels it to stop its own work (on a timeout) without cancelling the caller's token.
-    pub(crate) fn with_own_cancellation(&self) -> Ctx {
+    /// The context a root run of a spec listing `offered` runs in: this one with a
+    /// cancellation token of its own, a child of this one (the run loop cancels it to stop its
+    /// own work on a timeout without cancelling the caller's token), that offers the model the
+    /// held tools `offered` names.
+    pub(crate) fn for_root_run(&self, offered: &[String]) -> Ctx {
         Ctx {
             inner: Arc::new(Inner {
                 cancel: self.inner.cancel.child_token(),
+                offered: Some(offered.into()),
                 ..self.inner.shared()
             }),
+        }
+    }
+
+    /// The tool `name` if the run this context belongs to offers it to its model: held, and
+    /// in a root run also named by its spec (a child holds only what its spec names). The run
+    /// loop runs a call only through this; a tool can ask it about another, as `grep` does
+    /// before it points at `read_file`.
+    pub fn offered_tool(&self, name: &str) -> Option<&ToolEntry> {
+        let entry = self.inner.tools.get(name)?;
+        match &self.inner.offered {
+            Some(names) if !entry.named_by(names) => None,
+            _ => Some(entry),
         }
     }
 

@@ -96,8 +96,7 @@ pub(super) async fn run_tool_calls(
             continue;
         }
         taken += 1;
-        let entry = ctx.tools().get(&c.name).filter(|e| e.named_by(&spec.tools));
-        let Some(entry) = entry else {
+        let Some(entry) = ctx.offered_tool(&c.name) else {
             let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
             if spec.output_kind == OutputKind::Json {
                 offered.push(SUBMIT_TOOL);

@@ -161,7 +161,7 @@ pub(crate) async fn run_core(
     run_owned(
         spec,
         input,
-        &ctx.with_own_cancellation(),
+        &ctx.for_root_run(&spec.tools),
         text,
         InputCheck::Full,
     )

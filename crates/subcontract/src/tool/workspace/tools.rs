@@ -65,8 +65,8 @@ workspace_tool!(
 /// The `grep` tool over a [`Workspace`].
 ///
 /// It returns what [`Workspace::grep`] does, and one line more when the search looked at a
-/// single file without showing all of it while `read_file` is among the run's tools: the
-/// `read_file` call that shows that file. Measured on a 1.5B model, a grep of the one file a
+/// single file without showing all of it while the run offers `read_file`
+/// ([`Ctx::offered_tool`]): the `read_file` call that shows that file. Measured on a 1.5B model, a grep of the one file a
 /// question names, for a word that is not the value asked (`service`), was followed by an
 /// invented answer; with this line it read the file.
 #[derive(Debug, Clone)]
@@ -86,7 +86,7 @@ impl TypedTool for GrepTool {
         let found = blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await?;
         let mut text = found.text;
         if let Some(file) = found.partly_shown {
-            if ctx.tools().contains("read_file") {
+            if ctx.offered_tool("read_file").is_some() {
                 text.push_str(&read_it(&file));
             }
         }
