@@ -119,8 +119,7 @@ fn literal_number_len(lit: &str) -> usize {
 /// Whether serde_json writes the number literal back unchanged. JSON forbids leading zeros,
 /// so an integer of up to 18 digits is already in its compact form, except `-0`, which
 /// serde_json reads as the float -0.0 (written `-0.0`). Anything else (floats, huge integers)
-/// is re-rendered. The parser applies the same rule to a whole document
-/// ([`Tape::numbers_as_written`]); the tests hold the two together.
+/// is re-rendered. The parser asks it of every number ([`Tape::numbers_as_written`]).
 pub(crate) fn literal_is_compact(lit: &str) -> bool {
     let digits = lit.len() - usize::from(lit.starts_with('-'));
     digits <= 18 && tape::is_integer_literal(lit) && lit != "-0"

@@ -413,11 +413,8 @@ impl<'s> Parser<'s> {
         {
             return self.err("number out of range");
         }
-        // What serde_json writes back unchanged: an integer of up to 18 digits (JSON forbids
-        // leading zeros), except `-0`, which it reads as the float -0.0. Floats and larger
-        // integers are re-rendered, and may come out longer (`1e2` is written `100.0`).
-        let digits = int_digits - usize::from(self.bytes[start] == b'-');
-        if float || digits > 18 || &self.bytes[start..self.pos] == b"-0" {
+        // A re-rendered number may come out longer than written (`1e2` is written `100.0`).
+        if !crate::json::literal_is_compact(&self.input[start..self.pos]) {
             self.numbers_as_written = false;
         }
         self.entries.push(Entry {

@@ -470,9 +470,11 @@ impl Search<'_> {
             "workspace grep done"
         );
         let matched = self.stats.matches > 0;
-        let partly_shown = (self.stats.searched == 1)
-            .then(|| self.stats.first_partly_shown.take())
-            .flatten()
+        let partly_shown = self
+            .stats
+            .first_partly_shown
+            .take()
+            .filter(|_| self.stats.searched == 1)
             .map(|rel| PartlyShown { rel, matched });
         Found {
             text: self.out,
