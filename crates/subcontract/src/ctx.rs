@@ -448,11 +448,11 @@ impl Ctx {
     /// cancellation token of its own, a child of this one (the run loop cancels it to stop its
     /// own work on a timeout without cancelling the caller's token), that offers the model the
     /// held tools `offered` names.
-    pub(crate) fn for_root_run(&self, offered: &[String]) -> Ctx {
+    pub(crate) fn for_root_run(&self, offered: &Arc<[String]>) -> Ctx {
         Ctx {
             inner: Arc::new(Inner {
                 cancel: self.inner.cancel.child_token(),
-                offered: Some(offered.into()),
+                offered: Some(offered.clone()),
                 ..self.inner.shared()
             }),
         }

@@ -410,7 +410,7 @@ impl<I, O> SpecBuilder<I, O> {
             name: self.name,
             description: self.description,
             system: self.system,
-            tools: self.tools,
+            tools: self.tools.into(),
             limits: self.limits,
             model: self.model,
             input,

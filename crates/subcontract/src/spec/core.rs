@@ -184,7 +184,8 @@ pub(crate) struct SpecCore {
     pub(crate) name_arc: Arc<str>,
     pub(crate) description: String,
     pub(crate) system: String,
-    pub(crate) tools: Vec<String>,
+    // Shared: every root run's context holds the list too (`Ctx::for_root_run`).
+    pub(crate) tools: Arc<[String]>,
     pub(crate) limits: Limits,
     pub(crate) model: Option<String>,
     pub(crate) input: Contract,
