@@ -4,6 +4,11 @@
 //! request and answer (priced like any model with `--prices`, under the id `example`), and
 //! waits `SUBCONTRACT_EXAMPLE_DELAY_MS` milliseconds before answering when that is set, so a
 //! batch can be watched, interrupted and resumed offline.
+//!
+//! A spec whose output grounds sources (`x-grounded = "source"`) is answered as a careful
+//! model would: with its submission it reads, with `read_file`, each source its example cites
+//! (in the same response, so a run still takes one turn). Its example then holds in a
+//! workspace that has those files, and fails as ungrounded, visibly, in one that does not.
 
 use std::collections::HashMap;
 
@@ -21,22 +26,32 @@ use subcontract::SubAgentSpec;
 #[derive(Debug, Clone, Default)]
 pub struct ExampleModel {
     by_system: HashMap<String, Value>,
+    /// The sources each spec's example cites, by system prompt, for specs that ground them.
+    reads: HashMap<String, Vec<String>>,
     delay: std::time::Duration,
 }
 
 impl ExampleModel {
     /// Learns the first example of each spec.
     pub fn new<'a, I: 'a, O: 'a>(specs: impl IntoIterator<Item = &'a SubAgentSpec<I, O>>) -> Self {
-        let by_system = specs
-            .into_iter()
-            .filter_map(|s| {
-                s.examples()
-                    .first()
-                    .map(|(_, out)| (s.system().to_string(), out.clone()))
-            })
-            .collect();
+        let mut reads = HashMap::new();
+        let mut by_system = HashMap::new();
+        for s in specs {
+            let Some((_, out)) = s.examples().first() else {
+                continue;
+            };
+            if let Some(g) = s.grounding() {
+                let mut cited = g.source_values(out);
+                cited.dedup();
+                if !cited.is_empty() {
+                    reads.insert(s.system().to_string(), cited);
+                }
+            }
+            by_system.insert(s.system().to_string(), out.clone());
+        }
         ExampleModel {
             by_system,
+            reads,
             delay: std::time::Duration::ZERO,
         }
     }
@@ -75,15 +90,31 @@ impl Model for ExampleModel {
                 .map(|m| serde_json::to_string(m).map_or(0, |t| t.len()))
                 .sum::<usize>();
         let usage = Usage::new(tokens(read), tokens(output.to_string().len()));
+        // A spec that grounds sources: read them in the same response, when the turn offers
+        // reading (the run judges such a submission after the reads).
+        let offers_read = request.tools.iter().any(|t| &*t.name == "read_file");
+        let reads: &[String] = match self.reads.get(request.system) {
+            Some(paths) if offers_read => paths,
+            _ => &[],
+        };
         let submit = request.tools.iter().any(|t| &*t.name == SUBMIT_TOOL);
         Ok(match (submit, output) {
             (true, _) => ModelResponse {
                 text: None,
-                tool_calls: vec![ToolCall {
-                    id: "example_1".into(),
-                    name: SUBMIT_TOOL.into(),
-                    arguments: output.clone().into(),
-                }],
+                tool_calls: reads
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ToolCall {
+                        id: format!("example_read_{}", i + 1),
+                        name: "read_file".into(),
+                        arguments: serde_json::json!({ "path": p }).into(),
+                    })
+                    .chain([ToolCall {
+                        id: "example_1".into(),
+                        name: SUBMIT_TOOL.into(),
+                        arguments: output.clone().into(),
+                    }])
+                    .collect(),
                 usage,
                 stop_reason: StopReason::ToolUse,
             },

@@ -321,6 +321,14 @@ impl subcontract::EventSink for Progress {
                     all.join("; ")
                 )
             }
+            EventKind::OutputUngrounded { turn, violations } => {
+                let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();
+                eprintln!(
+                    "[{}] turn {turn}: output ungrounded: {}",
+                    e.run_id,
+                    all.join("; ")
+                )
+            }
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
             // Kinds added later are not progress this view knows how to show.
             _ => {}

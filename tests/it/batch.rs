@@ -397,9 +397,12 @@ fn rpm_limits_the_whole_batch() {
 }
 
 fn completion() -> Value {
+    // The spec grounds its citations: the answer reads the file it cites beside it.
     let submit = json!({"role": "assistant", "content": null, "tool_calls": [{
+        "id": "call_0", "type": "function",
+        "function": {"name": "read_file", "arguments": "{\"path\": \"Cargo.toml\"}"}}, {
         "id": "call_1", "type": "function",
-        "function": {"name": "submit_output", "arguments": json!({"findings": [{"claim": "ok", "source_ids": ["a"]}], "gaps": []}).to_string()}}]});
+        "function": {"name": "submit_output", "arguments": json!({"findings": [{"claim": "ok", "source_ids": ["Cargo.toml"]}], "gaps": []}).to_string()}}]});
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-4.1-mini",
         "choices": [{"index": 0, "message": submit, "finish_reason": "tool_calls", "logprobs": null}],

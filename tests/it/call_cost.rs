@@ -63,7 +63,8 @@ fn shipped() -> Vec<PathBuf> {
 }
 
 fn workspace_tools() -> ToolSet {
-    Workspace::new(std::env::temp_dir())
+    // The repository: the files the shipped examples cite (and, grounded, must read) are here.
+    Workspace::new(root())
         .expect("workspace")
         .tool_set()
         .expect("workspace tools")
@@ -109,10 +110,25 @@ fn check_finds_no_call_over_budget_in_the_shipped_specs_on_any_model() {
     );
 }
 
-/// A model with `id` that calls nothing and submits `output` at once, reporting no usage.
-fn submitter(id: &str, output: Value) -> std::sync::Arc<ScriptedModel> {
+/// A model with `id` that submits `output` at once, reporting no usage; beside the submission
+/// it reads the sources `output` cites where `spec` grounds them (`x-grounded`), which the run
+/// does before it judges the submission.
+fn submitter(
+    id: &str,
+    spec: &SubAgentSpec<Value, Value>,
+    output: Value,
+) -> std::sync::Arc<ScriptedModel> {
+    let reads: Vec<(String, Value)> = spec
+        .grounding()
+        .map(|g| g.source_values(&output))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| ("read_file".to_owned(), serde_json::json!({ "path": p })))
+        .collect();
     std::sync::Arc::new(ScriptedModel::from_fn(id.to_owned(), move |_| {
-        ScriptStep::submit(output.clone()).with_usage(0, 0)
+        let mut calls = reads.clone();
+        calls.push((subcontract::SUBMIT_TOOL.to_owned(), output.clone()));
+        ScriptStep::tool_calls(calls).with_usage(0, 0)
     }))
 }
 
@@ -131,7 +147,7 @@ async fn every_shipped_spec_runs_on_every_priced_model() {
         let (input, output) = spec.examples()[0].clone();
         for model in models() {
             let r = spec
-                .run_child(&input, &ctx(submitter(&model, output.clone()), None))
+                .run_child(&input, &ctx(submitter(&model, &spec, output.clone()), None))
                 .await;
             assert_eq!(
                 (r.outcome, r.turns),
@@ -159,7 +175,7 @@ async fn the_run_reserves_exactly_the_first_call_cost() {
             let r = spec
                 .run_child(
                     &input,
-                    &ctx(submitter(model, output.clone()), Some(cost.usd)),
+                    &ctx(submitter(model, &spec, output.clone()), Some(cost.usd)),
                 )
                 .await;
             assert_eq!(
@@ -172,7 +188,10 @@ async fn the_run_reserves_exactly_the_first_call_cost() {
             // A billionth of a dollar less: nothing is spent, no call is made.
             let less = cost.usd - Decimal::new(1, 9);
             let r = spec
-                .run_child(&input, &ctx(submitter(model, output.clone()), Some(less)))
+                .run_child(
+                    &input,
+                    &ctx(submitter(model, &spec, output.clone()), Some(less)),
+                )
                 .await;
             assert_eq!(
                 (r.outcome, r.turns),

@@ -344,10 +344,13 @@ async fn run_against_an_openai_compatible_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_from_the_environment() {
     let long_claim = "x".repeat(301);
+    // The spec grounds its citations: each answer reads the file it cites beside it.
     let submit = |claim: &str| {
         json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": "call_0", "type": "function",
+            "function": {"name": "read_file", "arguments": "{\"path\": \"Cargo.toml\"}"}}, {
             "id": "call_1", "type": "function",
-            "function": {"name": "submit_output", "arguments": json!({"findings": [{"claim": claim, "source_ids": ["a"]}], "gaps": []}).to_string()}}]})
+            "function": {"name": "submit_output", "arguments": json!({"findings": [{"claim": claim, "source_ids": ["Cargo.toml"]}], "gaps": []}).to_string()}}]})
     };
     let server = Server::start(vec![
         Reply::json(200, completion(submit(&long_claim), "tool_calls")),
@@ -396,6 +399,17 @@ async fn strict_mode_from_the_environment() {
     assert_eq!(submit_tool["function"]["strict"], true);
     assert!(
         !submit_tool.to_string().contains("maxLength"),
+        "{submit_tool}"
+    );
+    // Nor our own `x-grounded`, which strict mode would refuse: it is said in words.
+    assert!(
+        !submit_tool.to_string().contains("x-grounded"),
+        "{submit_tool}"
+    );
+    assert!(
+        submit_tool
+            .to_string()
+            .contains("read or searched in this run"),
         "{submit_tool}"
     );
 }

@@ -12,6 +12,7 @@ mod cli;
 mod common;
 mod compat;
 mod forced_turns;
+mod grounded;
 mod hostile_provider;
 mod invariants;
 mod layers;

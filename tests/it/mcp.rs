@@ -234,7 +234,7 @@ fn path(p: &Path) -> &str {
 
 /// The server binary on piped stdio, with its replies read by a thread so that a reply that
 /// never comes fails the test instead of hanging it.
-struct Served {
+pub(crate) struct Served {
     child: std::process::Child,
     stdin: Option<std::process::ChildStdin>,
     replies: std::sync::mpsc::Receiver<Value>,
@@ -242,11 +242,18 @@ struct Served {
 
 impl Served {
     fn start(extra: &[&str]) -> Served {
-        use std::io::BufRead;
         let f = fixtures();
+        let mut args = vec!["mcp", path(&f)];
+        args.extend_from_slice(extra);
+        Served::start_args(&args)
+    }
+
+    /// `subcontract ARGS…` as an MCP server on stdio, initialized.
+    pub(crate) fn start_args(args: &[&str]) -> Served {
+        use std::io::BufRead;
         let mut child = Command::new(BIN)
-            .args(["mcp", path(&f)])
-            .args(extra)
+            .args(args)
+            .current_dir(root())
             .env_remove("SUBCONTRACT_MODEL")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -288,7 +295,7 @@ impl Served {
         );
     }
 
-    fn send_line(&mut self, line: &str) {
+    pub(crate) fn send_line(&mut self, line: &str) {
         use std::io::Write;
         let stdin = self.stdin.as_mut().expect("stdin open");
         stdin.write_all(line.as_bytes()).expect("server reads");
@@ -298,7 +305,7 @@ impl Served {
 
     /// The reply to request `id` (`Value::Null`: an error without an id), skipping
     /// notifications.
-    fn reply(&self, id: impl Into<Value>) -> Value {
+    pub(crate) fn reply(&self, id: impl Into<Value>) -> Value {
         let id = id.into();
         let wanted = |m: &Value| match m.get("id") {
             Some(got) => *got == id,

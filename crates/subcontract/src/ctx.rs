@@ -86,6 +86,8 @@ struct Inner {
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
     // has an `Inner` of its own.
     rejected: AtomicU32,
+    // Valid outputs rejected as ungrounded in this run, likewise.
+    ungrounded: AtomicU32,
 }
 
 impl Inner {
@@ -117,6 +119,7 @@ impl Inner {
             siblings: self.siblings.clone(),
             children: self.children.clone(),
             rejected: AtomicU32::new(0),
+            ungrounded: AtomicU32::new(0),
         }
     }
 }
@@ -290,6 +293,7 @@ impl CtxBuilder {
                 siblings: None,
                 children: Arc::default(),
                 rejected: AtomicU32::new(0),
+                ungrounded: AtomicU32::new(0),
             }),
         }
     }
@@ -566,10 +570,21 @@ impl Ctx {
         self.inner.rejected.load(Ordering::Relaxed)
     }
 
+    /// Valid outputs rejected as ungrounded so far in this run.
+    pub(crate) fn ungrounded_outputs(&self) -> u32 {
+        self.inner.ungrounded.load(Ordering::Relaxed)
+    }
+
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
-        if let EventKind::OutputRejected { .. } = kind {
-            self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+        match kind {
+            EventKind::OutputRejected { .. } => {
+                self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+            }
+            EventKind::OutputUngrounded { .. } => {
+                self.inner.ungrounded.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
         }
         if !self.inner.events.wants_events() {
             return;

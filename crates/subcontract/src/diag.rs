@@ -157,6 +157,10 @@ pub mod codes {
     /// made before it) is over the spec's `max_cost_usd`, so the run spends nothing and ends
     /// `budget_exhausted` after 0 turns (for its largest inputs, or for every input).
     pub const CALL_OVER_BUDGET: &str = "call-over-budget";
+    /// An output value is marked `x-grounded` with an unknown kind, on a value that cannot be
+    /// grounded (a boolean, an object, an enum), or as `"source"` in a spec none of whose tools
+    /// can consult a source.
+    pub const INVALID_GROUNDING: &str = "invalid-grounding";
 }
 
 /// A 1-based line and column; the column counts characters, not bytes.

@@ -4,7 +4,7 @@
 // The layers, lowest first, between `·`; each module uses only those on its own or a lower
 // layer, except that `ctx` and `tool` use each other (a tool is called with the context that
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
-//   json, diag, redact, budget, gate · contract, model, outcome · provider, events ·
+//   json, diag, redact, budget, gate · contract, model, outcome · provider, events, ground ·
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
 //   files) · host · check, mcp, batch, rig · temporal
 pub mod batch;
@@ -15,6 +15,7 @@ mod ctx;
 pub(crate) mod diag;
 pub mod events;
 mod gate;
+pub mod ground;
 pub mod host;
 pub(crate) mod json;
 #[cfg(feature = "mcp")]

@@ -14,7 +14,8 @@
 //! and under `subcontract.*`: `run_id`, `parent_run_id`, `depth`, `turns`, `cost_usd` (this
 //! run's own calls, or this model call), `total_cost_usd` (with its sub-agents),
 //! `budget.limit_usd`, `budget.remaining_usd`, `outcome`, `repairs` (outputs the contract
-//! rejected) and `error` (redacted).
+//! rejected), `grounding_rejections` (valid outputs rejected as ungrounded) and `error`
+//! (redacted).
 //!
 //! Message content (the system prompt, messages, tool arguments and results) is recorded only
 //! when [`set_capture_content`] turned it on or the convention's environment variable
@@ -108,6 +109,7 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
         subcontract.budget.remaining_usd = Empty,
         subcontract.outcome = Empty,
         subcontract.repairs = Empty,
+        subcontract.grounding_rejections = Empty,
         subcontract.error = Empty,
     );
     if span.is_disabled() {
@@ -148,6 +150,7 @@ pub(crate) fn agent_done(
     }
     span.record("subcontract.outcome", outcome.as_str());
     span.record("subcontract.repairs", ctx.rejected_outputs());
+    span.record("subcontract.grounding_rejections", ctx.ungrounded_outputs());
     if outcome != Outcome::Completed {
         span.record("error.type", outcome.as_str());
         span.record("otel.status_code", "error");

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{LineIndex, Pos};
+use crate::ground::GroundKind;
 use crate::model::PriceTable;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SpecProblem, SubAgentSpec};
@@ -517,6 +518,59 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 }
                 out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
             }
+        }
+    }
+
+    // Grounded sources: a spec that grounds a value as `"source"` needs a tool that consults
+    // one (the built-in readers, an MCP tool, a catalogue tool, a spec that grounds sources
+    // itself), or no value could ever hold.
+    let grounding: Vec<Option<crate::ground::Grounding>> = specs
+        .iter()
+        .map(|r| {
+            crate::ground::Grounding::of_schema(&r.output.value)
+                .ok()
+                .flatten()
+        })
+        .collect();
+    let grounds_sources = |g: &Option<crate::ground::Grounding>| {
+        g.as_ref().is_some_and(|g| g.grounds(GroundKind::Source))
+    };
+    for (i, r) in specs.iter().enumerate() {
+        if !grounds_sources(&grounding[i]) {
+            continue;
+        }
+        let consults = r.tools.iter().any(|t| {
+            let name = t.value.as_str();
+            matches!(name, "read_file" | "grep")
+                || name.starts_with("mcp__")
+                || catalogue.contains(name)
+                || node_of
+                    .get(name)
+                    .is_some_and(|&j| grounds_sources(&grounding[j]))
+        });
+        if consults {
+            continue;
+        }
+        for (at, kind) in grounding[i].iter().flat_map(|g| g.marks()) {
+            if kind != GroundKind::Source {
+                continue;
+            }
+            let pos = r.locate(&crate::spec::SpecLocation::Schema {
+                which: "output",
+                pointer: at.to_owned(),
+            });
+            out.push(err(
+                r,
+                pos,
+                codes::INVALID_GROUNDING,
+                format!(
+                    "`x-grounded = \"source\"`, but none of `{}`'s tools can consult a source \
+                     (read_file, grep, an MCP tool, a catalogue tool, or a spec that grounds \
+                     sources): no value could ever hold; add such a tool, or ground it as \
+                     \"text\"",
+                    r.name.value
+                ),
+            ));
         }
     }
 

@@ -101,6 +101,16 @@ pub enum EventKind {
         /// Each violation's path and reason.
         violations: Vec<Violation>,
     },
+    /// A valid output was rejected because some value it grounds (`x-grounded`) is backed by
+    /// nothing the run read: the sub-agent is asked to repair it (or, on its last turn, the
+    /// run ends `invalid_output`). Counted apart from [`EventKind::OutputRejected`], which is
+    /// about the output's shape. Where and why only, never the output.
+    OutputUngrounded {
+        /// 1-based turn.
+        turn: u32,
+        /// Each ungrounded value's path and reason.
+        violations: Vec<Violation>,
+    },
     /// A run ended.
     Finished {
         /// How it ended.
@@ -268,6 +278,13 @@ impl EventSink for TracingSink {
                     .map(|v| v.to_string())
                     .unwrap_or_default();
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, violations = violations.len(), first = %first, "output_rejected")
+            }
+            EventKind::OutputUngrounded { turn, violations } => {
+                let first = violations
+                    .first()
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, violations = violations.len(), first = %first, "output_ungrounded")
             }
             EventKind::Finished {
                 outcome,

@@ -39,6 +39,9 @@ pub struct RunNode {
     pub error: Option<String>,
     /// Outputs it had rejected, in turn order (where and why, never the output).
     pub rejected: Vec<RejectedOutput>,
+    /// Valid outputs it had rejected as ungrounded (`x-grounded` values backed by nothing
+    /// the run read), in turn order, counted apart from `rejected`.
+    pub ungrounded: Vec<RejectedOutput>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
 }
@@ -71,6 +74,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     outcome: None,
                     error: None,
                     rejected: Vec::new(),
+                    ungrounded: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -103,6 +107,10 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 n.error = error.clone();
             }
             EventKind::OutputRejected { turn, violations } => n.rejected.push(RejectedOutput {
+                turn: *turn,
+                violations: violations.clone(),
+            }),
+            EventKind::OutputUngrounded { turn, violations } => n.ungrounded.push(RejectedOutput {
                 turn: *turn,
                 violations: violations.clone(),
             }),
@@ -195,13 +203,20 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     } else {
         "│  "
     };
-    for r in &n.rejected {
+    let mut rejections: Vec<(&RejectedOutput, &str)> = n
+        .rejected
+        .iter()
+        .map(|r| (r, "rejected"))
+        .chain(n.ungrounded.iter().map(|r| (r, "ungrounded")))
+        .collect();
+    rejections.sort_by_key(|(r, _)| r.turn);
+    for (r, why) in rejections {
         let all: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
         let all = all.join("; ");
         let short = cut(&all, ERROR_CHARS);
         let _ = writeln!(
             s,
-            "{prefix}{pad}   ✗ turn {}: output rejected: {short}",
+            "{prefix}{pad}   ✗ turn {}: output {why}: {short}",
             r.turn
         );
     }

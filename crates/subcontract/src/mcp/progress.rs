@@ -88,6 +88,11 @@ impl EventSink for ProgressRouter {
                 e.spec,
                 violations.len()
             ),
+            EventKind::OutputUngrounded { turn, violations } => format!(
+                "{}: output of turn {turn} ungrounded ({} value(s) backed by nothing read); asked to repair",
+                e.spec,
+                violations.len()
+            ),
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
         let calls = self.lock();

@@ -22,6 +22,10 @@
 //! argument) against the full contract, and a violation goes back to the model to repair.
 //! Looser is fine for the provider's grammar; our validation is the contract.
 //!
+//! Neither strict dialect takes our `x-grounded`: it is dropped there and said in the
+//! description instead; the grounding check is ours either way. The full schema (a
+//! non-strict tool, MCP, `schema --format json-schema`) keeps it.
+//!
 //! OpenAI's strict mode makes optional properties required-but-nullable, so a model may answer
 //! `null` where the contract wants the property absent: run [`strip_optional_nulls`] (with the
 //! original schema) on what comes back before validating it.
@@ -415,6 +419,13 @@ fn describe(key: &str, v: &Value) -> Option<String> {
         | "additionalItems"
         | "unevaluatedProperties"
         | "unevaluatedItems" => format!("also checked: {key} {}", clipped(&n(), 200)),
+        // Our own keyword, which no strict dialect takes: the model still learns what it asks.
+        "x-grounded" => match v.as_str() {
+            Some("text") => "copied from what this run read (its input or a tool result)".into(),
+            Some("source") => "the id or path of a source read or searched in this run".into(),
+            Some("number") => "a number as written in what this run read".into(),
+            _ => return None,
+        },
         _ => return None,
     })
 }

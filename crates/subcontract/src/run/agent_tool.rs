@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::ctx::Ctx;
+use crate::ground::GroundKind;
 use crate::outcome::{Failure, Outcome};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
@@ -57,13 +58,28 @@ impl AgentTool {
         let r = super::run_child_checked(&self.spec, args, ctx, OutputText::Write, check).await;
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
-            (Outcome::Completed, Some((Some(text), value))) => ToolOutput {
-                content: text,
+            (Outcome::Completed, Some((Some(text), value))) => {
                 // A spec over JSON values holds its output as one; a typed spec's output is
                 // never turned back into a `Value` just for this copy (see `ToolOutput`).
-                structured: value.downcast::<Value>().ok().map(|v| *v),
-                is_error: false,
-            },
+                let structured = value.downcast::<Value>().ok().map(|v| *v);
+                // The sources the child's output cites were checked against what the child
+                // read: the parent has consulted them through it, and may cite them too.
+                let cited = match &self.spec.grounding {
+                    Some(g) if g.grounds(GroundKind::Source) => match &structured {
+                        Some(v) => g.source_values(v),
+                        None => serde_json::from_str::<Value>(&text)
+                            .map(|v| g.source_values(&v))
+                            .unwrap_or_default(),
+                    },
+                    _ => Vec::new(),
+                };
+                let mut out = ToolOutput::text(text);
+                out.structured = structured;
+                for id in cited {
+                    out = out.with_source(id);
+                }
+                out.with_json_body()
+            }
             (outcome, _) => ToolOutput::error(ended_without_result(
                 &self.spec.name,
                 outcome,

@@ -15,6 +15,7 @@ use crate::contract::Contract;
 use crate::ctx::{Ctx, SharedPrefix};
 use crate::events::EventKind;
 use crate::gate::{ApprovalRequest, Decision};
+use crate::ground::Evidence;
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
 use crate::spec::core::{OutputKind, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
@@ -57,6 +58,7 @@ pub(super) async fn run_tool_calls(
     prepared: Vec<Prepared>,
     ctx: &Ctx,
     turn: u32,
+    mut evidence: Option<&mut Evidence>,
 ) -> (Vec<ToolResult>, Option<String>) {
     let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
     // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
@@ -240,6 +242,11 @@ pub(super) async fn run_tool_calls(
                 Slot::Done(o) | Slot::Ran(o) => o,
                 Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
             };
+            // What the model reads of a result is evidence for a grounded output; an error
+            // (a failed call, a withheld result) is the tool's or the loop's own words.
+            if let Some(ev) = evidence.as_deref_mut().filter(|_| !o.is_error) {
+                ev.add_result(&o.content, o.structured.as_ref(), &o.provenance);
+            }
             ToolResult {
                 call_id: c.id.clone(),
                 content: o.content,

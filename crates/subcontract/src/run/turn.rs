@@ -26,6 +26,7 @@ use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::{EventKind, Forced, TextRead};
+use crate::ground::{Evidence, GroundKind};
 use crate::model::{
     worst_case_at, Arguments, Message, ModelRequest, ModelResponse, PromptCache, Rates,
     ResponseFormat, ToolCall, ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
@@ -508,6 +509,30 @@ fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
     }
 }
 
+/// Checks a valid output's grounded values against the run's evidence: the rejection, if
+/// some value is backed by nothing the run read. A spec that grounds nothing keeps no
+/// evidence, and this is `None` at once.
+fn ungrounded(
+    spec: &SpecCore,
+    ctx: &Ctx,
+    turn: u32,
+    evidence: Option<&Evidence>,
+    v: &Value,
+    hint: impl FnOnce() -> String,
+) -> Option<Rejected> {
+    let (g, ev) = (spec.grounding.as_deref()?, evidence?);
+    let u = g.check(v, ev).err()?;
+    let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
+    ctx.emit(EventKind::OutputUngrounded {
+        turn,
+        violations: violations.clone(),
+    });
+    Some(Rejected {
+        summary: violations,
+        repair: crate::ground::repair_message(&u, &hint()),
+    })
+}
+
 /// How to send the answer again, by mode, as a repair message ends.
 fn answer_again(mode: Option<OutputMode>) -> String {
     match mode {
@@ -551,9 +576,15 @@ fn answer_in_text(
     plan: &Plan<'_>,
     v: Value,
     out: OutputText,
+    evidence: Option<&Evidence>,
 ) -> Result<Decoded, (String, Option<Vec<Violation>>)> {
     match spec.accept_output(&v, out) {
-        Ok((t, d)) => Ok((t, with_value(d, || v))),
+        Ok((t, d)) => match ungrounded(spec, ctx, turn, evidence, &v, || {
+            answer_again(plan.text_answer_mode())
+        }) {
+            None => Ok((t, with_value(d, || v))),
+            Some(r) => Err((r.repair, Some(r.summary))),
+        },
         Err(viol) => {
             let mut hint = answer_again(plan.text_answer_mode());
             // A wrapper around the answer fails the schema as a whole; say what it is, or the
@@ -588,6 +619,7 @@ fn submission(
     turn: u32,
     calls: &mut Vec<ToolCall>,
     out: OutputText,
+    evidence: Option<&Evidence>,
 ) -> Submission {
     let Some(i) = calls.iter().position(|c| c.name == SUBMIT_TOOL) else {
         return Submission::None;
@@ -596,8 +628,28 @@ fn submission(
         Arguments::Text(s) => spec.accept_output_json(s, out).map(|a| (a, false)),
         Arguments::Value(v) => spec.accept_output(v, out).map(|a| (a, true)),
     };
+    let again = |turn: u32| {
+        let left = spec.limits.max_turns - turn;
+        format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).")
+    };
     match checked {
         Ok(((t, d), from_value)) => {
+            if let (Some(_), Some(_)) = (&spec.grounding, evidence) {
+                // Grounding reads the value; text that passed the schema is valid JSON.
+                let parsed;
+                let v = match &calls[i].arguments {
+                    Arguments::Value(v) => Some(v),
+                    Arguments::Text(s) => {
+                        parsed = serde_json::from_str::<Value>(s).ok();
+                        parsed.as_ref()
+                    }
+                };
+                if let Some(r) =
+                    v.and_then(|v| ungrounded(spec, ctx, turn, evidence, v, || again(turn)))
+                {
+                    return Submission::Rejected(i, r);
+                }
+            }
             if calls.len() > 1 {
                 tracing::debug!(
                     run_id = ctx.run_id(),
@@ -614,10 +666,7 @@ fn submission(
             Submission::Accepted((t, d))
         }
         Err(viol) => {
-            let left = spec.limits.max_turns - turn;
-            let mut hint = format!(
-                "Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left)."
-            );
+            let mut hint = again(turn);
             if let Ok(v) = calls[i].arguments.parse() {
                 if let Some(name) = text::wrapper_name(&v) {
                     hint = format!(
@@ -641,6 +690,12 @@ pub(super) async fn turns(
 ) -> TurnsResult {
     let (plan, tools_bytes) = Plan::new(spec, ctx)?;
     let mut convo = Conversation::new(spec, plan.system.len(), tools_bytes, &input);
+    // What the run has read, kept only when its output grounds a value.
+    let mut evidence = spec.grounding.as_ref().map(|g| {
+        let mut ev = Evidence::new(g.grounds(GroundKind::Number));
+        ev.add_input(&input);
+        ev
+    });
     let mut last_invalid: Option<Vec<Violation>> = None;
     let mut calls_so_far = repeat::Calls::default();
     // Why the next turn asks for the output alone, from what this one did.
@@ -695,7 +750,7 @@ pub(super) async fn turns(
         };
         if let Some(value) = value {
             let repair = match value {
-                Ok(v) => match answer_in_text(spec, ctx, turn, &plan, v, out) {
+                Ok(v) => match answer_in_text(spec, ctx, turn, &plan, v, out, evidence.as_ref()) {
                     Ok(done) => return Ok(done),
                     Err((repair, rejected)) => {
                         last_invalid = rejected.or(last_invalid);
@@ -715,13 +770,24 @@ pub(super) async fn turns(
             continue;
         }
         let mut rejected: Option<(usize, ToolOutput)> = None;
-        match submission(spec, ctx, turn, &mut tool_calls, out) {
-            Submission::Accepted(done) => return Ok(done),
-            Submission::Rejected(i, r) => {
-                last_invalid = Some(r.summary);
-                rejected = Some((i, ToolOutput::error(r.repair)));
+        // A grounded submission made beside other calls is judged after they run: what they
+        // return is read in this run, so a model may read and answer in one response.
+        let deferred = if evidence.is_some() && tool_calls.len() > 1 {
+            tool_calls.iter().position(|c| c.name == SUBMIT_TOOL)
+        } else {
+            None
+        };
+        if let Some(i) = deferred {
+            rejected = Some((i, ToolOutput::error("checked after the other calls")));
+        } else {
+            match submission(spec, ctx, turn, &mut tool_calls, out, evidence.as_ref()) {
+                Submission::Accepted(done) => return Ok(done),
+                Submission::Rejected(i, r) => {
+                    last_invalid = Some(r.summary);
+                    rejected = Some((i, ToolOutput::error(r.repair)));
+                }
+                Submission::None => {}
             }
-            Submission::None => {}
         }
         // Calls of tools this turn did not offer (a forced turn offers the output alone) are
         // answered, not run; the repeats among the rest are noted.
@@ -749,7 +815,18 @@ pub(super) async fn turns(
             }
             prepared.push(Prepared::Args(args));
         }
-        let (mut results, note) = run_tool_calls(spec, &tool_calls, prepared, ctx, turn).await;
+        let (mut results, note) =
+            run_tool_calls(spec, &tool_calls, prepared, ctx, turn, evidence.as_mut()).await;
+        if let Some(i) = deferred {
+            match submission(spec, ctx, turn, &mut tool_calls, out, evidence.as_ref()) {
+                Submission::Accepted(done) => return Ok(done),
+                Submission::Rejected(_, r) => {
+                    last_invalid = Some(r.summary);
+                    results[i].content = r.repair;
+                }
+                Submission::None => {}
+            }
+        }
         for &(i, first) in &repeated {
             results[i].content.push_str(&repeat::repeated_note(first));
         }

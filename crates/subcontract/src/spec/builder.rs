@@ -382,6 +382,9 @@ impl<I, O> SpecBuilder<I, O> {
                 problems.extend(output_size_problems(output, max));
             }
         }
+        let grounding = output
+            .as_ref()
+            .and_then(|o| grounding_of(o.schema(), &mut problems));
         problems.extend(example_problems(
             input.as_ref().map(|c| (c, &*self.decode_input)),
             output.as_ref().map(|c| (c, &*self.decode_output)),
@@ -423,6 +426,7 @@ impl<I, O> SpecBuilder<I, O> {
             levers: self.levers,
             submit_tool,
             output_schema_bytes,
+            grounding,
             decode_input: self.decode_input,
             decode_output: self.decode_output,
             examples: Vec::new(),
@@ -436,6 +440,27 @@ impl<I, O> SpecBuilder<I, O> {
             ..core
         };
         Ok(SubAgentSpec::from_core(Arc::new(core)))
+    }
+}
+
+/// Where the output schema grounds its values, or each misuse of `x-grounded` as a problem.
+fn grounding_of(
+    schema: &Value,
+    out: &mut Vec<SpecProblem>,
+) -> Option<Arc<crate::ground::Grounding>> {
+    match crate::ground::Grounding::of_schema(schema) {
+        Ok(g) => g.map(Arc::new),
+        Err(errors) => {
+            out.extend(errors.into_iter().map(|e| SpecProblem {
+                code: codes::INVALID_GROUNDING,
+                message: e.message,
+                at: SpecLocation::Schema {
+                    which: "output",
+                    pointer: e.pointer,
+                },
+            }));
+            None
+        }
     }
 }
 

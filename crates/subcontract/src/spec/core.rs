@@ -205,6 +205,9 @@ pub(crate) struct SpecCore {
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.
     pub(crate) output_schema_bytes: usize,
+    /// Where the output grounds its values (`x-grounded`); `None` when it grounds none, and
+    /// then a run keeps no evidence.
+    pub(crate) grounding: Option<Arc<crate::ground::Grounding>>,
     pub(crate) decode_input: Box<Decoder>,
     pub(crate) decode_output: Box<Decoder>,
     pub(crate) examples: Vec<(Value, Value)>,

@@ -143,6 +143,10 @@ impl DynSpec {
     pub fn examples(&self) -> &[(Value, Value)] {
         &self.core.examples
     }
+    /// Where its output grounds values ([`x-grounded`](crate::ground)), if anywhere.
+    pub fn grounding(&self) -> Option<&crate::ground::Grounding> {
+        self.core.grounding.as_deref()
+    }
 
     /// The spec as an ordinary tool of a host's [`ToolSet`](crate::ToolSet): a host sees its
     /// name, description and input schema; a call forks a child context, runs the sub-agent,

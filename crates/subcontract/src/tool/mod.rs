@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::ctx::Ctx;
+use crate::ground::{Body, Provenance};
 
 /// What kind of work a tool does; the run loop runs sub-agent calls of one model response
 /// concurrently and ordinary tools in order.
@@ -45,6 +46,9 @@ pub struct ToolOutput {
     pub structured: Option<Value>,
     /// Whether the call failed.
     pub is_error: bool,
+    /// Where the result came from and which part of it is evidence, for
+    /// [grounded outputs](crate::ground): by default the whole content, from no named source.
+    pub(crate) provenance: Provenance,
 }
 
 impl ToolOutput {
@@ -54,6 +58,7 @@ impl ToolOutput {
             content: content.into(),
             structured: None,
             is_error: false,
+            provenance: Provenance::default(),
         }
     }
 
@@ -63,6 +68,7 @@ impl ToolOutput {
             content: crate::json::to_compact_string(&value),
             structured: Some(value),
             is_error: false,
+            provenance: Provenance::default(),
         }
     }
 
@@ -72,7 +78,43 @@ impl ToolOutput {
             content: message.into(),
             structured: None,
             is_error: true,
+            provenance: Provenance::default(),
         }
+    }
+
+    /// Names a source this result came from: a document, a ticket, a URL, a row. A spec
+    /// whose output grounds a value as `"source"` may then cite `id`, and text grounded
+    /// beside that citation must occur in this result. Call it once per source; a result
+    /// that names several is evidence for each.
+    ///
+    /// ```
+    /// use subcontract::ToolOutput;
+    ///
+    /// let out = ToolOutput::text("Ticket 42: the login page times out after 30 s.")
+    ///     .with_source("ticket-42");
+    /// assert_eq!(out.provenance().sources(), ["ticket-42"]);
+    /// ```
+    pub fn with_source(mut self, id: impl Into<String>) -> Self {
+        self.provenance.sources.push(id.into());
+        self
+    }
+
+    /// Where the result came from, as grounding reads it.
+    pub fn provenance(&self) -> &Provenance {
+        &self.provenance
+    }
+
+    /// The result's evidence is only `excerpts`, each from the source it names: the content
+    /// is the tool's presentation of them (line numbers, prefixes, notes).
+    pub(crate) fn with_excerpts(mut self, excerpts: Vec<(Option<String>, String)>) -> Self {
+        self.provenance.body = Body::Excerpts(excerpts);
+        self
+    }
+
+    /// The content is JSON: its values are the evidence, not its syntax.
+    pub(crate) fn with_json_body(mut self) -> Self {
+        self.provenance.body = Body::Json;
+        self
     }
 }
 

@@ -130,12 +130,13 @@ impl McpTool {
         let server = &self.server.config.name;
         let is_error = r.is_error.unwrap_or(false);
         let mut text = String::new();
+        let mut found = Found::default();
         for block in &r.content {
             let v = serde_json::to_value(block).unwrap_or(Value::Null);
             if !text.is_empty() {
                 text.push('\n');
             }
-            describe_block(&v, &mut text);
+            describe_block(&v, &mut text, &mut found);
         }
         let mut structured = r.structured_content;
         if !is_error {
@@ -158,7 +159,8 @@ impl McpTool {
         if let Some(s) = structured.as_mut() {
             crate::redact::redact_value(s);
         }
-        let content = if text.is_empty() {
+        let json_only = text.is_empty();
+        let content = if json_only {
             structured
                 .as_ref()
                 .map(crate::json::to_compact_string)
@@ -172,21 +174,45 @@ impl McpTool {
                 self.remote
             ));
         }
-        ToolOutput {
-            content,
-            structured,
-            is_error: false,
+        let mut out = ToolOutput::text(content);
+        out.structured = structured;
+        for uri in found.links {
+            out = out.with_source(uri);
+        }
+        if json_only {
+            out.with_json_body()
+        } else {
+            // The text blocks and text resources are the evidence; the descriptions of what is
+            // not shown are ours.
+            let excerpts = found
+                .excerpts
+                .into_iter()
+                .map(|(src, t)| (src, crate::redact::redact_string(t)))
+                .collect();
+            out.with_excerpts(excerpts)
         }
     }
 }
 
+/// What a result's blocks hold as evidence for grounded outputs: the text of text blocks and
+/// text resources (each resource's under its URI), and the URIs of linked resources.
+#[derive(Default)]
+struct Found {
+    excerpts: Vec<(Option<String>, String)>,
+    links: Vec<String>,
+}
+
 /// One content block as text: text as it is; images, audio and binary resources described by
 /// type and size, never inlined (base64 is noise to a model and can be megabytes).
-fn describe_block(v: &Value, out: &mut String) {
+fn describe_block(v: &Value, out: &mut String, found: &mut Found) {
     let s = |k: &str| v.get(k).and_then(Value::as_str);
     let size = |data: Option<&str>| data.map_or(0, |d| d.len() / 4 * 3);
     match s("type") {
-        Some("text") => out.push_str(s("text").unwrap_or_default()),
+        Some("text") => {
+            let t = s("text").unwrap_or_default();
+            out.push_str(t);
+            found.excerpts.push((None, t.to_owned()));
+        }
         Some(kind @ ("image" | "audio")) => out.push_str(&format!(
             "[{kind} content, {}, about {} bytes: not shown]",
             s("mimeType").unwrap_or("unknown type"),
@@ -196,7 +222,10 @@ fn describe_block(v: &Value, out: &mut String) {
             let r = v.get("resource").cloned().unwrap_or(Value::Null);
             let uri = r.get("uri").and_then(Value::as_str).unwrap_or("?");
             match r.get("text").and_then(Value::as_str) {
-                Some(t) => out.push_str(&format!("[resource {uri}]\n{t}")),
+                Some(t) => {
+                    out.push_str(&format!("[resource {uri}]\n{t}"));
+                    found.excerpts.push((Some(uri.to_owned()), t.to_owned()));
+                }
                 None => out.push_str(&format!(
                     "[binary resource {uri}, {}, about {} bytes: not shown]",
                     r.get("mimeType")
@@ -206,11 +235,16 @@ fn describe_block(v: &Value, out: &mut String) {
                 )),
             }
         }
-        Some("resource_link") => out.push_str(&format!(
-            "[resource link {} ({})]",
-            s("uri").unwrap_or("?"),
-            s("name").unwrap_or("")
-        )),
+        Some("resource_link") => {
+            out.push_str(&format!(
+                "[resource link {} ({})]",
+                s("uri").unwrap_or("?"),
+                s("name").unwrap_or("")
+            ));
+            if let Some(uri) = s("uri") {
+                found.links.push(uri.to_owned());
+            }
+        }
         other => out.push_str(&format!(
             "[content of type `{}`: not shown]",
             crate::diag::shown(other.unwrap_or("?"))

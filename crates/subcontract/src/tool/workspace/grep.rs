@@ -24,6 +24,8 @@ const REGEX_SIZE_LIMIT: usize = 2 * 1024 * 1024;
 pub(super) struct Found {
     pub(super) text: String,
     pub(super) partly_shown: Option<PartlyShown>,
+    /// Each file with a shown match, and the shown lines' own text.
+    pub(super) evidence: Vec<(String, String)>,
 }
 
 /// The only file a search looked at, some lines of which it did not show.
@@ -51,6 +53,7 @@ pub(super) fn grep(ws: &Workspace, args: &GrepArgs) -> Result<Found, WorkspaceEr
         glob: glob.as_ref(),
         want,
         out: String::new(),
+        evidence: Vec::new(),
         stats: Stats::default(),
     };
     let (start_path, start_rel) = glob
@@ -177,6 +180,7 @@ struct Search<'a> {
     glob: Option<&'a PathGlob>,
     want: usize,
     out: String,
+    evidence: Vec<(String, String)>,
     stats: Stats,
 }
 
@@ -366,6 +370,8 @@ impl Search<'_> {
         self.stats.searched += 1;
         let mut found_here = false;
         let mut unshown = false;
+        // The matched lines' own text, without the `path:line:` prefixes and cut markers.
+        let mut here = String::new();
         for (index, line) in text.lines().enumerate() {
             let Some(m) = self.regex.find(line) else {
                 unshown = true;
@@ -378,19 +384,22 @@ impl Search<'_> {
             }
             self.stats.matches += 1;
             found_here = true;
-            let shown = shorten_line(
+            let (head, kept, tail) = shorten_line(
                 line,
                 self.ws.limits.max_line_chars,
                 Some((m.start(), m.end())),
             );
             self.out.push_str(&format!(
-                "{}:{}: {shown}\n",
+                "{}:{}: {head}{kept}{tail}\n",
                 shown_name(rel, &[':']),
                 index + 1
             ));
+            here.push_str(&kept);
+            here.push('\n');
         }
         if found_here {
             self.stats.files_with_matches += 1;
+            self.evidence.push((rel.to_owned(), here));
         }
         if unshown && self.stats.searched == 1 {
             self.stats.first_partly_shown = Some(rel.to_owned());
@@ -479,6 +488,7 @@ impl Search<'_> {
         Found {
             text: self.out,
             partly_shown,
+            evidence: self.evidence,
         }
     }
 }

@@ -384,6 +384,11 @@ impl Workspace {
     /// `(empty file)`. A `start_line` past the end is [`WorkspaceError::BadRange`],
     /// binary or non-UTF-8 content is [`WorkspaceError::NotUtf8`].
     pub fn read_file(&self, args: &ReadFileArgs) -> Result<String, WorkspaceError> {
+        self.read_file_shown(args).map(|s| s.text)
+    }
+
+    /// [`read_file`](Self::read_file), with the file's own text kept apart for grounding.
+    fn read_file_shown(&self, args: &ReadFileArgs) -> Result<read::Shown, WorkspaceError> {
         validate_args(args)?;
         read::read_file(self, args)
     }
@@ -424,7 +429,14 @@ impl Workspace {
 /// Shortens `line` to at most `max_chars` characters, keeping the byte range
 /// `focus` (a regex match) visible, and marks each cut with the number of
 /// characters dropped: `[+N chars]…` at the front, `…[+N chars]` at the end.
-fn shorten_line(line: &str, max_chars: usize, focus: Option<(usize, usize)>) -> String {
+///
+/// Returned in parts: the front marker, the line's own text that is kept, and the end marker
+/// (each marker empty when nothing was cut there).
+fn shorten_line(
+    line: &str,
+    max_chars: usize,
+    focus: Option<(usize, usize)>,
+) -> (String, String, String) {
     // Redacted before it is cut: a key in a line (an `.env` file) cut in half would no longer
     // be recognised on its way to the provider. The match offsets are then moot.
     if let std::borrow::Cow::Owned(redacted) = crate::redact::redact(line) {
@@ -432,7 +444,7 @@ fn shorten_line(line: &str, max_chars: usize, focus: Option<(usize, usize)>) -> 
     }
     let total = line.chars().count();
     if total <= max_chars {
-        return line.to_owned();
+        return (String::new(), line.to_owned(), String::new());
     }
     // Chars of leading context kept before a match that would otherwise be cut off.
     const CONTEXT: usize = 40;
@@ -445,15 +457,21 @@ fn shorten_line(line: &str, max_chars: usize, focus: Option<(usize, usize)>) -> 
     let end_char = (start_char + max_chars).min(total);
     let start_char = end_char.saturating_sub(max_chars);
     let byte_at = |c: usize| line.char_indices().nth(c).map_or(line.len(), |(i, _)| i);
-    let mut out = String::new();
-    if start_char > 0 {
-        out.push_str(&format!("[+{start_char} chars]…"));
-    }
-    out.push_str(&line[byte_at(start_char)..byte_at(end_char)]);
-    if end_char < total {
-        out.push_str(&format!("…[+{} chars]", total - end_char));
-    }
-    out
+    let head = if start_char > 0 {
+        format!("[+{start_char} chars]…")
+    } else {
+        String::new()
+    };
+    let tail = if end_char < total {
+        format!("…[+{} chars]", total - end_char)
+    } else {
+        String::new()
+    };
+    (
+        head,
+        line[byte_at(start_char)..byte_at(end_char)].to_owned(),
+        tail,
+    )
 }
 
 /// Options for reading a file beneath the root. Non-blocking, so opening a

@@ -17,7 +17,7 @@ const FOOTER_RESERVE: usize = 160;
 /// Bytes asked of the file per read.
 const CHUNK: usize = 64 * 1024;
 
-pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<String, WorkspaceError> {
+pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<Shown, WorkspaceError> {
     let rel = args.path.as_str();
     // Open first, then look at what was opened: the type check and the read
     // are about the same file, whatever happens to the name meanwhile.
@@ -58,7 +58,14 @@ pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<String, W
         lookahead: ws.limits.max_scan_bytes,
         size: meta.len(),
     };
-    render_text(file, &request)
+    render(file, &request)
+}
+
+/// What `read_file` shows, and the file's own text within it: the lines without their
+/// numbers, cut markers or footer, which is what a grounded output may quote.
+pub(crate) struct Shown {
+    pub(crate) text: String,
+    pub(crate) evidence: String,
 }
 
 /// What `read_file` was asked for, after validation.
@@ -75,10 +82,13 @@ pub(super) struct Request<'a> {
 }
 
 /// Reads `reader` as text and renders the requested lines with their footer.
-pub(super) fn render_text(
-    mut reader: impl Read,
-    req: &Request<'_>,
-) -> Result<String, WorkspaceError> {
+#[cfg(test)]
+pub(super) fn render_text(reader: impl Read, req: &Request<'_>) -> Result<String, WorkspaceError> {
+    render(reader, req).map(|s| s.text)
+}
+
+/// [`render_text`], with the file's own text kept apart.
+fn render(mut reader: impl Read, req: &Request<'_>) -> Result<Shown, WorkspaceError> {
     let (rel, start, end) = (req.rel, req.start, req.end);
     let mut render = Render::new(start, end.unwrap_or(usize::MAX), req.budget);
     let mut utf8 = Utf8Check::default();
@@ -124,7 +134,10 @@ pub(super) fn render_text(
     let counted = render.finish(complete);
 
     if complete && counted == 0 && start == 1 {
-        return Ok("(empty file)\n".to_owned());
+        return Ok(Shown {
+            text: "(empty file)\n".to_owned(),
+            evidence: String::new(),
+        });
     }
     if complete && start > counted {
         return Err(WorkspaceError::BadRange {
@@ -166,7 +179,10 @@ pub(super) fn render_text(
     } else if start > 1 || !complete || wanted_end < counted {
         out.push_str(&format!("(lines {start}-{shown_end} of {of_total})\n"));
     }
-    Ok(out)
+    Ok(Shown {
+        text: out,
+        evidence: render.evidence,
+    })
 }
 
 fn plural(n: usize) -> &'static str {
@@ -183,6 +199,8 @@ struct Render {
     end: usize,
     budget: usize,
     out: String,
+    /// The shown lines' own text, one per line.
+    evidence: String,
     /// Last line number written to `out`, 0 before any.
     last_shown: usize,
     /// Set once a line did not fit; later lines are only counted.
@@ -209,6 +227,7 @@ impl Render {
             end,
             budget,
             out: String::new(),
+            evidence: String::new(),
             last_shown: 0,
             full: false,
             line_no: 1,
@@ -310,6 +329,8 @@ impl Render {
             self.out.push_str(text);
             self.out.push_str(&marker(dropped, open));
             self.out.push('\n');
+            self.evidence.push_str(text);
+            self.evidence.push('\n');
             self.last_shown = self.line_no;
             return;
         }
@@ -330,6 +351,8 @@ impl Render {
         self.out.push_str(&text[..cut]);
         self.out.push_str(&marker(dropped, open));
         self.out.push('\n');
+        self.evidence.push_str(&text[..cut]);
+        self.evidence.push('\n');
         self.last_shown = self.line_no;
     }
 }

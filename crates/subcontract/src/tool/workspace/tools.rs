@@ -6,7 +6,7 @@ use async_trait::async_trait;
 
 use super::{GrepArgs, ListDirArgs, ReadFileArgs, Workspace, WorkspaceError};
 use crate::ctx::Ctx;
-use crate::tool::{Tool, ToolSet, ToolSetError, TypedTool};
+use crate::tool::{Tool, ToolOutput, ToolSet, ToolSetError, TypedTool};
 
 /// Names of the built-in workspace tools.
 pub const BUILTIN_TOOLS: [&str; 3] = ["read_file", "list_dir", "grep"];
@@ -48,13 +48,42 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| e.to_string())
 }
 
-workspace_tool!(
-    ReadFileTool,
-    "read_file",
-    ReadFileArgs,
-    read_file,
-    "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue."
-);
+/// The `read_file` tool over a [`Workspace`].
+#[derive(Debug, Clone)]
+pub struct ReadFileTool(pub Arc<Workspace>);
+
+#[async_trait]
+impl TypedTool for ReadFileTool {
+    type Args = ReadFileArgs;
+    type Output = String;
+    fn name(&self) -> &str {
+        "read_file"
+    }
+    fn description(&self) -> &str {
+        "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue."
+    }
+    async fn call(&self, args: ReadFileArgs, _ctx: &Ctx) -> Result<String, String> {
+        blocking("read_file", &self.0, move |ws| ws.read_file(&args)).await
+    }
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Shows::erase(self)
+    }
+}
+
+#[async_trait]
+impl Shows for ReadFileTool {
+    async fn shown(&self, args: ReadFileArgs, _ctx: &Ctx) -> ToolOutput {
+        let path = args.path.clone();
+        match blocking("read_file", &self.0, move |ws| ws.read_file_shown(&args)).await {
+            // The file's path is the source; its lines without their numbers the evidence.
+            Ok(shown) => {
+                ToolOutput::text(shown.text).with_excerpts(vec![(Some(path), shown.evidence)])
+            }
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
+
 workspace_tool!(
     ListDirTool,
     "list_dir",
@@ -84,13 +113,80 @@ impl TypedTool for GrepTool {
     }
     async fn call(&self, args: GrepArgs, ctx: &Ctx) -> Result<String, String> {
         let found = blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await?;
-        let mut text = found.text;
-        if let Some(file) = found.partly_shown {
-            if ctx.offered_tool("read_file").is_some() {
-                text.push_str(&read_it(&file));
+        Ok(with_read_it(found.text, found.partly_shown.as_ref(), ctx))
+    }
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Shows::erase(self)
+    }
+}
+
+#[async_trait]
+impl Shows for GrepTool {
+    async fn shown(&self, args: GrepArgs, ctx: &Ctx) -> ToolOutput {
+        match blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await {
+            // Each file with a shown match is a source; its matched lines, without the
+            // `path:line:` prefixes, the evidence. A search that matched nothing adds none.
+            Ok(found) => {
+                let text = with_read_it(found.text, found.partly_shown.as_ref(), ctx);
+                let excerpts = found
+                    .evidence
+                    .into_iter()
+                    .map(|(path, lines)| (Some(path), lines))
+                    .collect();
+                ToolOutput::text(text).with_excerpts(excerpts)
             }
+            Err(e) => ToolOutput::error(e),
         }
-        Ok(text)
+    }
+}
+
+/// `text` and, when the search partly showed the one file it looked at and the run offers
+/// `read_file`, the line that names the call showing it.
+fn with_read_it(mut text: String, partly: Option<&super::grep::PartlyShown>, ctx: &Ctx) -> String {
+    if let Some(file) = partly {
+        if ctx.offered_tool("read_file").is_some() {
+            text.push_str(&read_it(file));
+        }
+    }
+    text
+}
+
+/// A typed workspace tool whose result keeps the workspace's own text apart from the tool's
+/// presentation of it (line numbers, prefixes, notes), for grounded outputs.
+#[async_trait]
+trait Shows: TypedTool {
+    async fn shown(&self, args: Self::Args, ctx: &Ctx) -> ToolOutput;
+
+    fn erase(self) -> Arc<dyn Tool> {
+        let schema = Arc::new(schemars::schema_for!(Self::Args).to_value());
+        Arc::new(Erased {
+            inner: self,
+            schema,
+        })
+    }
+}
+
+struct Erased<T> {
+    inner: T,
+    schema: Arc<serde_json::Value>,
+}
+
+#[async_trait]
+impl<T: Shows> Tool for Erased<T> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn description(&self) -> &str {
+        self.inner.description()
+    }
+    fn input_schema(&self) -> Arc<serde_json::Value> {
+        self.schema.clone()
+    }
+    async fn call(&self, args: serde_json::Value, ctx: &Ctx) -> ToolOutput {
+        match serde_json::from_value(args) {
+            Ok(a) => self.inner.shown(a, ctx).await,
+            Err(e) => ToolOutput::error(format!("invalid arguments: {e}")),
+        }
     }
 }
 

@@ -1,0 +1,584 @@
+//! Grounded outputs: a contract on where a value came from, not only on its shape.
+//!
+//! An output property marked `x-grounded` must be backed by the run's **evidence**: its input
+//! and the content of every tool result it received (a sub-agent's validated output is a tool
+//! result of its parent); never the system prompt, the model's own words, or a tool's own
+//! presentation (the line numbers of `read_file`, the `path:line:` prefixes of `grep`, notes).
+//!
+//! - `"text"`: the value occurs in one piece of evidence, compared after NFKC, case folding
+//!   and whitespace collapsing;
+//! - `"source"`: the value is the id of a source the run consulted (a path `read_file` showed
+//!   or in which `grep` showed a match, an MCP resource, a source a tool's result names),
+//!   optionally with a line anchor (`src/lib.rs:42`, `src/lib.rs:40-45`, `src/lib.rs#L42`),
+//!   which is not checked;
+//! - `"number"`: the value occurs as a numeric token in the evidence (`14`, `14.0` and
+//!   `1.4e1` are one number; `140` holds no `14`).
+//!
+//! In an object with a `"source"` property and a `"text"` property, the text must occur in the
+//! content of (one of) the source(s) that object cites.
+//!
+//! The check runs after the schema's, in every output mode; an ungrounded value is a violation
+//! repaired like any other, and the parent never sees it.
+
+mod evidence;
+mod text;
+
+use serde_json::Value;
+
+pub use evidence::Provenance;
+pub(crate) use evidence::{Body, Evidence};
+
+use crate::contract::Violation;
+use crate::json::pointer::{child, parse_local_ref, resolve};
+
+/// The extension keyword that marks a grounded value.
+pub const KEYWORD: &str = "x-grounded";
+
+/// What a grounded value must be backed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GroundKind {
+    /// The value occurs in the evidence.
+    Text,
+    /// The value is the id of a source the run consulted.
+    Source,
+    /// The value occurs in the evidence as a number.
+    Number,
+}
+
+impl GroundKind {
+    /// The kind's name in a schema.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroundKind::Text => "text",
+            GroundKind::Source => "source",
+            GroundKind::Number => "number",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "text" => Some(GroundKind::Text),
+            "source" => Some(GroundKind::Source),
+            "number" => Some(GroundKind::Number),
+            _ => None,
+        }
+    }
+}
+
+/// One step from a value to a value inside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Prop(String),
+    /// Every item of an array.
+    Items,
+    /// One item of an array (`prefixItems`).
+    Index(usize),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Rule {
+    path: Vec<Seg>,
+    kind: GroundKind,
+}
+
+/// An object whose text properties must occur in the sources its source properties name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pair {
+    object: Vec<Seg>,
+    sources: Vec<String>,
+    texts: Vec<String>,
+}
+
+/// A problem with a schema's `x-grounded` keywords, at a JSON Pointer into the schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroundingError {
+    /// Where, in the schema.
+    pub pointer: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Where an output schema grounds values: compiled once per spec. A spec that grounds
+/// nothing has none, and its outputs pay nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grounding {
+    rules: Vec<Rule>,
+    pairs: Vec<Pair>,
+    /// Where the keyword stands in the schema (a JSON Pointer to it), with its kind.
+    marks: Vec<(String, GroundKind)>,
+}
+
+/// Deeper than this the walk stops (a schema is bounded in depth by its own analysis too).
+const MAX_DEPTH: usize = 64;
+
+impl Grounding {
+    /// The grounding rules of an output schema: `Ok(None)` when it grounds nothing, every
+    /// misuse of the keyword otherwise.
+    pub fn of_schema(schema: &Value) -> Result<Option<Grounding>, Vec<GroundingError>> {
+        let mut w = Walk {
+            root: schema,
+            g: Grounding::default(),
+            errors: Vec::new(),
+            refs: Vec::new(),
+        };
+        w.walk(schema, "", &mut Vec::new(), 0);
+        if !w.errors.is_empty() {
+            return Err(w.errors);
+        }
+        w.g.rules.dedup();
+        w.g.marks.dedup();
+        Ok((!w.g.rules.is_empty()).then_some(w.g))
+    }
+
+    /// Each place the schema uses the keyword (a JSON Pointer to it), with its kind.
+    pub fn marks(&self) -> impl Iterator<Item = (&str, GroundKind)> {
+        self.marks.iter().map(|(p, k)| (p.as_str(), *k))
+    }
+
+    /// Whether some value is grounded as this kind.
+    pub fn grounds(&self, kind: GroundKind) -> bool {
+        self.rules.iter().any(|r| r.kind == kind)
+    }
+
+    /// Checks `v` (already valid against its schema) against `ev`.
+    pub(crate) fn check(&self, v: &Value, ev: &Evidence) -> Result<(), Vec<Ungrounded>> {
+        let mut out = Vec::new();
+        for rule in &self.rules {
+            each_at(v, &rule.path, String::new(), &mut |ptr, val| {
+                if let Some(u) = check_value(rule.kind, ptr, val, ev) {
+                    out.push(u);
+                }
+            });
+        }
+        for pair in &self.pairs {
+            each_at(v, &pair.object, String::new(), &mut |ptr, obj| {
+                check_pair(pair, ptr, obj, ev, &mut out);
+            });
+        }
+        if out.is_empty() {
+            Ok(())
+        } else {
+            out.sort_by(|a, b| a.violation.path.cmp(&b.violation.path));
+            out.dedup_by(|a, b| a.violation == b.violation);
+            Err(out)
+        }
+    }
+
+    /// The values of `v` grounded as sources, as the ids a parent may cite: a sub-agent's
+    /// validated output names them, so its parent has consulted them through it.
+    pub fn source_values(&self, v: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        for rule in self.rules.iter().filter(|r| r.kind == GroundKind::Source) {
+            each_at(v, &rule.path, String::new(), &mut |_, val| {
+                if let Value::String(s) = val {
+                    out.push(s.clone());
+                }
+            });
+        }
+        out
+    }
+}
+
+/// Calls `f` with every value at `path` inside `v`, and its pointer.
+fn each_at(v: &Value, path: &[Seg], ptr: String, f: &mut dyn FnMut(&str, &Value)) {
+    let Some((first, rest)) = path.split_first() else {
+        if !v.is_null() {
+            f(&ptr, v);
+        }
+        return;
+    };
+    match (first, v) {
+        (Seg::Prop(k), Value::Object(m)) => {
+            if let Some(x) = m.get(k) {
+                each_at(x, rest, child(&ptr, k), f);
+            }
+        }
+        (Seg::Items, Value::Array(items)) => {
+            for (i, x) in items.iter().enumerate() {
+                each_at(x, rest, format!("{ptr}/{i}"), f);
+            }
+        }
+        (Seg::Index(i), Value::Array(items)) => {
+            if let Some(x) = items.get(*i) {
+                each_at(x, rest, format!("{ptr}/{i}"), f);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An ungrounded value: the violation that may travel up (where and why, never the value),
+/// and the line the sub-agent reads, which shows the value it sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Ungrounded {
+    pub(crate) violation: Violation,
+    pub(crate) repair: String,
+}
+
+/// The value as a repair message shows it: JSON, cut to a readable length.
+fn shown(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() <= 80 {
+        s
+    } else {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    }
+}
+
+fn ungrounded(ptr: &str, val: &Value, why: &str, what_to_do: &str) -> Ungrounded {
+    let at = if ptr.is_empty() { "/" } else { ptr };
+    Ungrounded {
+        violation: Violation {
+            path: ptr.to_owned(),
+            message: why.to_owned(),
+        },
+        repair: format!("`{at}` = {} {why}; {what_to_do}", shown(val)),
+    }
+}
+
+const READ_IT: &str = "read the file that holds it, or correct the value";
+
+fn check_value(kind: GroundKind, ptr: &str, val: &Value, ev: &Evidence) -> Option<Ungrounded> {
+    match kind {
+        GroundKind::Text => {
+            let s = match val {
+                Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+                other => std::borrow::Cow::Owned(other.to_string()),
+            };
+            (!ev.has_text(&text::normalize(&s)))
+                .then(|| ungrounded(ptr, val, "occurs in nothing this run has read", READ_IT))
+        }
+        GroundKind::Number => {
+            let n = match val {
+                Value::Number(n) => n.as_f64(),
+                Value::String(s) => text::normalize(s).parse::<f64>().ok(),
+                _ => None,
+            };
+            match n {
+                None => Some(ungrounded(
+                    ptr,
+                    val,
+                    "is not a number, and only a number can be grounded as one",
+                    "write the number as it occurs in what was read",
+                )),
+                Some(n) if ev.has_number(n) => None,
+                Some(_) => Some(ungrounded(
+                    ptr,
+                    val,
+                    "occurs as a number in nothing this run has read",
+                    "read the file that holds it, or correct the value (a value computed from what was read, such as a sum or a converted unit, cannot be grounded: give the number as it is written)",
+                )),
+            }
+        }
+        GroundKind::Source => {
+            let Value::String(s) = val else {
+                return Some(ungrounded(
+                    ptr,
+                    val,
+                    "is not a source id",
+                    "cite a source by its id or path",
+                ));
+            };
+            match evidence::source_key(s) {
+                None => Some(ungrounded(
+                    ptr,
+                    val,
+                    "names no source: a path with `..` or an empty id is never a source",
+                    "cite a file by the path it was read under",
+                )),
+                Some(k) if ev.has_source(&k) => None,
+                // A citation may point into the source (`src/lib.rs:42`, `…#L40-L45`): it
+                // names that source; the anchor itself is not checked.
+                Some(k) if evidence::without_anchor(&k).is_some_and(|b| ev.has_source(b)) => None,
+                Some(_) => {
+                    let seen = ev.consulted_sources();
+                    let listed = if seen.is_empty() {
+                        "nothing has been read or searched yet; read the source first".to_owned()
+                    } else {
+                        let mut l: Vec<String> =
+                            seen.iter().take(10).map(|s| format!("`{s}`")).collect();
+                        if seen.len() > 10 {
+                            l.push(format!("and {} more", seen.len() - 10));
+                        }
+                        format!(
+                            "cite only sources read or searched in this run ({}), or read it first",
+                            l.join(", ")
+                        )
+                    };
+                    Some(ungrounded(
+                        ptr,
+                        val,
+                        "names no source this run consulted",
+                        &listed,
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn check_pair(pair: &Pair, ptr: &str, obj: &Value, ev: &Evidence, out: &mut Vec<Ungrounded>) {
+    let Value::Object(m) = obj else { return };
+    let mut cited = Vec::new();
+    for p in &pair.sources {
+        match m.get(p) {
+            Some(Value::String(s)) => cited.push(s.as_str()),
+            Some(Value::Array(a)) => cited.extend(a.iter().filter_map(Value::as_str)),
+            _ => {}
+        }
+    }
+    // Only sources that were consulted: an unconsulted one is reported on its own.
+    let keys: Vec<String> = cited
+        .iter()
+        .filter_map(|s| evidence::source_key(s))
+        .filter_map(|k| {
+            if ev.has_source(&k) {
+                Some(k)
+            } else {
+                evidence::without_anchor(&k)
+                    .filter(|b| ev.has_source(b))
+                    .map(str::to_owned)
+            }
+        })
+        .collect();
+    if keys.is_empty() {
+        return;
+    }
+    for t in &pair.texts {
+        let texts: Vec<(String, &Value)> = match m.get(t) {
+            Some(v @ Value::String(_)) => vec![(child(ptr, t), v)],
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.is_string())
+                .map(|(i, v)| (format!("{}/{i}", child(ptr, t)), v))
+                .collect(),
+            _ => Vec::new(),
+        };
+        for (at, v) in texts {
+            let needle = text::normalize(v.as_str().unwrap_or_default());
+            // Text found nowhere is reported by its own rule.
+            if !ev.has_text(&needle) || keys.iter().any(|k| ev.has_text_in(k, &needle)) {
+                continue;
+            }
+            let names: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+            out.push(ungrounded(
+                &at,
+                v,
+                "does not occur in the source this object cites",
+                &format!(
+                    "quote {} exactly, or cite the source the text comes from",
+                    names.join(" or ")
+                ),
+            ));
+        }
+    }
+}
+
+/// The walk over an output schema that finds its grounded values.
+struct Walk<'a> {
+    root: &'a Value,
+    g: Grounding,
+    errors: Vec<GroundingError>,
+    /// `$ref` targets being expanded: a recursive one is not expanded again.
+    refs: Vec<String>,
+}
+
+/// The JSON types a subschema admits (from `type`), `None` if it does not say.
+fn types(s: &Value) -> Option<Vec<&str>> {
+    match s.get("type")? {
+        Value::String(t) => Some(vec![t.as_str()]),
+        Value::Array(a) => Some(a.iter().filter_map(Value::as_str).collect()),
+        _ => None,
+    }
+}
+
+impl<'a> Walk<'a> {
+    /// `s` with its local `$ref` followed (once; a recursive one is left as is).
+    fn deref(&self, s: &'a Value) -> &'a Value {
+        match s.get("$ref").and_then(Value::as_str) {
+            Some(r) if !self.refs.iter().any(|x| x == r) => parse_local_ref(r)
+                .and_then(|t| resolve(self.root, &t))
+                .unwrap_or(s),
+            _ => s,
+        }
+    }
+
+    /// The kind `s` (followed through a `$ref`) grounds its values or its items as.
+    fn kind_of(&self, s: &'a Value) -> Option<GroundKind> {
+        let s = self.deref(s);
+        let own = s
+            .get(KEYWORD)
+            .and_then(Value::as_str)
+            .and_then(GroundKind::parse);
+        own.or_else(|| {
+            let items = s.get("items")?;
+            self.deref(items)
+                .get(KEYWORD)
+                .and_then(Value::as_str)
+                .and_then(GroundKind::parse)
+        })
+    }
+
+    fn error(&mut self, pointer: String, message: String) {
+        self.errors.push(GroundingError { pointer, message });
+    }
+
+    fn walk(&mut self, s: &'a Value, ptr: &str, path: &mut Vec<Seg>, depth: usize) {
+        let Value::Object(map) = s else { return };
+        if depth > MAX_DEPTH {
+            return;
+        }
+        if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            if !self.refs.iter().any(|x| x == r) {
+                if let Some(target) = parse_local_ref(r).and_then(|t| resolve(self.root, &t)) {
+                    self.refs.push(r.to_owned());
+                    let at = r.trim_start_matches('#').to_owned();
+                    self.walk(target, &at, path, depth + 1);
+                    self.refs.pop();
+                }
+            }
+        }
+        if let Some(g) = map.get(KEYWORD) {
+            self.marked(s, g, ptr, path);
+        }
+        if let Some(Value::Object(props)) = map.get("properties") {
+            let base = child(ptr, "properties");
+            let (mut sources, mut texts) = (Vec::new(), Vec::new());
+            for (k, sub) in props {
+                path.push(Seg::Prop(k.clone()));
+                self.walk(sub, &child(&base, k), path, depth + 1);
+                path.pop();
+                match self.kind_of(sub) {
+                    Some(GroundKind::Source) => sources.push(k.clone()),
+                    Some(GroundKind::Text) => texts.push(k.clone()),
+                    _ => {}
+                }
+            }
+            if !sources.is_empty() && !texts.is_empty() {
+                self.g.pairs.push(Pair {
+                    object: path.clone(),
+                    sources,
+                    texts,
+                });
+            }
+        }
+        if let Some(items) = map.get("items") {
+            path.push(Seg::Items);
+            self.walk(items, &child(ptr, "items"), path, depth + 1);
+            path.pop();
+        }
+        if let Some(Value::Array(prefix)) = map.get("prefixItems") {
+            for (i, sub) in prefix.iter().enumerate() {
+                path.push(Seg::Index(i));
+                self.walk(sub, &format!("{ptr}/prefixItems/{i}"), path, depth + 1);
+                path.pop();
+            }
+        }
+        for key in ["allOf", "anyOf", "oneOf"] {
+            if let Some(Value::Array(branches)) = map.get(key) {
+                for (i, sub) in branches.iter().enumerate() {
+                    self.walk(sub, &format!("{ptr}/{key}/{i}"), path, depth + 1);
+                }
+            }
+        }
+    }
+
+    /// A subschema that carries the keyword: checks the use and records the rule.
+    fn marked(&mut self, s: &'a Value, g: &Value, ptr: &str, path: &[Seg]) {
+        let at = child(ptr, KEYWORD);
+        let Some(kind) = g.as_str().and_then(GroundKind::parse) else {
+            let got = crate::diag::shown(&g.to_string());
+            let hint = g
+                .as_str()
+                .and_then(|s| crate::diag::suggest(s, &["text", "source", "number"]))
+                .map(|b| format!("; did you mean `{b}`?"))
+                .unwrap_or_default();
+            self.error(
+                at,
+                format!("unknown grounding kind {got}: expected \"text\", \"source\" or \"number\"{hint}"),
+            );
+            return;
+        };
+        if s.get("enum").is_some() || s.get("const").is_some() {
+            self.error(
+                at,
+                format!("`{KEYWORD}` on an enum or const: its values are fixed by the contract, not drawn from what the run read"),
+            );
+            return;
+        }
+        let Some(ts) = types(s) else {
+            self.error(
+                at,
+                format!("`{KEYWORD}` needs a `type`: only strings and numbers (or arrays of them) can be grounded"),
+            );
+            return;
+        };
+        let scalar = |t: &str| matches!(t, "string" | "number" | "integer" | "null");
+        if ts.iter().all(|t| scalar(t)) && ts.iter().any(|t| *t != "null") {
+            if kind == GroundKind::Source && !ts.contains(&"string") {
+                self.error(
+                    at,
+                    "a source id is a string: `\"source\"` grounds strings only".into(),
+                );
+                return;
+            }
+            self.g.rules.push(Rule {
+                path: path.to_vec(),
+                kind,
+            });
+            self.g.marks.push((at, kind));
+            return;
+        }
+        if ts == ["array"] {
+            let items = s.get("items").map(|i| self.deref(i));
+            let item_types = items.and_then(types).unwrap_or_default();
+            let enum_items =
+                items.is_some_and(|i| i.get("enum").is_some() || i.get("const").is_some());
+            if !enum_items
+                && !item_types.is_empty()
+                && item_types.iter().all(|t| scalar(t))
+                && (kind != GroundKind::Source || item_types.contains(&"string"))
+            {
+                let mut p = path.to_vec();
+                p.push(Seg::Items);
+                self.g.rules.push(Rule { path: p, kind });
+                self.g.marks.push((at, kind));
+                return;
+            }
+            self.error(
+                at,
+                format!("`{KEYWORD}` on an array whose items are not strings or numbers: mark the string or number values inside it instead"),
+            );
+            return;
+        }
+        let what = ts.join(" or ");
+        self.error(
+            at,
+            format!("`{KEYWORD}` on a {what}: only strings and numbers (or arrays of them) can be grounded; mark the values inside it instead"),
+        );
+    }
+}
+
+/// The lines a grounding rejection adds to a repair request.
+pub(crate) fn repair_message(u: &[Ungrounded], hint: &str) -> String {
+    let mut s = String::from(
+        "Your output was rejected: some values are not backed by anything this run has read (its input and its tool results). Fix every problem below and submit again.\n",
+    );
+    for x in u.iter().take(crate::contract::MAX_VIOLATIONS) {
+        s.push_str("- ");
+        s.push_str(&x.repair);
+        s.push('\n');
+    }
+    if u.len() > crate::contract::MAX_VIOLATIONS {
+        s.push_str(&format!(
+            "- … and {} more\n",
+            u.len() - crate::contract::MAX_VIOLATIONS
+        ));
+    }
+    s.push_str(hint);
+    s
+}
+
+#[cfg(test)]
+mod tests;
