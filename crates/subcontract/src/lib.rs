@@ -61,3 +61,17 @@ pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+// The book's chapters that hold Rust blocks, compiled and run the same way (book/src/).
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/specs.md")]
+pub struct BookSpecsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/bounds.md")]
+pub struct BookBoundsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/tools.md")]
+pub struct BookToolsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/hosts.md")]
+pub struct BookHostsDoctests;
