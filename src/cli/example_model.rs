@@ -98,6 +98,23 @@ impl Model for ExampleModel {
             _ => &[],
         };
         let submit = request.tools.iter().any(|t| &*t.name == SUBMIT_TOOL);
+        // A turn that asks for a read (after an ungrounded answer) gets the reads alone.
+        if !submit && !reads.is_empty() {
+            return Ok(ModelResponse {
+                text: None,
+                tool_calls: reads
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| ToolCall {
+                        id: format!("example_read_{}", i + 1),
+                        name: "read_file".into(),
+                        arguments: serde_json::json!({ "path": p }).into(),
+                    })
+                    .collect(),
+                usage,
+                stop_reason: StopReason::ToolUse,
+            });
+        }
         Ok(match (submit, output) {
             (true, _) => ModelResponse {
                 text: None,

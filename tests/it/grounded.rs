@@ -85,9 +85,13 @@ fn kinds(sink: &MemorySink) -> (usize, usize) {
 async fn an_invented_value_is_repaired_from_what_the_run_then_reads() {
     let dir = workspace();
     let told: Arc<Mutex<Vec<String>>> = Arc::default();
-    let t = told.clone();
+    let offered: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+    let (t, o) = (told.clone(), offered.clone());
     let m = model(move |_, turn, req| {
         t.lock().unwrap().push(last_reply(req));
+        o.lock()
+            .unwrap()
+            .push(req.tools.iter().map(|d| d.name.to_string()).collect());
         match turn {
             // Submits at once, as small models do, a name and version it never read.
             1 => ScriptStep::submit(json!({"name": "Cargo.toml", "version": "1.63.0"})),
@@ -116,6 +120,16 @@ async fn an_invented_value_is_repaired_from_what_the_run_then_reads() {
         told[1]
     );
     assert!(told[1].contains("`/name` = \"Cargo.toml\""), "{}", told[1]);
+    assert!(
+        told[1].contains("Next, call one of `read_file`, `grep` to read what holds each value"),
+        "{}",
+        told[1]
+    );
+    // The turn after an ungrounded answer offers the spec's tools without the submission.
+    let offered = offered.lock().unwrap();
+    assert!(offered[0].iter().any(|t| t == subcontract::SUBMIT_TOOL));
+    assert_eq!(offered[1], ["read_file", "grep"]);
+    assert!(offered[2].iter().any(|t| t == subcontract::SUBMIT_TOOL));
     // Grounding rejections are counted apart from schema rejections, and shown as such.
     assert_eq!(kinds(&sink), (0, 1));
     let tree = render_tree(&build_tree(&sink.events()));
@@ -595,8 +609,8 @@ fn the_shipped_specs_hold_where_their_sources_are_and_fail_where_not() {
         ),
         "{err}"
     );
-    // It reads the missing file again each turn, so it ends stalled rather than out of turns.
-    assert!(err.contains("stalled"), "{err}");
+    // It reads the missing file again each turn, so it ends stalled (or out of turns).
+    assert!(err.contains("stalled") || err.contains("invalid_output"), "{err}");
     // check_claim's quote must come from the file it cites.
     let (code, out, err) = cli(
         root,
@@ -680,7 +694,7 @@ fn mcp_serves_no_ungrounded_output() {
     let r = call(&mut s);
     assert_eq!(r["result"]["isError"], true, "{r}");
     let text = r["result"]["content"].to_string();
-    assert!(text.contains("stalled"), "{r}");
+    assert!(text.contains("stalled") || text.contains("invalid_output"), "{r}");
     assert!(
         !text.contains("Cargo.toml"),
         "the ungrounded value went out: {r}"

@@ -134,8 +134,8 @@ pub enum EventKind {
 /// asked for the output alone: in the tool modes it offered only the submission tool and made
 /// the model call it (in `auto` with the hidden `Levers::native_final`, as in `native`); in
 /// `native` it sent the response format and no tools; in `prompted` (and
-/// for text) it offered no tools. [`Forced::FirstTurn`] offered the spec's own tools without
-/// the submission and required a call of one.
+/// for text) it offered no tools. [`Forced::FirstTurn`] and [`Forced::Ungrounded`] offered the
+/// spec's own tools without the submission and required a call of one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -152,11 +152,15 @@ pub enum Forced {
     /// [`require_tool_first`](crate::SpecBuilder::require_tool_first): a call of one of its
     /// own tools was required, so that the model looks before it answers.
     FirstTurn,
+    /// The previous turn's output held values backed by nothing the run had read
+    /// (`x-grounded`): a call of one of the spec's own tools was required, so that the model
+    /// reads what holds them before it answers again.
+    Ungrounded,
 }
 
 impl Forced {
     /// The reason's stable name (`last_turn`, `no_tools`, `repeated_call`, `text_answer`,
-    /// `first_turn`).
+    /// `first_turn`, `ungrounded`).
     pub fn as_str(self) -> &'static str {
         match self {
             Forced::LastTurn => "last_turn",
@@ -164,6 +168,7 @@ impl Forced {
             Forced::RepeatedCall => "repeated_call",
             Forced::TextAnswer => "text_answer",
             Forced::FirstTurn => "first_turn",
+            Forced::Ungrounded => "ungrounded",
         }
     }
 }

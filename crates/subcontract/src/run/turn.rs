@@ -213,7 +213,7 @@ impl<'s> Plan<'s> {
                 forced: None,
             };
         };
-        if forced == Forced::FirstTurn {
+        if matches!(forced, Forced::FirstTurn | Forced::Ungrounded) {
             // Without the submission: offered with it, a small model submits a guess at once.
             return TurnRequest {
                 tools: &self.offered[..self.own_tools],
@@ -500,12 +500,15 @@ struct Rejected {
     summary: Vec<Violation>,
     /// The repair request.
     repair: String,
+    /// Whether the output was valid but ungrounded: the next turn then asks for a read.
+    ungrounded: bool,
 }
 
 fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
     Rejected {
         summary: rejected(ctx, turn, v),
         repair: repair_message(v, hint),
+        ungrounded: false,
     }
 }
 
@@ -530,7 +533,28 @@ fn ungrounded(
     Some(Rejected {
         summary: violations,
         repair: crate::ground::repair_message(&u, &hint()),
+        ungrounded: true,
     })
+}
+
+/// How a repair of ungrounded values ends: read first (the next turn requires a call of one of
+/// the spec's own tools, when it has any), then answer with the values as written.
+fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
+    let own: Vec<String> = plan.offered[..plan.own_tools]
+        .iter()
+        .map(|d| format!("`{}`", d.name))
+        .collect();
+    if own.is_empty() {
+        return answer.to_owned();
+    }
+    format!(
+        "Next, call {} to read what holds each value; then answer again with every value copied as it is written there ({left} turn(s) left).",
+        if own.len() == 1 {
+            own[0].clone()
+        } else {
+            format!("one of {}", own.join(", "))
+        }
+    )
 }
 
 /// How to send the answer again, by mode, as a repair message ends.
@@ -577,13 +601,14 @@ fn answer_in_text(
     v: Value,
     out: OutputText,
     evidence: Option<&Evidence>,
-) -> Result<Decoded, (String, Option<Vec<Violation>>)> {
+) -> Result<Decoded, (String, Option<Vec<Violation>>, bool)> {
     match spec.accept_output(&v, out) {
         Ok((t, d)) => match ungrounded(spec, ctx, turn, evidence, &v, || {
-            answer_again(plan.text_answer_mode())
+            let left = spec.limits.max_turns - turn;
+            read_then_answer(plan, left, &answer_again(plan.text_answer_mode()))
         }) {
             None => Ok((t, with_value(d, || v))),
-            Some(r) => Err((r.repair, Some(r.summary))),
+            Some(r) => Err((r.repair, Some(r.summary), true)),
         },
         Err(viol) => {
             let mut hint = answer_again(plan.text_answer_mode());
@@ -595,7 +620,7 @@ fn answer_in_text(
                 );
             }
             let r = reject(ctx, turn, &viol, &hint);
-            Err((r.repair, Some(r.summary)))
+            Err((r.repair, Some(r.summary), false))
         }
     }
 }
@@ -617,6 +642,7 @@ fn submission(
     spec: &SpecCore,
     ctx: &Ctx,
     turn: u32,
+    plan: &Plan<'_>,
     calls: &mut Vec<ToolCall>,
     out: OutputText,
     evidence: Option<&Evidence>,
@@ -644,9 +670,8 @@ fn submission(
                         parsed.as_ref()
                     }
                 };
-                if let Some(r) =
-                    v.and_then(|v| ungrounded(spec, ctx, turn, evidence, v, || again(turn)))
-                {
+                let hint = || read_then_answer(plan, spec.limits.max_turns - turn, &again(turn));
+                if let Some(r) = v.and_then(|v| ungrounded(spec, ctx, turn, evidence, v, hint)) {
                     return Submission::Rejected(i, r);
                 }
             }
@@ -707,7 +732,9 @@ pub(super) async fn turns(
         }
         let first_call = turn == 1 && spec.require_tool_first && plan.own_tools > 0;
         let forced = if !spec.levers.forced_output {
-            first_call.then_some(Forced::FirstTurn)
+            first_call
+                .then_some(Forced::FirstTurn)
+                .or(force_next.filter(|f| *f == Forced::Ungrounded))
         } else if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
@@ -749,17 +776,21 @@ pub(super) async fn turns(
             Reading::Text => (text, Some(Err(None))),
         };
         if let Some(value) = value {
+            let mut read_first = false;
             let repair = match value {
                 Ok(v) => match answer_in_text(spec, ctx, turn, &plan, v, out, evidence.as_ref()) {
                     Ok(done) => return Ok(done),
-                    Err((repair, rejected)) => {
+                    Err((repair, rejected, ungrounded)) => {
                         last_invalid = rejected.or(last_invalid);
+                        read_first = ungrounded && plan.own_tools > 0;
                         repair
                     }
                 },
                 Err(several) => no_output(plan.text_answer_mode(), several),
             };
-            if plan.mode.is_some() {
+            if read_first {
+                force_next = Some(Forced::Ungrounded);
+            } else if plan.mode.is_some() {
                 force_next = Some(Forced::TextAnswer);
             }
             let assistant = Message::Assistant {
@@ -780,9 +811,20 @@ pub(super) async fn turns(
         if let Some(i) = deferred {
             rejected = Some((i, ToolOutput::error("checked after the other calls")));
         } else {
-            match submission(spec, ctx, turn, &mut tool_calls, out, evidence.as_ref()) {
+            match submission(
+                spec,
+                ctx,
+                turn,
+                &plan,
+                &mut tool_calls,
+                out,
+                evidence.as_ref(),
+            ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(i, r) => {
+                    if r.ungrounded && plan.own_tools > 0 {
+                        force_next = Some(Forced::Ungrounded);
+                    }
                     last_invalid = Some(r.summary);
                     rejected = Some((i, ToolOutput::error(r.repair)));
                 }
@@ -791,7 +833,8 @@ pub(super) async fn turns(
         }
         // Calls of tools this turn did not offer (a forced turn offers the output alone) are
         // answered, not run; the repeats among the rest are noted.
-        let output_alone = forced.is_some_and(|f| f != Forced::FirstTurn);
+        let output_alone =
+            forced.is_some_and(|f| !matches!(f, Forced::FirstTurn | Forced::Ungrounded));
         let mut repeated: Vec<(usize, u32)> = Vec::new();
         let mut prepared = Vec::with_capacity(tool_calls.len());
         for (i, c) in tool_calls.iter().enumerate() {
@@ -818,9 +861,20 @@ pub(super) async fn turns(
         let (mut results, note) =
             run_tool_calls(spec, &tool_calls, prepared, ctx, turn, evidence.as_mut()).await;
         if let Some(i) = deferred {
-            match submission(spec, ctx, turn, &mut tool_calls, out, evidence.as_ref()) {
+            match submission(
+                spec,
+                ctx,
+                turn,
+                &plan,
+                &mut tool_calls,
+                out,
+                evidence.as_ref(),
+            ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(_, r) => {
+                    if r.ungrounded && plan.own_tools > 0 {
+                        force_next = Some(Forced::Ungrounded);
+                    }
                     last_invalid = Some(r.summary);
                     results[i].content = r.repair;
                 }
