@@ -90,14 +90,16 @@ pub(crate) fn without_anchor(key: &str) -> Option<&str> {
     (range(anchor, false) && !base.is_empty() && !base.ends_with(':')).then_some(base)
 }
 
-/// What a run has read, normalized once as it arrives: text pieces (each from at most one
-/// source), the sources consulted, and the numbers that occur.
+/// What a run has read, normalized once as it arrives: text pieces (each from the sources it
+/// came from), the sources consulted, and the numbers that occur. The run loop keeps one per
+/// run of a spec that grounds values; it is public for checks outside a run (an evaluation, a
+/// benchmark).
 ///
 /// Memory: one normalized copy of each piece, never more characters than the results the run
 /// already holds in its conversation (each turn's results are capped by
 /// `max_tool_result_chars_per_turn`; a withheld result adds nothing), plus a set of numbers.
 #[derive(Debug, Default)]
-pub(crate) struct Evidence {
+pub struct Evidence {
     pieces: Vec<String>,
     /// Source id → indices into `pieces` of what came from it.
     sources: HashMap<String, Vec<usize>>,
@@ -109,6 +111,12 @@ pub(crate) struct Evidence {
 }
 
 impl Evidence {
+    /// Empty evidence for checking outputs of `grounding` (numbers are collected only when
+    /// it grounds one).
+    pub fn for_grounding(grounding: &super::Grounding) -> Self {
+        Evidence::new(grounding.grounds(super::GroundKind::Number))
+    }
+
     pub(crate) fn new(want_numbers: bool) -> Self {
         Evidence {
             want_numbers,
@@ -117,17 +125,14 @@ impl Evidence {
     }
 
     /// Adds a run's input: its string and number values.
-    pub(crate) fn add_input(&mut self, input: &Value) {
+    pub fn add_input(&mut self, input: &Value) {
         self.add_values(input, &[]);
     }
 
-    /// Adds a tool result the run received (not an error: an error is the tool's own words).
-    pub(crate) fn add_result(
-        &mut self,
-        content: &str,
-        structured: Option<&Value>,
-        prov: &Provenance,
-    ) {
+    /// Adds a tool result the run received: its `content`, its `structured` value if it has
+    /// one, and its [`Provenance`] ([`ToolOutput::provenance`](crate::ToolOutput::provenance)).
+    /// The run loop adds no error result: an error is the tool's own words.
+    pub fn add_result(&mut self, content: &str, structured: Option<&Value>, prov: &Provenance) {
         let mut sources: Vec<String> = Vec::new();
         for key in prov.sources.iter().filter_map(|s| source_key(s)) {
             // A source named with a line anchor (a sub-agent's `src/a.rs:42`) is that file.
@@ -233,9 +238,8 @@ impl Evidence {
         &self.order
     }
 
-    /// Characters held, for tests of the memory bound.
-    #[cfg(test)]
-    pub(crate) fn held_bytes(&self) -> usize {
+    /// Bytes of normalized text held (the sources and numbers beside them are small).
+    pub fn held_bytes(&self) -> usize {
         self.pieces.iter().map(String::len).sum()
     }
 }

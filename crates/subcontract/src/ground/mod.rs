@@ -25,8 +25,9 @@ mod text;
 
 use serde_json::Value;
 
+pub(crate) use evidence::Body;
+pub use evidence::Evidence;
 pub use evidence::Provenance;
-pub(crate) use evidence::{Body, Evidence};
 
 use crate::contract::Violation;
 use crate::json::pointer::{child, parse_local_ref, resolve};
@@ -140,8 +141,9 @@ impl Grounding {
         self.rules.iter().any(|r| r.kind == kind)
     }
 
-    /// Checks `v` (already valid against its schema) against `ev`.
-    pub(crate) fn check(&self, v: &Value, ev: &Evidence) -> Result<(), Vec<Ungrounded>> {
+    /// Checks `v` (already valid against its schema) against `ev`: every ungrounded value,
+    /// in pointer order.
+    pub fn check(&self, v: &Value, ev: &Evidence) -> Result<(), Vec<Ungrounded>> {
         let mut out = Vec::new();
         for rule in &self.rules {
             each_at(v, &rule.path, String::new(), &mut |ptr, val| {
@@ -210,9 +212,21 @@ fn each_at(v: &Value, path: &[Seg], ptr: String, f: &mut dyn FnMut(&str, &Value)
 /// An ungrounded value: the violation that may travel up (where and why, never the value),
 /// and the line the sub-agent reads, which shows the value it sent.
 #[derive(Debug, Clone)]
-pub(crate) struct Ungrounded {
+pub struct Ungrounded {
     pub(crate) violation: Violation,
     pub(crate) repair: String,
+}
+
+impl Ungrounded {
+    /// Where and why, never the value: what may reach a parent, a trace or a log.
+    pub fn violation(&self) -> &Violation {
+        &self.violation
+    }
+
+    /// The line the sub-agent is sent: the pointer, its value and what to do.
+    pub fn repair(&self) -> &str {
+        &self.repair
+    }
 }
 
 /// The value as a repair message shows it: JSON, cut to a readable length.
