@@ -17,6 +17,11 @@
 //! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes,
 //! and `SUBCONTRACT_REAL_SETUP` (`own`, `messages`, or both, comma-separated) another template or
 //! endpoint, in place of the default setup.
+//!
+//! Each task runs in two variants: `plain`, its contract as written, and `grounded`, the same
+//! contract with the properties whose answer is in a file marked `x-grounded` (the task's
+//! `ground`), so an answer the model did not read is sent back for repair.
+//! `SUBCONTRACT_REAL_VARIANTS` (`plain`, `grounded`, or both, comma-separated) picks them.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -68,9 +73,42 @@ impl Api {
     }
 }
 
+/// A task's contract as written, or with its answers grounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Plain,
+    Grounded,
+}
+
+impl Variant {
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Plain => "plain",
+            Variant::Grounded => "grounded",
+        }
+    }
+}
+
+/// The variants to run: both unless `SUBCONTRACT_REAL_VARIANTS` names fewer.
+fn variants() -> Vec<Variant> {
+    let Ok(v) = std::env::var("SUBCONTRACT_REAL_VARIANTS") else {
+        return vec![Variant::Plain, Variant::Grounded];
+    };
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| match s {
+            "plain" => Variant::Plain,
+            "grounded" => Variant::Grounded,
+            other => panic!("SUBCONTRACT_REAL_VARIANTS: `{other}`: plain or grounded"),
+        })
+        .collect()
+}
+
 /// One line of the table.
 struct Row {
     task: String,
+    variant: Variant,
     template: Template,
     api: Api,
     mode: OutputMode,
@@ -155,8 +193,8 @@ impl Default for Aids {
     fn default() -> Self {
         Aids {
             levers: Levers::default(),
-            // Measured: 4 of 8 without it, 8 of 8 with it (2026-12-03; README, "Run against a
-            // local model").
+            // Measured: 4 of 8 without it, 8 of 8 with it (2026-12-03; BENCHMARKS.md, "The
+            // levers, measured").
             require_tool_first: true,
         }
     }
@@ -188,7 +226,23 @@ fn aids() -> Aids {
     a
 }
 
-fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
+/// The task's output contract in `variant`: for `grounded`, `x-grounded` added at each of
+/// the task's `ground` pointers.
+fn output_schema(task: &Value, variant: Variant) -> Value {
+    let mut schema = task["output"].clone();
+    if variant == Variant::Grounded {
+        for (pointer, kind) in task["ground"].as_object().into_iter().flatten() {
+            let at = schema
+                .pointer_mut(pointer)
+                .and_then(Value::as_object_mut)
+                .unwrap_or_else(|| panic!("{}: no schema at {pointer}", task["name"]));
+            at.insert("x-grounded".into(), kind.clone());
+        }
+    }
+    schema
+}
+
+fn spec(task: &Value, mode: OutputMode, variant: Variant) -> SubAgentSpec<Value, Value> {
     let tools: Vec<String> = task["tools"]
         .as_array()
         .expect("tools")
@@ -199,7 +253,7 @@ fn spec(task: &Value, mode: OutputMode) -> SubAgentSpec<Value, Value> {
     SubAgentSpec::dynamic(
         task["name"].as_str().expect("name"),
         serde_json::json!({"type": "object"}),
-        task["output"].clone(),
+        output_schema(task, variant),
     )
     .description(task["what"].as_str().expect("what"))
     .system(task["system"].as_str().expect("system"))
@@ -222,17 +276,19 @@ async fn run_setup(
     template: Template,
     api: Api,
     mode: OutputMode,
+    variant: Variant,
     rows: &mut Vec<Row>,
 ) {
     for task in tasks() {
-        let spec = spec(&task, mode);
+        let spec = spec(&task, mode, variant);
         let ws = Workspace::new(workspace(&task)).expect("workspace");
         // Every exchange, to read what the model was sent and said (and to replay it).
         let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "real-model/records/{}-{}-{}",
+            "real-model/records/{}-{}-{}-{}",
             template.name(),
             api.name().trim_start_matches("/v1/").replace('/', "-"),
-            mode.as_str()
+            mode.as_str(),
+            variant.name()
         ));
         std::fs::create_dir_all(&records).expect("records dir");
         let recorder = Recorder::to_file(
@@ -273,6 +329,7 @@ async fn run_setup(
         verdict.truncate(160);
         let row = Row {
             task: task["name"].as_str().expect("name").to_owned(),
+            variant,
             template,
             api,
             mode,
@@ -289,8 +346,9 @@ async fn run_setup(
 
 fn line(r: &Row) -> String {
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} + {} | {:.1} s |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} + {} | {:.1} s |",
         r.task,
+        r.variant.name(),
         r.template.name(),
         r.api.name(),
         r.mode.as_str(),
@@ -305,31 +363,34 @@ fn line(r: &Row) -> String {
 /// The table: every run, then per setup and mode the passes, requests, tokens and wall time.
 fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| task | template | endpoint | mode | result | requests | tokens (prompt + completion) | wall |\n|---|---|---|---|---|---|---|---|\n",
+        "| task | variant | template | endpoint | mode | result | requests | tokens (prompt + completion) | wall |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let _ = writeln!(s, "{}", line(r));
     }
-    s.push_str("\n| template | endpoint | mode | passed | requests | tokens | wall |\n|---|---|---|---|---|---|---|\n");
-    let mut keys: Vec<(Template, Api, OutputMode)> = Vec::new();
+    s.push_str("\n| variant | template | endpoint | mode | passed | valid but wrong | no output | requests | tokens | wall |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let mut keys: Vec<(Variant, Template, Api, OutputMode)> = Vec::new();
     for r in rows {
-        if !keys.contains(&(r.template, r.api, r.mode)) {
-            keys.push((r.template, r.api, r.mode));
+        if !keys.contains(&(r.variant, r.template, r.api, r.mode)) {
+            keys.push((r.variant, r.template, r.api, r.mode));
         }
     }
     for k in keys {
         let of: Vec<&Row> = rows
             .iter()
-            .filter(|r| (r.template, r.api, r.mode) == k)
+            .filter(|r| (r.variant, r.template, r.api, r.mode) == k)
             .collect();
+        let wrong = of.iter().filter(|r| r.verdict.starts_with("wrong")).count();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}/{} | {} | {} + {} | {:.0} s |",
+            "| {} | {} | {} | {} | {}/{} | {wrong} | {} | {} | {} + {} | {:.0} s |",
             k.0.name(),
             k.1.name(),
-            k.2.as_str(),
+            k.2.name(),
+            k.3.as_str(),
             of.iter().filter(|r| r.passed).count(),
             of.len(),
+            of.len() - wrong - of.iter().filter(|r| r.passed).count(),
             of.iter().map(|r| r.requests).sum::<u32>(),
             of.iter().map(|r| r.tokens.0).sum::<u64>(),
             of.iter().map(|r| r.tokens.1).sum::<u64>(),
@@ -399,7 +460,7 @@ fn setups() -> Vec<Setup> {
 static ONE_SERVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Passes `auto` must reach on the default setup: one below the 8 of 8 it passed
-/// on 2026-12-03 (README, "Run against a local model"), since temperature 0 on llama.cpp is
+/// on 2026-12-03 (BENCHMARKS.md, "A real model"), since temperature 0 on llama.cpp is
 /// not bit-for-bit repeatable across prompt-cache states.
 const AUTO_FLOOR: usize = 7;
 
@@ -417,7 +478,9 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
         for (api, modes) in apis {
             let model = api.model(&server);
             for mode in modes {
-                run_setup(&model, template, api, mode, &mut rows).await;
+                for variant in variants() {
+                    run_setup(&model, template, api, mode, variant, &mut rows).await;
+                }
             }
         }
     }
@@ -438,8 +501,15 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
     if aids != Aids::default() {
         return;
     }
-    let default_setup =
-        |r: &Row| (r.template, r.api, r.mode) == (Template::ToolCalls, Api::Chat, OutputMode::Auto);
+    let default_setup = |r: &Row| {
+        (r.variant, r.template, r.api, r.mode)
+            == (
+                Variant::Plain,
+                Template::ToolCalls,
+                Api::Chat,
+                OutputMode::Auto,
+            )
+    };
     if rows.iter().any(default_setup) {
         let n = rows.iter().filter(|r| default_setup(r) && r.passed).count();
         assert!(
@@ -513,7 +583,7 @@ fn load_project_spec(name: &str) -> SubAgentSpec<Value, Value> {
 /// `require_tool_first`, over `/v1/chat/completions` and the tool-call template; each output is
 /// checked against its contract here as well.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "about 6 minutes more on two busy cores: run with --ignored (README: Run against a local model)"]
+#[ignore = "about 6 minutes more on two busy cores: run with --ignored (the book: Local models)"]
 async fn the_project_specs_complete_on_a_real_model() {
     let _one = ONE_SERVER.lock().await;
     let installed = install();
