@@ -75,3 +75,6 @@ pub struct BookToolsDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/hosts.md")]
 pub struct BookHostsDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/grounded.md")]
+pub struct BookGroundedDoctests;
