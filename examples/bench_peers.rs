@@ -867,7 +867,7 @@ fn s4(reps: usize, iters: usize) -> Value {
 
 fn scale(reps: usize) -> Value {
     // One thread, like every other scenario (and asyncio). SCALE_MULTI_THREAD=1 uses both
-    // cores instead: today no faster, from lock contention in the allocator (see the README).
+    // cores instead: today no faster, from lock contention in the allocator (see BENCHMARKS.md).
     let rt = if std::env::var_os("SCALE_MULTI_THREAD").is_some() {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()

@@ -6,7 +6,7 @@
 //!
 //! On by default where the calls are cached
 //! ([`CtxBuilder::share_fanout_prefix`](crate::CtxBuilder::share_fanout_prefix)): the
-//! siblings after the first wait one model call, which the README's measurement weighs
+//! siblings after the first wait one model call, which the measurement in BENCHMARKS.md ("Prompt caching") weighs
 //! against what it saves.
 
 use std::sync::atomic::{AtomicBool, Ordering};

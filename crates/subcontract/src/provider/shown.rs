@@ -3,7 +3,7 @@
 //!
 //! Schemas derived from Rust types carry `$schema`, a `title` naming the Rust type, integer
 //! `format`s such as `uint32` (which the type and bounds already say), and optional arguments
-//! typed as "integer or null". Measured on a 1.5B model (README, "Run against a local model"),
+//! typed as "integer or null". Measured on a 1.5B model (BENCHMARKS.md, "The levers, measured"),
 //! the nullable optional arguments were filled with `1` rather than left out, and the noise
 //! made the first prompt larger than a peer's for the same task. Both providers send tools
 //! through [`tool_schema`], strict or not.

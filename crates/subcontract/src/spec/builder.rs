@@ -331,7 +331,7 @@ impl<I, O> SpecBuilder<I, O> {
     /// and sends `tool_choice` required, and the trace marks it `forced: first_turn`. A small
     /// model asked about files it has not read tends to answer at once with an invented,
     /// valid value; this makes it look first (on a 1.5B local model: 3 of 8 graded tasks
-    /// passed without it, 5 with it; README, "Run against a local model"). Off by default
+    /// passed without it, 5 with it; BENCHMARKS.md, "The levers, measured"). Off by default
     /// because the first turn then offers other tools than the later ones, so a provider's
     /// prompt cache written on it is not read on the second turn.
     pub fn require_tool_first(mut self, on: bool) -> Self {

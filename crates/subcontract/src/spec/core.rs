@@ -66,7 +66,7 @@ impl Default for Limits {
 }
 
 /// The run loop's aids for small models, each of which can be turned off to measure what it is
-/// worth (the real-model suite does, one at a time; README, "Run against a local model"). Not
+/// worth (the real-model suite does, one at a time; BENCHMARKS.md, "The levers, measured"). Not
 /// a setting to tune: every aid is on by default, and only a measurement turns one off.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
