@@ -111,6 +111,8 @@ pub struct Grounding {
 
 /// Deeper than this the walk stops (a schema is bounded in depth by its own analysis too).
 const MAX_DEPTH: usize = 64;
+/// Subschemas the walk visits at most, `$ref`s expanded where they are used.
+const MAX_VISITS: usize = 100_000;
 
 impl Grounding {
     /// The grounding rules of an output schema: `Ok(None)` when it grounds nothing, every
@@ -121,8 +123,22 @@ impl Grounding {
             g: Grounding::default(),
             errors: Vec::new(),
             refs: Vec::new(),
+            visits: 0,
         };
         w.walk(schema, "", &mut Vec::new(), 0);
+        if w.visits > MAX_VISITS {
+            // `$ref`s that fan out can make a small schema a huge tree; one that grounds
+            // nothing loses nothing by not being walked whole, one that does is refused.
+            if !crate::json::to_compact_string(schema).contains(KEYWORD) {
+                return Ok(None);
+            }
+            return Err(vec![GroundingError {
+                pointer: String::new(),
+                message: format!(
+                    "the output schema expands to more than {MAX_VISITS} subschemas through its `$ref`s, too many to find every `{KEYWORD}` value"
+                ),
+            }]);
+        }
         if !w.errors.is_empty() {
             return Err(w.errors);
         }
@@ -396,6 +412,8 @@ struct Walk<'a> {
     errors: Vec<GroundingError>,
     /// `$ref` targets being expanded: a recursive one is not expanded again.
     refs: Vec<String>,
+    /// Subschemas visited so far; past [`MAX_VISITS`] the walk stops.
+    visits: usize,
 }
 
 /// The JSON types a subschema admits (from `type`), `None` if it does not say.
@@ -440,7 +458,8 @@ impl<'a> Walk<'a> {
 
     fn walk(&mut self, s: &'a Value, ptr: &str, path: &mut Vec<Seg>, depth: usize) {
         let Value::Object(map) = s else { return };
-        if depth > MAX_DEPTH {
+        self.visits += 1;
+        if depth > MAX_DEPTH || self.visits > MAX_VISITS {
             return;
         }
         if let Some(r) = map.get("$ref").and_then(Value::as_str) {

@@ -246,3 +246,39 @@ fn the_check_of_a_large_output_against_much_evidence_is_bounded() {
     let u = g.check(&json!({"v": vals}), &ev).unwrap_err();
     assert_eq!(u.len(), 20);
 }
+
+#[test]
+fn refs_that_fan_out_do_not_blow_up_the_walk() {
+    // Each level refers to the next ten times: 10^8 paths from a schema of a few lines.
+    let mut defs = serde_json::Map::new();
+    for level in 0..8 {
+        let props: serde_json::Map<String, Value> = (0..10)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"$ref": format!("#/$defs/L{}", level + 1)}),
+                )
+            })
+            .collect();
+        defs.insert(
+            format!("L{level}"),
+            json!({"type": "object", "properties": props}),
+        );
+    }
+    defs.insert("L8".into(), json!({"type": "string", "maxLength": 5}));
+    let plain = json!({"$ref": "#/$defs/L0", "$defs": defs.clone()});
+    let t = std::time::Instant::now();
+    assert_eq!(Grounding::of_schema(&plain), Ok(None));
+    defs.insert(
+        "L8".into(),
+        json!({"type": "string", "maxLength": 5, "x-grounded": "text"}),
+    );
+    let grounded = json!({"$ref": "#/$defs/L0", "$defs": defs});
+    let e = Grounding::of_schema(&grounded).unwrap_err();
+    assert!(e[0].message.contains("too many"), "{}", e[0].message);
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t.elapsed()
+    );
+}
