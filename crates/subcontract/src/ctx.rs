@@ -223,6 +223,20 @@ impl CtxBuilder {
         self.resolver = Some(Arc::new(f));
         self
     }
+    /// Wraps the host's model and every model the resolver makes from now on in `wrap` (a
+    /// recorder or a replay per run, say): every model call under the context then passes
+    /// through it, whichever model a spec names.
+    pub fn map_models(
+        mut self,
+        wrap: impl Fn(Arc<dyn Model>) -> Arc<dyn Model> + Send + Sync + 'static,
+    ) -> Self {
+        let wrap = Arc::new(wrap);
+        self.model = wrap(self.model);
+        if let Some(resolve) = self.resolver.take() {
+            self.resolver = Some(Arc::new(move |name: &str| resolve(name).map(|m| wrap(m))));
+        }
+        self
+    }
     /// Prices used to turn usage into cost (default: empty, so every call costs 0).
     pub fn prices(mut self, prices: PriceTable) -> Self {
         self.prices = Arc::new(prices);

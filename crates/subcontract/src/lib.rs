@@ -6,13 +6,14 @@
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events, ground ·
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
-//   files) · host · check, mcp, batch, rig · temporal
+//   files) · host · check, mcp, batch, rig · eval, temporal
 pub mod batch;
 pub mod budget;
 pub mod check;
 pub mod contract;
 mod ctx;
 pub(crate) mod diag;
+pub mod eval;
 pub mod events;
 mod gate;
 pub mod ground;

@@ -1,0 +1,320 @@
+//! Recordings of an eval: one file per attempt, keyed by model, mode, case id and attempt,
+//! with the spec's contract hash in its first line; and the models that write and replay
+//! them.
+//!
+//! A file is `DIR/<model>/<mode>/<case>.<attempt>.jsonl`, each name made safe (letters,
+//! digits, `-`, `_` and `.` kept, at most 48 of them, then the FNV-1a hash of the whole name,
+//! so that hostile or colliding ids never leave `DIR` nor share a file). Its first line is a
+//! [`RecordingHeader`]; each further line a [`RecordedExchange`].
+
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, RecordedExchange, ReplayModel};
+use crate::spec::OutputMode;
+
+/// The recording format this crate writes and reads.
+pub const RECORDING_VERSION: u32 = 1;
+
+/// The first line of a recording: what it was made for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordingHeader {
+    /// Always [`RECORDING_VERSION`].
+    pub eval_recording: u32,
+    /// The spec's name.
+    pub spec: String,
+    /// Its contract hash when recorded.
+    pub contract: String,
+    /// The model the eval ran on.
+    pub model: String,
+    /// The output mode.
+    pub mode: String,
+    /// The case id.
+    pub case: String,
+    /// The attempt (1-based).
+    pub attempt: u32,
+}
+
+/// A file-name-safe form of `s`: its safe characters (at most 48), `-`, and its hash.
+pub fn safe_name(s: &str) -> String {
+    let kept: String = s
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(48)
+        .collect();
+    let kept = kept.trim_start_matches('.');
+    format!("{kept}-{:016x}", crate::json::fnv1a(s.as_bytes()))
+}
+
+/// The file of one attempt's recording under `dir`.
+pub fn recording_path(
+    dir: &Path,
+    model: &str,
+    mode: OutputMode,
+    case: &str,
+    attempt: u32,
+) -> PathBuf {
+    dir.join(safe_name(model))
+        .join(mode.as_str())
+        .join(format!("{}.{attempt}.jsonl", safe_name(case)))
+}
+
+/// The models recorded under `dir` (read from the headers of their files), sorted.
+pub fn recorded_models(dir: &Path) -> Vec<String> {
+    let mut models = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return models;
+    };
+    for e in entries.flatten() {
+        // The first recording found under the model's directory names it.
+        let found = walk_first(&e.path(), 2);
+        if let Some(h) = found.and_then(|p| read_header(&p).ok()) {
+            if !models.contains(&h.model) {
+                models.push(h.model);
+            }
+        }
+    }
+    models.sort();
+    models
+}
+
+fn walk_first(dir: &Path, depth: u32) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir).ok()?;
+    for e in entries.flatten() {
+        let p = e.path();
+        if depth > 1 && p.is_dir() {
+            if let Some(f) = walk_first(&p, depth - 1) {
+                return Some(f);
+            }
+        } else if depth == 1 && p.extension().is_some_and(|x| x == "jsonl") {
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn read_header(path: &Path) -> Result<RecordingHeader, String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut line = String::new();
+    std::io::BufReader::new(file)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&line).map_err(|e| format!("not an eval recording: {e}"))
+}
+
+/// Reads one attempt's recording: its header and exchanges.
+pub fn read_recording(path: &Path) -> Result<(RecordingHeader, Vec<RecordedExchange>), String> {
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let first = lines
+        .next()
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .ok_or("the recording is empty")?;
+    let header: RecordingHeader =
+        serde_json::from_str(&first).map_err(|e| format!("line 1: not an eval recording: {e}"))?;
+    if header.eval_recording != RECORDING_VERSION {
+        return Err(format!(
+            "recording format {} (this build reads {RECORDING_VERSION})",
+            header.eval_recording
+        ));
+    }
+    let mut exchanges = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        exchanges.push(serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", i + 2))?);
+    }
+    Ok((header, exchanges))
+}
+
+/// Writes one attempt's recording (redacted, like every file this crate writes), through a
+/// temporary file renamed into place so a reader never sees half of one.
+pub fn write_recording(
+    path: &Path,
+    header: &RecordingHeader,
+    exchanges: &[RecordedExchange],
+) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("jsonl.tmp");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        let head = serde_json::to_string(header).map_err(std::io::Error::from)?;
+        out.write_all(head.as_bytes())?;
+        out.write_all(b"\n")?;
+        for ex in exchanges {
+            let line = serde_json::to_string(ex).map_err(std::io::Error::from)?;
+            out.write_all(crate::redact::redact(&line).as_bytes())?;
+            out.write_all(b"\n")?;
+        }
+        out.flush()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// What one attempt's model calls did: counted always, kept when recording, and the first
+/// request a replay could not answer.
+#[derive(Debug, Default)]
+pub(crate) struct Tape {
+    pub(crate) requests: AtomicU64,
+    pub(crate) input_tokens: AtomicU64,
+    pub(crate) output_tokens: AtomicU64,
+    keep: bool,
+    pub(crate) exchanges: Mutex<Vec<RecordedExchange>>,
+    pub(crate) stale: Mutex<Option<String>>,
+    /// Replay models by model id, made once per attempt so identical requests are answered
+    /// in recorded order.
+    replays: Mutex<HashMap<String, Arc<ReplayModel>>>,
+    recorded: Vec<RecordedExchange>,
+}
+
+impl Tape {
+    /// A tape that counts, and keeps the exchanges when `keep`.
+    pub(crate) fn new(keep: bool) -> Self {
+        Tape {
+            keep,
+            ..Tape::default()
+        }
+    }
+
+    /// A tape that answers from `recorded`.
+    pub(crate) fn replaying(recorded: Vec<RecordedExchange>) -> Self {
+        Tape {
+            recorded,
+            ..Tape::default()
+        }
+    }
+
+    /// The replay model answering for `id`: the recorded exchanges of that model.
+    pub(crate) fn replay_for(&self, id: &str) -> Arc<ReplayModel> {
+        let mut replays = self.replays.lock().unwrap_or_else(|p| p.into_inner());
+        replays
+            .entry(id.to_string())
+            .or_insert_with(|| {
+                Arc::new(ReplayModel::new(
+                    id,
+                    self.recorded.iter().filter(|e| e.model == id).cloned(),
+                ))
+            })
+            .clone()
+    }
+
+    fn mark_stale(&self, message: String) {
+        let mut stale = self.stale.lock().unwrap_or_else(|p| p.into_inner());
+        stale.get_or_insert(message);
+    }
+
+    pub(crate) fn stale(&self) -> Option<String> {
+        self.stale.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn take_exchanges(&self) -> Vec<RecordedExchange> {
+        std::mem::take(&mut *self.exchanges.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+/// A model of one attempt: counts every call on the tape, keeps its exchanges when the tape
+/// records, and marks the tape stale when a replayed request has no recorded answer.
+pub(crate) struct Taped {
+    pub(crate) inner: Arc<dyn Model>,
+    pub(crate) tape: Arc<Tape>,
+    pub(crate) replay: bool,
+}
+
+impl std::fmt::Debug for Taped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Taped")
+            .field("model", &self.inner.id())
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Model for Taped {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
+        self.inner.prompt_cache()
+    }
+
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.tape.requests.fetch_add(1, Ordering::Relaxed);
+        let result = self.inner.complete(request).await;
+        match &result {
+            Ok(r) => {
+                self.tape
+                    .input_tokens
+                    .fetch_add(r.usage.input_tokens, Ordering::Relaxed);
+                self.tape
+                    .output_tokens
+                    .fetch_add(r.usage.output_tokens, Ordering::Relaxed);
+                if self.tape.keep {
+                    let ex = RecordedExchange {
+                        model: self.inner.id().to_string(),
+                        system: request.system.to_string(),
+                        messages: request.messages.to_vec(),
+                        tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
+                        response: r.clone(),
+                    };
+                    self.tape
+                        .exchanges
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(ex);
+                }
+            }
+            Err(ModelError::Exhausted(_)) if self.replay => {
+                self.tape.mark_stale(format!(
+                    "request {} ({} message(s), to `{}`) differs from every recorded one",
+                    self.tape.requests.load(Ordering::Relaxed),
+                    request.messages.len(),
+                    self.inner.id()
+                ));
+            }
+            Err(_) => {}
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_ids_stay_in_their_directory_and_never_collide() {
+        let dir = Path::new("/rec");
+        for id in [
+            "../../etc/passwd",
+            "/abs",
+            "a/b",
+            "a_b",
+            "..",
+            "",
+            "é\u{0}\n",
+        ] {
+            let p = recording_path(dir, "openai:gpt", OutputMode::Auto, id, 1);
+            assert!(p.starts_with("/rec"), "{p:?}");
+            assert_eq!(p.components().count(), 5, "{p:?}");
+            let name = p.file_name().unwrap().to_str().unwrap();
+            assert!(!name.starts_with('.'), "{name}");
+            assert!(!name.contains('/'), "{name}");
+        }
+        assert_ne!(safe_name("a/b"), safe_name("a_b"));
+        assert_ne!(safe_name("ab"), safe_name("a/b"));
+        assert!(safe_name(&"x".repeat(10_000)).len() < 70);
+    }
+}
