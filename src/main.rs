@@ -60,6 +60,9 @@ enum Command {
     Mcp(cli::mcp::McpArgs),
     /// Run a spec on every line of a JSON Lines file, resumably; exit 0 all completed, 1 not.
     Batch(cli::batch::BatchArgs),
+    /// Grade a spec on cases (JSON Lines) per output mode: pass@1, pass^k, valid and
+    /// wrong-valid rates; exit 0 all passed, 1 not, 2 usage or file error, 3 stale recording.
+    Eval(cli::eval::EvalArgs),
     /// Run batches' sub-agents from Temporal (see `batch --engine`) until Ctrl-C.
     #[cfg(feature = "temporal")]
     Worker(cli::temporal::WorkerArgs),
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "mcp")]
         Command::Mcp(args) => cli::mcp::main(args),
         Command::Batch(args) => cli::batch::main(args, cli.quiet),
+        Command::Eval(args) => cli::eval::main(args, cli.quiet),
         #[cfg(feature = "temporal")]
         Command::Worker(args) => cli::temporal::worker(args),
     })

@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod check;
 pub mod compat;
+pub mod eval;
 pub mod example_model;
 pub mod git;
 pub mod host;
