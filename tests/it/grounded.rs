@@ -610,7 +610,10 @@ fn the_shipped_specs_hold_where_their_sources_are_and_fail_where_not() {
         "{err}"
     );
     // It reads the missing file again each turn, so it ends stalled (or out of turns).
-    assert!(err.contains("stalled") || err.contains("invalid_output"), "{err}");
+    assert!(
+        err.contains("stalled") || err.contains("invalid_output"),
+        "{err}"
+    );
     // check_claim's quote must come from the file it cites.
     let (code, out, err) = cli(
         root,
@@ -694,7 +697,10 @@ fn mcp_serves_no_ungrounded_output() {
     let r = call(&mut s);
     assert_eq!(r["result"]["isError"], true, "{r}");
     let text = r["result"]["content"].to_string();
-    assert!(text.contains("stalled") || text.contains("invalid_output"), "{r}");
+    assert!(
+        text.contains("stalled") || text.contains("invalid_output"),
+        "{r}"
+    );
     assert!(
         !text.contains("Cargo.toml"),
         "the ungrounded value went out: {r}"
@@ -799,4 +805,148 @@ async fn a_submission_beside_reads_is_judged_after_them() {
         "{}",
         told[1]
     );
+}
+
+/// What the review of the check tried: ids with a number in them, empty files, a structured
+/// value the model never read, `list_dir`'s notes, and a line cut through a number.
+#[tokio::test]
+async fn odd_sources_and_presentation_are_not_evidence() {
+    let dir = workspace();
+    std::fs::write(dir.path().join("empty.py"), "").unwrap();
+    // `grep` shows 60 characters of this line, cut through the `1` of the number.
+    std::fs::write(
+        dir.path().join("long.txt"),
+        format!("{} timeout = 123456789 and more\n", "a".repeat(48)),
+    )
+    .unwrap();
+    let issue = FnTool::new(
+        "issue",
+        "Reads an issue.",
+        json!({"type": "object", "additionalProperties": false}),
+        |_| async {
+            let mut out = ToolOutput::text("Issue 42 is closed.").with_source("issue:42");
+            // A structured value the model never sees as text is not evidence.
+            out.structured = Some(json!({"secret": "hidden-99"}));
+            out
+        },
+    );
+    let mut set = Workspace::new(dir.path())
+        .unwrap()
+        .with_limits(subcontract::tool::workspace::WorkspaceLimits {
+            max_line_chars: 60,
+            ..Default::default()
+        })
+        .tool_set()
+        .unwrap();
+    set.insert(issue).unwrap();
+    let schema = json!({"type": "object", "additionalProperties": false,
+    "properties": {
+        "src": {"type": "string", "maxLength": 40, "x-grounded": "source"},
+        "v": {"type": "string", "maxLength": 40, "x-grounded": "text"},
+        "n": {"type": "integer", "x-grounded": "number"}
+    }});
+    for (call, answer, holds) in [
+        (("issue", json!({})), json!({"src": "issue:42"}), true),
+        (("issue", json!({})), json!({"src": "issue:99"}), false),
+        (("issue", json!({})), json!({"v": "hidden-99"}), false),
+        (
+            ("read_file", json!({"path": "empty.py"})),
+            json!({"src": "empty.py"}),
+            true,
+        ),
+        // `list_dir`'s names are evidence; its `(symlink)` and counts are not.
+        (("list_dir", json!({})), json!({"v": "Cargo.toml"}), true),
+        (("list_dir", json!({})), json!({"v": "symlink"}), false),
+        // The word a cut goes through is not the file's: neither the shown `1` nor the rest.
+        (
+            ("grep", json!({"pattern": "timeout"})),
+            json!({"v": "timeout ="}),
+            true,
+        ),
+        (
+            ("grep", json!({"pattern": "timeout"})),
+            json!({"n": 1}),
+            false,
+        ),
+        (
+            ("grep", json!({"pattern": "timeout"})),
+            json!({"n": 123456789}),
+            false,
+        ),
+    ] {
+        let c = call.clone();
+        let a = answer.clone();
+        let m = model(move |_, turn, _| match turn {
+            1 => ScriptStep::tool_call(c.0, c.1.clone()),
+            _ => ScriptStep::submit(a.clone()),
+        });
+        let ctx = Ctx::builder(m).tools(set.clone()).build();
+        let r = spec(
+            schema.clone(),
+            &["issue", "read_file", "list_dir", "grep"],
+            2,
+        )
+        .run(&json!({}), &ctx)
+        .await;
+        assert_eq!(
+            r.outcome == Outcome::Completed,
+            holds,
+            "{call:?} {answer}: {:?}",
+            r.error
+        );
+    }
+}
+
+/// A parent may pair a quote with a citation when its sub-agent grounded them together, and
+/// not with the sub-agent's other words.
+#[tokio::test]
+async fn a_sub_agents_quote_counts_for_the_source_it_grounded_it_beside() {
+    let dir = workspace();
+    let pair = |extra: &str| {
+        let mut p = json!({"type": "object", "additionalProperties": false, "required": ["file", "quote"],
+        "properties": {
+            "file": {"type": "string", "maxLength": 80, "x-grounded": "source"},
+            "quote": {"type": "string", "maxLength": 80, "x-grounded": "text"}
+        }});
+        if !extra.is_empty() {
+            p["properties"][extra] = json!({"type": "string", "maxLength": 80});
+        }
+        p
+    };
+    for (parent_quote, holds) in [("stores tides", true), ("made up note", false)] {
+        let m = model(move |system, turn, _| match (system, turn) {
+            ("PARENT", 1) => ScriptStep::tool_call("quoter", json!({})),
+            ("PARENT", _) => {
+                ScriptStep::submit(json!({"file": "docs/a.md", "quote": parent_quote}))
+            }
+            (_, 1) => ScriptStep::tool_call("read_file", json!({"path": "docs/a.md"})),
+            _ => ScriptStep::submit(
+                json!({"file": "docs/a.md", "quote": "stores tides", "note": "made up note"}),
+            ),
+        });
+        let child = SubAgentSpec::dynamic("quoter", json!({"type": "object"}), pair("note"))
+            .description("Quotes a file.")
+            .system("CHILD")
+            .tools(["read_file"])
+            .max_turns(3)
+            .build()
+            .unwrap();
+        let parent = SubAgentSpec::dynamic("parent", json!({"type": "object"}), pair(""))
+            .description("Quotes what its child quoted.")
+            .system("PARENT")
+            .tools(["quoter", "read_file"])
+            .max_turns(2)
+            .build()
+            .unwrap();
+        let mut set = tools(&dir);
+        set.insert(child.as_tool()).unwrap();
+        let ctx = Ctx::builder(m).tools(set).build();
+        let r = parent.run(&json!({}), &ctx).await;
+        assert_eq!(
+            r.outcome == Outcome::Completed,
+            holds,
+            "{parent_quote}: {:?}",
+            r.error
+        );
+    }
 }

@@ -22,9 +22,11 @@ pub(crate) enum Body {
     /// The content the model read (or, for a structured result, its values).
     #[default]
     Content,
-    /// The content is JSON: its string and number values are the evidence, not its syntax.
-    Json,
-    /// Only these excerpts, each from the source it names (if any): the content is the tool's
+    /// The content is a sub-agent's JSON output: its string and number values are the
+    /// evidence, not its syntax, from no source; beside them, (source, text) pairs the
+    /// sub-agent grounded together (a quote beside its citation).
+    Json(Vec<(String, String)>),
+    /// Only these excerpts, each from the source it names (or none): the content is the tool's
     /// presentation of them (line numbers, `path:line:` prefixes, notes), which is not
     /// evidence.
     Excerpts(Vec<(Option<String>, String)>),
@@ -69,6 +71,10 @@ pub(crate) fn source_key(id: &str) -> Option<String> {
 
 /// `key` without a trailing line anchor (`:42`, `:40-45`, `#L42`, `#L40-L45`), if it has one.
 pub(crate) fn without_anchor(key: &str) -> Option<&str> {
+    // A URI's `:8080` or `:42` is part of its name.
+    if key.contains("://") {
+        return None;
+    }
     fn digits(s: &str, l: bool) -> bool {
         let s = if l {
             s.strip_prefix('L').unwrap_or(s)
@@ -133,39 +139,49 @@ impl Evidence {
     /// one, and its [`Provenance`] ([`ToolOutput::provenance`](crate::ToolOutput::provenance)).
     /// The run loop adds no error result: an error is the tool's own words.
     pub fn add_result(&mut self, content: &str, structured: Option<&Value>, prov: &Provenance) {
-        let mut sources: Vec<String> = Vec::new();
-        for key in prov.sources.iter().filter_map(|s| source_key(s)) {
-            // A source named with a line anchor (a sub-agent's `src/a.rs:42`) is that file.
-            if let Some(base) = without_anchor(&key) {
-                sources.push(base.to_owned());
-            }
-            sources.push(key);
-        }
+        let sources: Vec<String> = prov.sources.iter().filter_map(|s| source_key(s)).collect();
         for s in &sources {
             self.consulted(s);
         }
-        // What has no source of its own came from every source the result names.
         match &prov.body {
+            // Each excerpt is from the source it names, or from none.
             Body::Excerpts(parts) => {
                 for (src, text) in parts {
                     match src.as_deref().and_then(source_key) {
-                        Some(s) => self.add_text(text, std::slice::from_ref(&s)),
-                        None => self.add_text(text, &sources),
+                        Some(s) => {
+                            self.consulted(&s);
+                            self.add_text(text, std::slice::from_ref(&s));
+                        }
+                        None => self.add_text(text, &[]),
                     }
                 }
             }
-            Body::Json => match structured.map(std::borrow::Cow::Borrowed).or_else(|| {
-                serde_json::from_str(content)
-                    .ok()
-                    .map(std::borrow::Cow::Owned)
-            }) {
-                Some(v) => self.add_values(&v, &sources),
-                None => self.add_text(content, &sources),
-            },
-            Body::Content => match structured {
-                Some(v) => self.add_values(v, &sources),
-                None => self.add_text(content, &sources),
-            },
+            // A sub-agent's output: its values are evidence, from no file; only the text it
+            // grounded beside a source (a quote beside its citation) is that source's.
+            Body::Json(attributed) => {
+                match structured.map(std::borrow::Cow::Borrowed).or_else(|| {
+                    serde_json::from_str(content)
+                        .ok()
+                        .map(std::borrow::Cow::Owned)
+                }) {
+                    Some(v) => self.add_values(&v, &[]),
+                    None => self.add_text(content, &[]),
+                }
+                for (src, text) in attributed {
+                    if let Some(s) = source_key(src) {
+                        self.consulted(&s);
+                        self.add_text(text, std::slice::from_ref(&s));
+                    }
+                }
+            }
+            // What the model read: the content, or a structured value's values when the
+            // content is that value as JSON (else the model never saw them).
+            Body::Content => {
+                match structured.filter(|v| crate::json::to_compact_string(v) == content) {
+                    Some(v) => self.add_values(v, &sources),
+                    None => self.add_text(content, &sources),
+                }
+            }
         }
     }
 
@@ -193,6 +209,10 @@ impl Evidence {
     }
 
     fn add_text(&mut self, text: &str, sources: &[String]) {
+        // An empty file read is still consulted.
+        for s in sources {
+            self.consulted(s);
+        }
         let norm = normalize(text);
         if norm.is_empty() {
             return;
@@ -215,13 +235,18 @@ impl Evidence {
     /// Whether normalized text `needle` occurs within one piece (a value split across two
     /// results occurs in neither).
     pub(crate) fn has_text(&self, needle: &str) -> bool {
-        needle.is_empty() || self.pieces.iter().any(|p| p.contains(needle))
+        let f = memchr::memmem::Finder::new(needle);
+        needle.is_empty() || self.pieces.iter().any(|p| f.find(p.as_bytes()).is_some())
     }
 
     /// Whether normalized text `needle` occurs in what came from source `key`.
     pub(crate) fn has_text_in(&self, key: &str, needle: &str) -> bool {
+        let f = memchr::memmem::Finder::new(needle);
         self.sources.get(key).is_some_and(|ix| {
-            needle.is_empty() || ix.iter().any(|&i| self.pieces[i].contains(needle))
+            needle.is_empty()
+                || ix
+                    .iter()
+                    .any(|&i| f.find(self.pieces[i].as_bytes()).is_some())
         })
     }
 

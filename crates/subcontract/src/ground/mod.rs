@@ -67,7 +67,7 @@ impl GroundKind {
 }
 
 /// One step from a value to a value inside it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Seg {
     Prop(String),
     /// Every item of an array.
@@ -76,7 +76,7 @@ enum Seg {
     Index(usize),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Rule {
     path: Vec<Seg>,
     kind: GroundKind,
@@ -124,6 +124,7 @@ impl Grounding {
             errors: Vec::new(),
             refs: Vec::new(),
             visits: 0,
+            seen: Default::default(),
         };
         w.walk(schema, "", &mut Vec::new(), 0);
         if w.visits > MAX_VISITS {
@@ -139,11 +140,25 @@ impl Grounding {
                 ),
             }]);
         }
+        // A keyword the walk did not reach (under `additionalProperties`, `if`, `not`, a
+        // remote `$ref`, …) would check nothing: refused, never ignored.
+        let mut all = Vec::new();
+        keyword_places(schema, String::new(), 0, &mut all);
+        for at in all {
+            let reached =
+                w.g.marks.iter().any(|(p, _)| *p == at) || w.errors.iter().any(|e| e.pointer == at);
+            if !reached {
+                w.error(
+                    at,
+                    format!("`{KEYWORD}` here is never checked: it must sit on a value reached through `properties`, `items`, `prefixItems`, `anyOf`, `oneOf`, `allOf` or a local `$ref`"),
+                );
+            }
+        }
         if !w.errors.is_empty() {
+            w.errors.sort_by(|a, b| a.pointer.cmp(&b.pointer));
+            w.errors.dedup();
             return Err(w.errors);
         }
-        w.g.rules.dedup();
-        w.g.marks.dedup();
         Ok((!w.g.rules.is_empty()).then_some(w.g))
     }
 
@@ -161,11 +176,22 @@ impl Grounding {
     /// in pointer order.
     pub fn check(&self, v: &Value, ev: &Evidence) -> Result<(), Vec<Ungrounded>> {
         let mut out = Vec::new();
+        // Each distinct value is looked for once: an output of many short items repeated
+        // does not scan the evidence once per item.
+        let mut seen: std::collections::HashMap<(GroundKind, String), Option<Ungrounded>> =
+            Default::default();
         for rule in &self.rules {
             each_at(v, &rule.path, String::new(), &mut |ptr, val| {
-                if let Some(u) = check_value(rule.kind, ptr, val, ev) {
-                    out.push(u);
+                let key = (rule.kind, val.to_string());
+                if let Some(verdict) = seen.get(&key) {
+                    if let Some(prev) = verdict {
+                        out.push(prev.at(ptr));
+                    }
+                    return;
                 }
+                let u = check_value(rule.kind, ptr, val, ev);
+                out.extend(u.clone());
+                seen.insert(key, u);
             });
         }
         for pair in &self.pairs {
@@ -190,6 +216,62 @@ impl Grounding {
             each_at(v, &rule.path, String::new(), &mut |_, val| {
                 if let Value::String(s) = val {
                     out.push(s.clone());
+                }
+            });
+        }
+        out
+    }
+}
+
+/// Every place in `schema` that holds the keyword, as a JSON Pointer to it (data such as
+/// `enum`, `const`, `default` and `examples` is not searched).
+fn keyword_places(schema: &Value, ptr: String, depth: usize, out: &mut Vec<String>) {
+    if depth > 2 * MAX_DEPTH {
+        return;
+    }
+    match schema {
+        Value::Object(m) => {
+            for (k, v) in m {
+                if k == KEYWORD {
+                    out.push(child(&ptr, k));
+                } else if !matches!(k.as_str(), "enum" | "const" | "default" | "examples") {
+                    keyword_places(v, child(&ptr, k), depth + 1, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                keyword_places(v, format!("{ptr}/{i}"), depth + 1, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Grounding {
+    /// The (source, text) pairs of `v`: each text grounded beside a source in one object,
+    /// with each source that object cites.
+    pub(crate) fn pair_values(&self, v: &Value) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for pair in &self.pairs {
+            each_at(v, &pair.object, String::new(), &mut |_, obj| {
+                let Value::Object(m) = obj else { return };
+                let strings = |k: &String| -> Vec<String> {
+                    match m.get(k) {
+                        Some(Value::String(s)) => vec![s.clone()],
+                        Some(Value::Array(a)) => a
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect(),
+                        _ => Vec::new(),
+                    }
+                };
+                let sources: Vec<String> = pair.sources.iter().flat_map(strings).collect();
+                for text in pair.texts.iter().flat_map(strings) {
+                    for s in &sources {
+                        out.push((s.clone(), text.clone()));
+                    }
                 }
             });
         }
@@ -234,6 +316,24 @@ pub struct Ungrounded {
 }
 
 impl Ungrounded {
+    /// The same verdict for the same value at another pointer.
+    fn at(&self, ptr: &str) -> Ungrounded {
+        let shown = if ptr.is_empty() { "/" } else { ptr };
+        // The repair line starts with the pointer in backticks.
+        let rest = self
+            .repair
+            .get(1..)
+            .and_then(|r| r.find('`').map(|i| &r[i + 1..]))
+            .unwrap_or("");
+        Ungrounded {
+            violation: Violation {
+                path: ptr.to_owned(),
+                message: self.violation.message.clone(),
+            },
+            repair: format!("`{shown}`{rest}"),
+        }
+    }
+
     /// Where and why, never the value: what may reach a parent, a trace or a log.
     pub fn violation(&self) -> &Violation {
         &self.violation
@@ -414,6 +514,13 @@ struct Walk<'a> {
     refs: Vec<String>,
     /// Subschemas visited so far; past [`MAX_VISITS`] the walk stops.
     visits: usize,
+    /// The rules found so far, to add each once.
+    seen: std::collections::HashSet<Rule>,
+}
+
+/// Whether a subschema's values are fixed by the contract.
+fn typed_enum(s: &Value) -> bool {
+    s.get("enum").is_some() || s.get("const").is_some()
 }
 
 /// The JSON types a subschema admits (from `type`), `None` if it does not say.
@@ -438,11 +545,13 @@ impl<'a> Walk<'a> {
 
     /// The kind `s` (followed through a `$ref`) grounds its values or its items as.
     fn kind_of(&self, s: &'a Value) -> Option<GroundKind> {
+        // The keyword beside a `$ref`, or on what it refers to.
+        let own = [s, self.deref(s)].into_iter().find_map(|x| {
+            x.get(KEYWORD)
+                .and_then(Value::as_str)
+                .and_then(GroundKind::parse)
+        });
         let s = self.deref(s);
-        let own = s
-            .get(KEYWORD)
-            .and_then(Value::as_str)
-            .and_then(GroundKind::parse);
         own.or_else(|| {
             let items = s.get("items")?;
             self.deref(items)
@@ -450,6 +559,30 @@ impl<'a> Walk<'a> {
                 .and_then(Value::as_str)
                 .and_then(GroundKind::parse)
         })
+        .or_else(|| {
+            // `Option<T>` is `anyOf: [T, null]`: the kind of its one non-null branch.
+            ["anyOf", "oneOf"].iter().find_map(|k| {
+                let branches = s.get(*k)?.as_array()?;
+                let mut kinds = branches
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) != Some("null"))
+                    .map(|b| self.kind_of(b));
+                match (kinds.next(), kinds.next()) {
+                    (Some(k), None) => k,
+                    _ => None,
+                }
+            })
+        })
+    }
+
+    fn rule(&mut self, path: Vec<Seg>, kind: GroundKind, at: String) {
+        let r = Rule { path, kind };
+        if self.seen.insert(r.clone()) {
+            self.g.rules.push(r);
+        }
+        if !self.g.marks.iter().any(|(p, k)| *p == at && *k == kind) {
+            self.g.marks.push((at, kind));
+        }
     }
 
     fn error(&mut self, pointer: String, message: String) {
@@ -463,13 +596,24 @@ impl<'a> Walk<'a> {
             return;
         }
         if let Some(r) = map.get("$ref").and_then(Value::as_str) {
+            let target = parse_local_ref(r).and_then(|t| resolve(self.root, &t));
             if !self.refs.iter().any(|x| x == r) {
-                if let Some(target) = parse_local_ref(r).and_then(|t| resolve(self.root, &t)) {
+                if let Some(target) = target {
                     self.refs.push(r.to_owned());
                     let at = r.trim_start_matches('#').to_owned();
                     self.walk(target, &at, path, depth + 1);
                     self.refs.pop();
                 }
+            } else if target.is_some_and(|t| {
+                let mut found = Vec::new();
+                keyword_places(t, String::new(), 0, &mut found);
+                !found.is_empty()
+            }) {
+                // The rules are paths, unrolled once: deeper levels would go unchecked.
+                self.error(
+                    child(ptr, "$ref"),
+                    format!("`{KEYWORD}` under a `$ref` that recurses cannot be checked at every depth; ground values outside the recursion"),
+                );
             }
         }
         if let Some(g) = map.get(KEYWORD) {
@@ -533,14 +677,20 @@ impl<'a> Walk<'a> {
             );
             return;
         };
-        if s.get("enum").is_some() || s.get("const").is_some() {
+        if typed_enum(s) || typed_enum(self.deref(s)) {
             self.error(
                 at,
                 format!("`{KEYWORD}` on an enum or const: its values are fixed by the contract, not drawn from what the run read"),
             );
             return;
         }
-        let Some(ts) = types(s) else {
+        // `{"$ref": …, "x-grounded": …}`: the type is the target's.
+        let typed = if s.get("type").is_some() {
+            s
+        } else {
+            self.deref(s)
+        };
+        let Some(ts) = types(typed) else {
             self.error(
                 at,
                 format!("`{KEYWORD}` needs a `type`: only strings and numbers (or arrays of them) can be grounded"),
@@ -548,7 +698,16 @@ impl<'a> Walk<'a> {
             return;
         };
         let scalar = |t: &str| matches!(t, "string" | "number" | "integer" | "null");
-        if ts.iter().all(|t| scalar(t)) && ts.iter().any(|t| *t != "null") {
+        let ts: Vec<&str> = ts.into_iter().filter(|t| *t != "null").collect();
+        if !ts.is_empty() && ts.iter().all(|t| scalar(t)) {
+            if kind == GroundKind::Text && !ts.contains(&"string") {
+                // As text, `14` would be found inside `2140`.
+                self.error(
+                    at,
+                    "a number is grounded as `\"number\"`, not `\"text\"`".into(),
+                );
+                return;
+            }
             if kind == GroundKind::Source && !ts.contains(&"string") {
                 self.error(
                     at,
@@ -556,16 +715,17 @@ impl<'a> Walk<'a> {
                 );
                 return;
             }
-            self.g.rules.push(Rule {
-                path: path.to_vec(),
-                kind,
-            });
-            self.g.marks.push((at, kind));
+            self.rule(path.to_vec(), kind, at);
             return;
         }
         if ts == ["array"] {
-            let items = s.get("items").map(|i| self.deref(i));
-            let item_types = items.and_then(types).unwrap_or_default();
+            let items = typed.get("items").map(|i| self.deref(i));
+            let item_types: Vec<&str> = items
+                .and_then(types)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| *t != "null")
+                .collect();
             let enum_items =
                 items.is_some_and(|i| i.get("enum").is_some() || i.get("const").is_some());
             if !enum_items
@@ -575,8 +735,7 @@ impl<'a> Walk<'a> {
             {
                 let mut p = path.to_vec();
                 p.push(Seg::Items);
-                self.g.rules.push(Rule { path: p, kind });
-                self.g.marks.push((at, kind));
+                self.rule(p, kind, at);
                 return;
             }
             self.error(

@@ -175,8 +175,7 @@ fn refs_and_options_are_followed() {
         "type": "object",
         "properties": {"best": {"anyOf": [{"$ref": "#/$defs/F"}, {"type": "null"}]}},
         "$defs": {"F": {"type": "object", "properties": {
-            "path": {"type": "string", "maxLength": 50, "x-grounded": "source"},
-            "next": {"$ref": "#/$defs/F"}
+            "path": {"type": "string", "maxLength": 50, "x-grounded": "source"}
         }}}
     }));
     let mut ev = Evidence::new(false);
@@ -280,5 +279,66 @@ fn refs_that_fan_out_do_not_blow_up_the_walk() {
         t.elapsed() < std::time::Duration::from_secs(10),
         "{:?}",
         t.elapsed()
+    );
+}
+
+#[test]
+fn a_keyword_the_check_cannot_reach_is_refused_not_ignored() {
+    for (schema, at) in [
+        (
+            json!({"type": "object", "additionalProperties": {"type": "string", "x-grounded": "text"}}),
+            "/additionalProperties/x-grounded",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}},
+                   "if": {"properties": {"a": {"type": "string", "x-grounded": "text"}}}}),
+            "/if/properties/a/x-grounded",
+        ),
+        (
+            // A recursive tree: deeper levels would go unchecked.
+            json!({"$ref": "#/$defs/N", "$defs": {"N": {"type": "object", "properties": {
+                "path": {"type": "string", "x-grounded": "source"},
+                "children": {"type": "array", "items": {"$ref": "#/$defs/N"}}}}}}),
+            "/$defs/N/properties/children/items/$ref",
+        ),
+    ] {
+        let e = errors(schema);
+        assert!(e.iter().any(|x| x.pointer == at), "{at}: {e:?}");
+    }
+}
+
+#[test]
+fn options_nullable_lists_and_refs_are_grounded() {
+    // `Option<Vec<String>>`, a `$ref` beside the keyword, and an `Option`-wrapped pair.
+    let g = plan(json!({"type": "object", "properties": {
+        "tags": {"type": ["array", "null"], "items": {"type": "string"}, "x-grounded": "text"},
+        "file": {"$ref": "#/$defs/Path", "x-grounded": "source"},
+        "quote": {"anyOf": [{"type": "string", "x-grounded": "text"}, {"type": "null"}]}
+    }, "$defs": {"Path": {"type": "string", "maxLength": 50}}}));
+    let mut ev = Evidence::new(false);
+    read(&mut ev, "a.md", "alpha beta");
+    read(&mut ev, "b.md", "gamma");
+    assert!(g
+        .check(
+            &json!({"tags": ["alpha"], "file": "a.md", "quote": "beta"}),
+            &ev
+        )
+        .is_ok());
+    assert!(g
+        .check(&json!({"tags": null, "file": "a.md", "quote": null}), &ev)
+        .is_ok());
+    // The quote is paired with the file even through the `Option`.
+    let u = g
+        .check(&json!({"file": "b.md", "quote": "beta"}), &ev)
+        .unwrap_err();
+    assert_eq!(u[0].violation.path, "/quote");
+    // A number is grounded as a number, never as text.
+    let e = errors(
+        json!({"type": "object", "properties": {"n": {"type": "integer", "x-grounded": "text"}}}),
+    );
+    assert!(
+        e[0].message.contains("grounded as `\"number\"`"),
+        "{}",
+        e[0].message
     );
 }

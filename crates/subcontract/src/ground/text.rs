@@ -21,6 +21,8 @@ pub(crate) fn normalize(s: &str) -> String {
         }
         match c {
             'ß' | 'ẞ' => out.push_str("ss"),
+            // The minus sign is a minus, as a hyphen-minus is.
+            '\u{2212}' => out.push('-'),
             'ς' => out.push('σ'),
             c if c.is_ascii() => out.push(c.to_ascii_lowercase()),
             c => out.extend(c.to_lowercase()),
@@ -82,6 +84,14 @@ pub(crate) fn numbers(s: &str, mut found: impl FnMut(f64)) {
         let alone_after = match b.get(j) {
             None => true,
             Some(b'.') => !b.get(j + 1).is_some_and(u8::is_ascii_digit),
+            // A unit's letters may follow, but not letters and then digits (`3a5f`, `0x1f`).
+            Some(n) if n.is_ascii_alphabetic() => {
+                let mut k = j;
+                while k < b.len() && b[k].is_ascii_alphabetic() {
+                    k += 1;
+                }
+                !b.get(k).is_some_and(|c| c.is_ascii_digit() || *c == b'_')
+            }
             Some(&n) => !n.is_ascii_digit() && n != b'_',
         };
         if alone_before && alone_after {
@@ -148,6 +158,8 @@ mod tests {
         assert_eq!(nums("-5 and 3-5"), vec![-5.0, 3.0, 5.0]);
         assert_eq!(nums(".5"), vec![0.5]);
         assert_eq!(nums("１４"), vec![14.0]);
+        assert_eq!(nums("\u{2212}14"), vec![-14.0]);
+        assert_eq!(nums("3a5f 0x1f 2nd"), vec![2.0]);
         assert_eq!(nums("1e999"), Vec::<f64>::new());
         assert_eq!(number_key(-0.0), number_key(0.0));
     }

@@ -64,21 +64,30 @@ impl AgentTool {
                 let structured = value.downcast::<Value>().ok().map(|v| *v);
                 // The sources the child's output cites were checked against what the child
                 // read: the parent has consulted them through it, and may cite them too.
-                let cited = match &self.spec.grounding {
-                    Some(g) if g.grounds(GroundKind::Source) => match &structured {
-                        Some(v) => g.source_values(v),
-                        None => serde_json::from_str::<Value>(&text)
-                            .map(|v| g.source_values(&v))
-                            .unwrap_or_default(),
-                    },
-                    _ => Vec::new(),
+                // The sources the child's output cites were checked against what the child
+                // read: the parent has consulted them through it, and may cite them too; a
+                // text the child grounded beside a citation is that source's for the parent.
+                let (cited, attributed) = match &self.spec.grounding {
+                    Some(g) if g.grounds(GroundKind::Source) => {
+                        let parsed;
+                        let v = match &structured {
+                            Some(v) => Some(v),
+                            None => {
+                                parsed = serde_json::from_str::<Value>(&text).ok();
+                                parsed.as_ref()
+                            }
+                        };
+                        v.map(|v| (g.source_values(v), g.pair_values(v)))
+                            .unwrap_or_default()
+                    }
+                    _ => Default::default(),
                 };
                 let mut out = ToolOutput::text(text);
                 out.structured = structured;
                 for id in cited {
                     out = out.with_source(id);
                 }
-                out.with_json_body()
+                out.with_json_body(attributed)
             }
             (outcome, _) => ToolOutput::error(ended_without_result(
                 &self.spec.name,

@@ -293,7 +293,7 @@ impl Reading {
                     // A first turn's call may still come as text, and as a submission: it is
                     // read as what it is.
                     let offered = match req.forced {
-                        Some(Forced::FirstTurn) => &plan.offered[..],
+                        Some(Forced::FirstTurn | Forced::Ungrounded) => &plan.offered[..],
                         _ => req.tools,
                     };
                     if offered.iter().any(|d| *d.name == *call.name) {
@@ -537,6 +537,12 @@ fn ungrounded(
     })
 }
 
+/// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its own,
+/// and a turn is left after that one to answer in.
+fn reads_next(plan: &Plan<'_>, spec: &SpecCore, turn: u32) -> bool {
+    plan.own_tools > 0 && turn + 1 < spec.limits.max_turns
+}
+
 /// How a repair of ungrounded values ends: read first (the next turn requires a call of one of
 /// the spec's own tools, when it has any), then answer with the values as written.
 fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
@@ -544,7 +550,8 @@ fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
         .iter()
         .map(|d| format!("`{}`", d.name))
         .collect();
-    if own.is_empty() {
+    // With one turn left there is no turn to read in: that turn asks for the answer.
+    if own.is_empty() || left <= 1 {
         return answer.to_owned();
     }
     format!(
@@ -671,11 +678,22 @@ fn submission(
                     }
                 };
                 let hint = || read_then_answer(plan, spec.limits.max_turns - turn, &again(turn));
-                if let Some(r) = v.and_then(|v| ungrounded(spec, ctx, turn, evidence, v, hint)) {
+                let Some(v) = v else {
+                    // Valid text that cannot be read back (not expected): refused, not waved
+                    // through unchecked.
+                    let viol = [Violation {
+                        path: String::new(),
+                        message: "the output could not be read back to check its grounded values"
+                            .into(),
+                    }];
+                    return Submission::Rejected(i, reject(ctx, turn, &viol, &again(turn)));
+                };
+                if let Some(r) = ungrounded(spec, ctx, turn, evidence, v, hint) {
                     return Submission::Rejected(i, r);
                 }
             }
-            if calls.len() > 1 {
+            // (A grounded spec ran them first: it judges such a submission after them.)
+            if calls.len() > 1 && evidence.is_none() {
                 tracing::debug!(
                     run_id = ctx.run_id(),
                     "tool calls made beside a valid submission were not run"
@@ -734,7 +752,7 @@ pub(super) async fn turns(
         let forced = if !spec.levers.forced_output {
             first_call
                 .then_some(Forced::FirstTurn)
-                .or(force_next.filter(|f| *f == Forced::Ungrounded))
+                .or(force_next.filter(|f| *f == Forced::Ungrounded && turn < spec.limits.max_turns))
         } else if spec.tools.is_empty() {
             Some(Forced::NoTools)
         } else if turn == spec.limits.max_turns {
@@ -782,7 +800,7 @@ pub(super) async fn turns(
                     Ok(done) => return Ok(done),
                     Err((repair, rejected, ungrounded)) => {
                         last_invalid = rejected.or(last_invalid);
-                        read_first = ungrounded && plan.own_tools > 0;
+                        read_first = ungrounded && reads_next(&plan, spec, turn);
                         repair
                     }
                 },
@@ -822,7 +840,7 @@ pub(super) async fn turns(
             ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(i, r) => {
-                    if r.ungrounded && plan.own_tools > 0 {
+                    if r.ungrounded && reads_next(&plan, spec, turn) {
                         force_next = Some(Forced::Ungrounded);
                     }
                     last_invalid = Some(r.summary);
@@ -872,7 +890,7 @@ pub(super) async fn turns(
             ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(_, r) => {
-                    if r.ungrounded && plan.own_tools > 0 {
+                    if r.ungrounded && reads_next(&plan, spec, turn) {
                         force_next = Some(Forced::Ungrounded);
                     }
                     last_invalid = Some(r.summary);

@@ -171,7 +171,9 @@ impl DynSpec {
         into_value(r)
     }
 
-    /// Checks an output exactly as the run loop does before a parent sees it.
+    /// Checks an output exactly as the run loop does before a parent sees it, but for grounded
+    /// values (`x-grounded`), which need a run's evidence
+    /// ([`Grounding::check`](crate::ground::Grounding::check)).
     pub fn validate_output(&self, output: &Value) -> Result<(), Vec<crate::Violation>> {
         self.core
             .accept_output(output, OutputText::Skip)

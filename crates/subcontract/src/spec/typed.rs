@@ -71,8 +71,10 @@ impl<I, O> SubAgentSpec<I, O> {
 }
 
 impl<I, O: 'static> SubAgentSpec<I, O> {
-    /// Checks an output exactly as the run loop does before a parent sees it — size,
-    /// schema, then the typed decode and `validator` rules — and returns it decoded.
+    /// Checks an output exactly as the run loop does before a parent sees it — size, schema,
+    /// then the typed decode and `validator` rules — and returns it decoded. Grounded values
+    /// (`x-grounded`) are not checked here: that needs a run's evidence
+    /// ([`Grounding::check`](crate::ground::Grounding::check)).
     pub fn validate_output(&self, output: &Value) -> Result<O, Vec<Violation>> {
         let (_, decoded) = self.core().accept_output(output, OutputText::Skip)?;
         downcast_output(with_value(decoded, || output.clone())).map_err(|m| {

@@ -111,9 +111,10 @@ impl ToolOutput {
         self
     }
 
-    /// The content is JSON: its values are the evidence, not its syntax.
-    pub(crate) fn with_json_body(mut self) -> Self {
-        self.provenance.body = Body::Json;
+    /// The content is a sub-agent's JSON output: its values are the evidence, from no source,
+    /// and `attributed` the (source, text) pairs it grounded together.
+    pub(crate) fn with_json_body(mut self, attributed: Vec<(String, String)>) -> Self {
+        self.provenance.body = Body::Json(attributed);
         self
     }
 }

@@ -394,7 +394,11 @@ impl Search<'_> {
                 shown_name(rel, &[':']),
                 index + 1
             ));
-            here.push_str(&kept);
+            here.push_str(super::whole_words(
+                &kept,
+                !head.is_empty(),
+                !tail.is_empty(),
+            ));
             here.push('\n');
         }
         if found_here {

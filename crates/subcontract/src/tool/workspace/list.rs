@@ -2,7 +2,14 @@
 
 use super::{is_skipped_dir, shown_name, ListDirArgs, Smallest, Workspace, WorkspaceError};
 
-pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, WorkspaceError> {
+/// What `list_dir` shows, and the entries' own names within it (no `/`, `(symlink)` or notes):
+/// what a grounded output may quote.
+pub(super) struct Listed {
+    pub(super) text: String,
+    pub(super) names: String,
+}
+
+pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<Listed, WorkspaceError> {
     let rel = args.path.as_deref().unwrap_or(".");
     let rel = if rel.is_empty() { "." } else { rel };
     let dir = ws.open_dir(rel)?;
@@ -44,9 +51,12 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Wor
     if entries.is_empty() && more == 0 {
         out.push_str("(empty directory)\n");
     }
-    for (_, shown) in &entries {
+    let mut names = String::new();
+    for (name, shown) in &entries {
         out.push_str(shown);
         out.push('\n');
+        names.push_str(name);
+        names.push('\n');
     }
     if more > 0 {
         out.push_str(&format!("… {more} more entries not shown (limit {max})\n"));
@@ -57,5 +67,5 @@ pub(super) fn list_dir(ws: &Workspace, args: &ListDirArgs) -> Result<String, Wor
             skipped.join(", ")
         ));
     }
-    Ok(out)
+    Ok(Listed { text: out, names })
 }

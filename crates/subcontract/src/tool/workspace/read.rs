@@ -329,7 +329,8 @@ impl Render {
             self.out.push_str(text);
             self.out.push_str(&marker(dropped, open));
             self.out.push('\n');
-            self.evidence.push_str(text);
+            self.evidence
+                .push_str(super::whole_words(text, false, dropped > 0 || open));
             self.evidence.push('\n');
             self.last_shown = self.line_no;
             return;
@@ -351,7 +352,8 @@ impl Render {
         self.out.push_str(&text[..cut]);
         self.out.push_str(&marker(dropped, open));
         self.out.push('\n');
-        self.evidence.push_str(&text[..cut]);
+        self.evidence
+            .push_str(super::whole_words(&text[..cut], false, true));
         self.evidence.push('\n');
         self.last_shown = self.line_no;
     }

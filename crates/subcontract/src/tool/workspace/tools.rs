@@ -11,29 +11,6 @@ use crate::tool::{Tool, ToolOutput, ToolSet, ToolSetError, TypedTool};
 /// Names of the built-in workspace tools.
 pub const BUILTIN_TOOLS: [&str; 3] = ["read_file", "list_dir", "grep"];
 
-macro_rules! workspace_tool {
-    ($ty:ident, $name:literal, $args:ty, $method:ident, $desc:literal) => {
-        #[doc = concat!("The `", $name, "` tool over a [`Workspace`].")]
-        #[derive(Debug, Clone)]
-        pub struct $ty(pub Arc<Workspace>);
-
-        #[async_trait]
-        impl TypedTool for $ty {
-            type Args = $args;
-            type Output = String;
-            fn name(&self) -> &str {
-                $name
-            }
-            fn description(&self) -> &str {
-                $desc
-            }
-            async fn call(&self, args: $args, _ctx: &Ctx) -> Result<String, String> {
-                blocking($name, &self.0, move |ws| ws.$method(&args)).await
-            }
-        }
-    };
-}
-
 /// `f` over the workspace, off the async workers (file system walks block); its error as the
 /// tool's error text.
 async fn blocking<T: Send + 'static>(
@@ -84,13 +61,38 @@ impl Shows for ReadFileTool {
     }
 }
 
-workspace_tool!(
-    ListDirTool,
-    "list_dir",
-    ListDirArgs,
-    list_dir,
-    "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
-);
+/// The `list_dir` tool over a [`Workspace`].
+#[derive(Debug, Clone)]
+pub struct ListDirTool(pub Arc<Workspace>);
+
+#[async_trait]
+impl TypedTool for ListDirTool {
+    type Args = ListDirArgs;
+    type Output = String;
+    fn name(&self) -> &str {
+        "list_dir"
+    }
+    fn description(&self) -> &str {
+        "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
+    }
+    async fn call(&self, args: ListDirArgs, _ctx: &Ctx) -> Result<String, String> {
+        blocking("list_dir", &self.0, move |ws| ws.list_dir(&args)).await
+    }
+    fn into_tool(self) -> Arc<dyn Tool> {
+        Shows::erase(self)
+    }
+}
+
+#[async_trait]
+impl Shows for ListDirTool {
+    async fn shown(&self, args: ListDirArgs, _ctx: &Ctx) -> ToolOutput {
+        match blocking("list_dir", &self.0, move |ws| ws.list_dir_shown(&args)).await {
+            // The entries' names are evidence, from no source; the notes and counts are ours.
+            Ok(listed) => ToolOutput::text(listed.text).with_excerpts(vec![(None, listed.names)]),
+            Err(e) => ToolOutput::error(e),
+        }
+    }
+}
 /// The `grep` tool over a [`Workspace`].
 ///
 /// It returns what [`Workspace::grep`] does, and one line more when the search looked at a
