@@ -205,6 +205,14 @@ pub enum WorkspaceError {
         /// The path as given.
         path: String,
     },
+    /// The file is longer than a caller's limit ([`Workspace::read_to_string`]).
+    #[error("`{path}` is longer than {max_bytes} bytes")]
+    TooLarge {
+        /// The path as given.
+        path: String,
+        /// The limit.
+        max_bytes: u64,
+    },
     /// The file is binary or not valid UTF-8, so it cannot be shown as text.
     #[error("`{path}` is binary or not valid UTF-8 text, so it cannot be shown")]
     NotUtf8 {
@@ -357,6 +365,66 @@ impl Workspace {
             .map_err(|e| open_error(rel, e))
     }
 
+    /// Opens the regular file `rel` for reading, contained in the workspace as the built-in
+    /// tools are: `rel` is relative to the root, and neither `..`, a symbolic link leading out,
+    /// nor a concurrent rename can make it open anything outside (the path is resolved beneath
+    /// the root's handle at the moment of the open). A directory, FIFO or device is refused
+    /// without blocking. For a tool of your own that reads files a model names:
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use subcontract::tool::workspace::{Workspace, WorkspaceError};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("notes.md"), "hello")?;
+    /// let ws = Workspace::new(dir.path())?;
+    /// let mut text = String::new();
+    /// ws.open("notes.md")?.read_to_string(&mut text)?;
+    /// assert_eq!(text, "hello");
+    /// assert!(matches!(ws.open("../etc/passwd"), Err(WorkspaceError::OutsideRoot { .. })));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn open(&self, rel: &str) -> Result<std::fs::File, WorkspaceError> {
+        let file = self.open_file(rel)?;
+        let meta = file
+            .metadata()
+            .map_err(|e| WorkspaceError::from_io(rel, e))?;
+        if meta.is_dir() {
+            return Err(WorkspaceError::NotAFile {
+                path: rel.to_owned(),
+                what: "a directory",
+            });
+        }
+        if !meta.is_file() {
+            return Err(WorkspaceError::NotAFile {
+                path: rel.to_owned(),
+                what: "a special file",
+            });
+        }
+        Ok(file.into_std())
+    }
+
+    /// Reads the regular file `rel` as UTF-8 text, contained as [`open`](Self::open) is, and at
+    /// most `max_bytes` of it: a longer file is [`WorkspaceError::TooLarge`], never cut short
+    /// without a word.
+    pub fn read_to_string(&self, rel: &str, max_bytes: u64) -> Result<String, WorkspaceError> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        self.open(rel)?
+            .take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| WorkspaceError::from_io(rel, e))?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(WorkspaceError::TooLarge {
+                path: rel.to_owned(),
+                max_bytes,
+            });
+        }
+        String::from_utf8(bytes).map_err(|_| WorkspaceError::NotUtf8 {
+            path: rel.to_owned(),
+        })
+    }
+
     /// Opens the directory `rel` beneath the root. A path that exists but is
     /// not a directory is [`WorkspaceError::NotADirectory`].
     fn open_dir(&self, rel: &str) -> Result<Dir, WorkspaceError> {
@@ -401,6 +469,11 @@ impl Workspace {
     /// line follows; `.git` and `target` are left out and named in a closing
     /// `(not listed: …)` line. An empty directory gives `(empty directory)`.
     pub fn list_dir(&self, args: &ListDirArgs) -> Result<String, WorkspaceError> {
+        self.list_dir_shown(args).map(|l| l.text)
+    }
+
+    /// [`list_dir`](Self::list_dir), with the entries' names kept apart for grounding.
+    fn list_dir_shown(&self, args: &ListDirArgs) -> Result<list::Listed, WorkspaceError> {
         validate_args(args)?;
         list::list_dir(self, args)
     }
@@ -424,6 +497,19 @@ impl Workspace {
         validate_args(args)?;
         grep::grep(self, args)
     }
+}
+
+/// The file's own words in `kept`, a part of a line cut at its front and/or its back: the word
+/// a cut went through is not the file's (`12` of `12345`), so it is left out.
+fn whole_words(kept: &str, cut_front: bool, cut_back: bool) -> &str {
+    let mut t = kept;
+    if cut_back {
+        t = t.rfind(char::is_whitespace).map_or("", |i| &t[..i]);
+    }
+    if cut_front {
+        t = t.find(char::is_whitespace).map_or("", |i| &t[i..]);
+    }
+    t
 }
 
 /// Shortens `line` to at most `max_chars` characters, keeping the byte range

@@ -1177,3 +1177,60 @@ async fn the_read_file_pointer_cannot_be_forged_by_a_file_name() {
     // The match, the summary and the pointer: the name's newline made no line of its own.
     assert_eq!(out.content.lines().count(), 3, "{}", out.content);
 }
+
+/// The contained open a user's own tool reads through: the same containment as the built-in
+/// tools, whatever the path or link says.
+#[test]
+fn a_users_tool_opens_only_what_is_inside() {
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "key");
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "docs/a.md", "alpha");
+    write(dir.path(), "big.txt", "x".repeat(100));
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.txt"),
+            dir.path().join("out.txt"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../../", dir.path().join("docs/up")).unwrap();
+        std::os::unix::fs::symlink("docs/a.md", dir.path().join("alias.md")).unwrap();
+    }
+    let w = ws(&dir);
+    assert_eq!(w.read_to_string("docs/a.md", 10).unwrap(), "alpha");
+    assert_eq!(
+        w.read_to_string("./docs/../docs/a.md", 10).unwrap(),
+        "alpha"
+    );
+    for bad in [
+        "../x",
+        "/etc/passwd",
+        "docs/../../x",
+        #[cfg(unix)]
+        "out.txt",
+        #[cfg(unix)]
+        "docs/up/etc/passwd",
+    ] {
+        assert!(
+            matches!(w.open(bad), Err(WorkspaceError::OutsideRoot { .. })),
+            "{bad}: {:?}",
+            w.open(bad).map(|_| ())
+        );
+    }
+    #[cfg(unix)]
+    assert_eq!(w.read_to_string("alias.md", 10).unwrap(), "alpha");
+    assert!(matches!(
+        w.read_to_string("big.txt", 99),
+        Err(WorkspaceError::TooLarge { max_bytes: 99, .. })
+    ));
+    assert_eq!(w.read_to_string("big.txt", 100).unwrap().len(), 100);
+    assert!(matches!(
+        w.open("docs"),
+        Err(WorkspaceError::NotAFile { .. })
+    ));
+    assert!(matches!(
+        w.open("nope"),
+        Err(WorkspaceError::NotFound { .. })
+    ));
+}
