@@ -47,7 +47,7 @@ pub use cases::{
     MAX_CASES_BYTES,
 };
 pub use grade::grade;
-pub use record::{recording_path, RecordingHeader};
+pub use record::{recording_path, RecordedAttempt, RecordedError, RecordingHeader};
 pub use report::{AttemptReport, ModeSummary, Report, NOT_RUN, STALE_RECORDING};
 
 use std::collections::HashMap;
@@ -252,26 +252,29 @@ pub async fn run_eval(
         opts: opts.clone(),
     });
     let permits = Arc::new(tokio::sync::Semaphore::new(opts.concurrency.max(1)));
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut set = tokio::task::JoinSet::new();
     for (n, (c, s, attempt)) in jobs.iter().copied().enumerate() {
-        let (shared, permits) = (shared.clone(), permits.clone());
+        // Taken here, in order: attempts start in the order of the cases, so a budget that
+        // runs out leaves the last ones not run.
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            break;
+        };
+        let (shared, done, on_attempt) = (shared.clone(), done.clone(), on_attempt.clone());
         set.spawn(async move {
-            // The semaphore is never closed.
-            let _permit = permits.acquire_owned().await;
-            (n, run_attempt(&shared, n, c, s, attempt).await)
+            let a = run_attempt(&shared, n, c, s, attempt).await;
+            drop(permit);
+            let finished = done.fetch_add(1, Ordering::SeqCst) + 1;
+            if let Some(f) = &on_attempt {
+                f(&a, finished, total);
+            }
+            (n, a)
         });
     }
     let mut results: Vec<Option<AttemptReport>> = vec![None; total];
-    let mut done = 0;
     while let Some(joined) = set.join_next().await {
         match joined {
-            Ok((n, a)) => {
-                done += 1;
-                if let Some(f) = &on_attempt {
-                    f(&a, done, total);
-                }
-                results[n] = Some(a);
-            }
+            Ok((n, a)) => results[n] = Some(a),
             Err(e) => tracing::error!(error = %e, "an eval attempt panicked"),
         }
     }
@@ -453,7 +456,7 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
             case: case.id.clone(),
             attempt,
         };
-        if let Err(e) = write_recording(&path, &header, &tape.take_exchanges()) {
+        if let Err(e) = write_recording(&path, &header, &tape.take_recorded()) {
             report.passed = false;
             report.failed.push(format!(
                 "the recording {} could not be written: {e}",

@@ -5,7 +5,8 @@
 //! A file is `DIR/<model>/<mode>/<case>.<attempt>.jsonl`, each name made safe (letters,
 //! digits, `-`, `_` and `.` kept, at most 48 of them, then the FNV-1a hash of the whole name,
 //! so that hostile or colliding ids never leave `DIR` nor share a file). Its first line is a
-//! [`RecordingHeader`]; each further line a [`RecordedExchange`].
+//! [`RecordingHeader`]; each further line a [`RecordedExchange`], or a [`RecordedError`] for a
+//! call that failed (replayed as the same failure, not as a stale recording).
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
@@ -40,6 +41,32 @@ pub struct RecordingHeader {
     pub case: String,
     /// The attempt (1-based).
     pub attempt: u32,
+}
+
+/// A model call that failed while recording: the request's parts a replay matches it by, and
+/// the error's message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedError {
+    /// The model that failed.
+    pub model: String,
+    /// System prompt of the request.
+    pub system: String,
+    /// Conversation of the request.
+    pub messages: Vec<crate::model::Message>,
+    /// Names of the tools offered.
+    pub tools: Vec<String>,
+    /// The error, as it was shown.
+    pub error: String,
+}
+
+/// One attempt's recording as read back.
+#[derive(Debug, Clone, Default)]
+pub struct RecordedAttempt {
+    /// The answered calls.
+    pub exchanges: Vec<RecordedExchange>,
+    /// The failed calls.
+    pub errors: Vec<RecordedError>,
 }
 
 /// A file-name-safe form of `s`: its safe characters (at most 48), `-`, and its hash.
@@ -110,7 +137,7 @@ fn read_header(path: &Path) -> Result<RecordingHeader, String> {
 }
 
 /// Reads one attempt's recording: its header and exchanges.
-pub fn read_recording(path: &Path) -> Result<(RecordingHeader, Vec<RecordedExchange>), String> {
+pub fn read_recording(path: &Path) -> Result<(RecordingHeader, RecordedAttempt), String> {
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut lines = std::io::BufReader::new(file).lines();
     let first = lines
@@ -126,15 +153,25 @@ pub fn read_recording(path: &Path) -> Result<(RecordingHeader, Vec<RecordedExcha
             header.eval_recording
         ));
     }
-    let mut exchanges = Vec::new();
+    let mut recorded = RecordedAttempt::default();
     for (i, line) in lines.enumerate() {
         let line = line.map_err(|e| e.to_string())?;
         if line.trim().is_empty() {
             continue;
         }
-        exchanges.push(serde_json::from_str(&line).map_err(|e| format!("line {}: {e}", i + 2))?);
+        let at = |e: serde_json::Error| format!("line {}: {e}", i + 2);
+        let value: serde_json::Value = serde_json::from_str(&line).map_err(at)?;
+        if value.get("error").is_some() {
+            recorded
+                .errors
+                .push(serde_json::from_value(value).map_err(at)?);
+        } else {
+            recorded
+                .exchanges
+                .push(serde_json::from_value(value).map_err(at)?);
+        }
     }
-    Ok((header, exchanges))
+    Ok((header, recorded))
 }
 
 /// Writes one attempt's recording (redacted, like every file this crate writes), through a
@@ -142,7 +179,7 @@ pub fn read_recording(path: &Path) -> Result<(RecordingHeader, Vec<RecordedExcha
 pub fn write_recording(
     path: &Path,
     header: &RecordingHeader,
-    exchanges: &[RecordedExchange],
+    recorded: &RecordedAttempt,
 ) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
@@ -153,8 +190,10 @@ pub fn write_recording(
         let head = serde_json::to_string(header).map_err(std::io::Error::from)?;
         out.write_all(head.as_bytes())?;
         out.write_all(b"\n")?;
-        for ex in exchanges {
-            let line = serde_json::to_string(ex).map_err(std::io::Error::from)?;
+        let exchanges = recorded.exchanges.iter().map(serde_json::to_string);
+        let errors = recorded.errors.iter().map(serde_json::to_string);
+        for line in exchanges.chain(errors) {
+            let line = line.map_err(std::io::Error::from)?;
             out.write_all(crate::redact::redact(&line).as_bytes())?;
             out.write_all(b"\n")?;
         }
@@ -171,12 +210,12 @@ pub(crate) struct Tape {
     pub(crate) input_tokens: AtomicU64,
     pub(crate) output_tokens: AtomicU64,
     keep: bool,
-    pub(crate) exchanges: Mutex<Vec<RecordedExchange>>,
+    pub(crate) exchanges: Mutex<RecordedAttempt>,
     pub(crate) stale: Mutex<Option<String>>,
     /// Replay models by model id, made once per attempt so identical requests are answered
     /// in recorded order.
     replays: Mutex<HashMap<String, Arc<ReplayModel>>>,
-    recorded: Vec<RecordedExchange>,
+    recorded: RecordedAttempt,
 }
 
 impl Tape {
@@ -189,7 +228,7 @@ impl Tape {
     }
 
     /// A tape that answers from `recorded`.
-    pub(crate) fn replaying(recorded: Vec<RecordedExchange>) -> Self {
+    pub(crate) fn replaying(recorded: RecordedAttempt) -> Self {
         Tape {
             recorded,
             ..Tape::default()
@@ -204,7 +243,11 @@ impl Tape {
             .or_insert_with(|| {
                 Arc::new(ReplayModel::new(
                     id,
-                    self.recorded.iter().filter(|e| e.model == id).cloned(),
+                    self.recorded
+                        .exchanges
+                        .iter()
+                        .filter(|e| e.model == id)
+                        .cloned(),
                 ))
             })
             .clone()
@@ -219,7 +262,7 @@ impl Tape {
         self.stale.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    pub(crate) fn take_exchanges(&self) -> Vec<RecordedExchange> {
+    pub(crate) fn take_recorded(&self) -> RecordedAttempt {
         std::mem::take(&mut *self.exchanges.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
@@ -273,16 +316,48 @@ impl Model for Taped {
                         .exchanges
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
+                        .exchanges
                         .push(ex);
                 }
             }
             Err(ModelError::Exhausted(_)) if self.replay => {
+                let failed = self.tape.recorded.errors.iter().find(|e| {
+                    e.model == self.inner.id()
+                        && e.system == request.system
+                        && e.messages == request.messages
+                        && e.tools
+                            .iter()
+                            .map(String::as_str)
+                            .eq(request.tools.iter().map(|t| &*t.name))
+                });
+                if let Some(e) = failed {
+                    // The same failure as when recorded, not a stale recording.
+                    return Err(ModelError::MalformedResponse {
+                        provider: e.model.clone(),
+                        message: format!("(recorded) {}", e.error),
+                    });
+                }
                 self.tape.mark_stale(format!(
                     "request {} ({} message(s), to `{}`) differs from every recorded one",
                     self.tape.requests.load(Ordering::Relaxed),
                     request.messages.len(),
                     self.inner.id()
                 ));
+            }
+            Err(e) if self.tape.keep => {
+                let failed = RecordedError {
+                    model: self.inner.id().to_string(),
+                    system: request.system.to_string(),
+                    messages: request.messages.to_vec(),
+                    tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
+                    error: e.to_string(),
+                };
+                self.tape
+                    .exchanges
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .errors
+                    .push(failed);
             }
             Err(_) => {}
         }
