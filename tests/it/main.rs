@@ -11,6 +11,7 @@ mod check;
 mod cli;
 mod common;
 mod compat;
+mod eval;
 mod forced_turns;
 mod grounded;
 mod hostile_provider;

@@ -1,0 +1,644 @@
+//! `subcontract eval` and `subcontract::eval`: graders, exit codes, --min-pass, recordings that
+//! replay and go stale, the budget cap, pass^k, the judge, and hostile cases files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use subcontract::eval::{
+    parse_cases, run_eval, EvalOptions, EvalSpec, Judges, Recording, NOT_RUN, STALE_RECORDING,
+};
+use subcontract::model::{ScriptStep, ScriptedModel};
+use subcontract::{Ctx, SubAgentSpec};
+
+const BIN: &str = env!("CARGO_BIN_EXE_subcontract");
+
+const SPEC: &str = r#"
+name = "capital"
+description = "Names the capital of a country."
+system = "Name the capital city of the country."
+
+[limits]
+max_turns = 2
+max_tokens_per_turn = 100
+
+[input]
+type = "object"
+required = ["country"]
+additionalProperties = false
+properties.country = { type = "string", minLength = 2, maxLength = 60 }
+
+[output]
+type = "object"
+required = ["city", "population_m", "continent"]
+additionalProperties = false
+properties.city = { type = "string", maxLength = 60 }
+properties.population_m = { type = "number", minimum = 0, maximum = 100 }
+properties.continent = { type = "string", enum = ["Europe", "Asia", "Africa"] }
+
+[[examples]]
+input = { country = "France" }
+output = { city = "Paris", population_m = 2.1, continent = "Europe" }
+"#;
+
+/// Every grader holds on the example model's answer (Paris).
+const PASSING: &str = r#"{"id": "fr", "input": {"country": "France"}, "expect": {"fields": {"/city": "Paris"}, "contains": {"/city": ["par", "IS"]}, "matches": {"/continent": "^Eur"}, "range": {"/population_m": [1, 3]}, "one_of": {"/continent": ["Europe", "Asia"]}}}"#;
+/// Every grader fails on it.
+const FAILING: &str = r#"{"id": "jp", "input": {"country": "Japan"}, "expect": {"fields": {"/city": "Tokyo"}, "contains": {"/city": ["tok"]}, "matches": {"/continent": "^Asia$"}, "range": {"/population_m": [10, 20]}, "one_of": {"/continent": ["Asia"]}}}"#;
+
+struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    fn new(cases: &[&str]) -> Dir {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("capital.toml"), SPEC).unwrap();
+        let d = Dir { tmp };
+        d.cases(cases);
+        d
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+    fn cases(&self, cases: &[&str]) {
+        std::fs::write(self.path("capital.cases.jsonl"), cases.join("\n") + "\n").unwrap();
+    }
+    /// `subcontract eval capital.toml ARGS` in the directory (the example model unless ARGS
+    /// say otherwise), offline.
+    fn eval(&self, args: &[&str]) -> Output {
+        Command::new(BIN)
+            .current_dir(self.tmp.path())
+            .args(["eval", "capital.toml"])
+            .args(args)
+            .env_remove("SUBCONTRACT_MODEL")
+            .env("OPENAI_API_KEY", "")
+            .env("ANTHROPIC_API_KEY", "")
+            .output()
+            .unwrap()
+    }
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn report(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not a JSON report ({e}): {}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(o)
+        )
+    })
+}
+
+/// A report without its wall times (the one part that differs between runs).
+fn timeless(mut r: Value) -> Value {
+    for c in r["cases"].as_array_mut().unwrap() {
+        c.as_object_mut().unwrap().remove("wall_ms");
+    }
+    for s in r["summary"].as_object_mut().unwrap().values_mut() {
+        s.as_object_mut().unwrap().remove("wall_ms");
+    }
+    r
+}
+
+#[test]
+fn every_grader_passes_and_fails_and_the_exit_code_follows() {
+    let d = Dir::new(&[PASSING, FAILING]);
+    let o = d.eval(&["--model", "example", "--format", "json"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let r = report(&o);
+    assert_eq!(r["spec"], "capital");
+    assert_eq!(r["model"], "example");
+    assert_eq!(r["contract"].as_str().unwrap().len(), 16);
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2);
+    let fr = &cases[0];
+    assert_eq!(
+        (&fr["id"], &fr["mode"], &fr["attempt"]),
+        (&json!("fr"), &json!("auto"), &json!(1))
+    );
+    assert_eq!(
+        (&fr["outcome"], &fr["valid"], &fr["passed"]),
+        (&json!("completed"), &json!(true), &json!(true))
+    );
+    assert_eq!(fr["failed"], json!([]));
+    assert_eq!((&fr["turns"], &fr["requests"]), (&json!(1), &json!(1)));
+    assert!(fr["input_tokens"].as_u64().unwrap() > 0);
+    assert!(fr["output_tokens"].as_u64().unwrap() > 0);
+    let jp = &cases[1];
+    assert_eq!((&jp["valid"], &jp["passed"]), (&json!(true), &json!(false)));
+    let failed: Vec<&str> = jp["failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "fields /city: expected \"Tokyo\", got \"Paris\"",
+            "contains /city: no \"tok\" in \"Paris\"",
+            "matches /continent: \"Europe\" does not match /^Asia$/",
+            "range /population_m: 2.1 is not a number in [10, 20]",
+            "one_of /continent: \"Europe\" is not one of [\"Asia\"]",
+        ]
+    );
+    let s = &r["summary"]["auto"];
+    assert_eq!((&s["cases"], &s["attempts"]), (&json!(2), &json!(2)));
+    assert_eq!(
+        (&s["pass_at_1"], &s["pass_hat_k"]),
+        (&json!(0.5), &json!(0.5))
+    );
+    assert_eq!(
+        (&s["valid_rate"], &s["wrong_valid_rate"]),
+        (&json!(1.0), &json!(0.5))
+    );
+    for key in ["input_tokens", "output_tokens", "cost_usd", "wall_ms"] {
+        assert!(s.get(key).is_some(), "{key}");
+    }
+    // --min-pass: half passed.
+    assert_eq!(
+        code(&d.eval(&["--model", "example", "--min-pass", "0.5"])),
+        0
+    );
+    let o = d.eval(&["--model", "example", "--min-pass", "0.75"]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("50.0% of attempts passed"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(code(&d.eval(&["--model", "example", "--min-pass", "2"])), 2);
+    // Every case passing: exit 0.
+    d.cases(&[PASSING]);
+    let o = d.eval(&["--model", "example"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("every attempt passed"));
+}
+
+#[test]
+fn outcomes_are_graded_and_an_invalid_input_is_tested_only_when_expected() {
+    let d = Dir::new(&[
+        r#"{"id": "short", "input": {"country": "X"}, "expect": {"outcome": "invalid_input"}}"#,
+        r#"{"id": "turns", "input": {"country": "Peru"}, "expect": {"outcome": "max_turns"}}"#,
+    ]);
+    let o = d.eval(&["--model", "example", "--format", "json"]);
+    assert_eq!(code(&o), 1);
+    let r = report(&o);
+    let short = &r["cases"][0];
+    assert_eq!(
+        (&short["outcome"], &short["passed"], &short["requests"]),
+        (&json!("invalid_input"), &json!(true), &json!(0))
+    );
+    assert_eq!(
+        r["cases"][1]["failed"],
+        json!(["outcome: expected max_turns, got completed"])
+    );
+    // The same input without expecting it: an error of the file, before any call.
+    d.cases(&[r#"{"id": "short", "input": {"country": "X"}}"#]);
+    let o = d.eval(&["--model", "example"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o)
+            .contains("capital.cases.jsonl:1 (case `short`): the input breaks the input contract"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn table_and_junit_reports_and_several_modes() {
+    let d = Dir::new(&[PASSING, FAILING]);
+    let o = d.eval(&["--model", "example", "--modes", "auto,tool"]);
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(table.starts_with("eval capital (contract "), "{table}");
+    assert!(table.contains("\nauto "), "{table}");
+    assert!(table.contains("\ntool "), "{table}");
+    assert!(
+        table.contains("  jp [tool #1] completed: fields /city"),
+        "{table}"
+    );
+    let out = d.path("report.xml");
+    let o = d.eval(&[
+        "--model",
+        "example",
+        "--modes",
+        "auto,tool",
+        "--format",
+        "junit",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1);
+    assert!(o.stdout.is_empty());
+    let xml = std::fs::read_to_string(&out).unwrap();
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains("<testsuites name=\"subcontract eval capital\" tests=\"4\" failures=\"2\">"),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<testsuite name=\"capital.tool\" tests=\"2\" failures=\"1\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<testcase classname=\"capital.auto\" name=\"fr\""),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("fields /city: expected &quot;Tokyo&quot;"),
+        "{xml}"
+    );
+}
+
+#[test]
+fn malformed_cases_files_exit_2_naming_the_line_and_run_nothing() {
+    let d = Dir::new(&[PASSING]);
+    for (lines, wants) in [
+        (vec![PASSING, "{not json"], "capital.cases.jsonl:2: key must be a string"),
+        (
+            vec![r#"{"id": "a", "input": {"country": "France"}, "expect": {"similar": {"/city": "Paris"}}}"#],
+            "capital.cases.jsonl:1: unknown field `similar`",
+        ),
+        (
+            vec![r#"{"id": "a", "input": {"country": "France"}, "expected": {}}"#],
+            "capital.cases.jsonl:1: unknown field `expected`",
+        ),
+        (
+            vec![r#"{"id": "a", "input": {"country": "France"}, "expect": {"fields": {"/capital": "Paris"}}}"#],
+            "capital.cases.jsonl:1 (case `a`): the pointer `/capital` names nothing the output contract of `capital` can produce",
+        ),
+        (
+            vec![r#"{"id": "a", "input": {"country": "France"}, "expect": {"contains": {"/city/0": ["P"]}}}"#],
+            "the pointer `/city/0` names nothing",
+        ),
+        (vec![PASSING, "", PASSING], "capital.cases.jsonl:3: the case id `fr` is repeated"),
+        (
+            vec![r#"{"id": "a", "input": {"country": "France"}, "expect": {"matches": {"/city": "(unclosed"}}}"#],
+            "capital.cases.jsonl:1: expect.matches `/city`: not a regex",
+        ),
+    ] {
+        d.cases(&lines);
+        let rec = d.path("rec");
+        let o = d.eval(&["--model", "example", "--record", rec.to_str().unwrap()]);
+        assert_eq!(code(&o), 2, "{wants}: {}", stderr(&o));
+        assert!(stderr(&o).contains(wants), "wanted {wants:?} in:\n{}", stderr(&o));
+        assert!(stderr(&o).contains("nothing was run"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty());
+        assert!(!rec.exists(), "{wants}: something ran");
+    }
+    // A missing file is a usage error too.
+    let o = d.eval(&["--model", "example", "--cases", "absent.jsonl"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("absent.jsonl: cannot read the cases file"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_hundred_thousand_lines_are_refused_at_once() {
+    let d = Dir::new(&[]);
+    let mut text = String::with_capacity(100_000 * 60);
+    for i in 0..100_000 {
+        text.push_str(&format!(
+            "{{\"id\": \"c{i}\", \"input\": {{\"country\": \"France\"}}}}\n"
+        ));
+    }
+    std::fs::write(d.path("capital.cases.jsonl"), text).unwrap();
+    let started = Instant::now();
+    let o = d.eval(&["--model", "example"]);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("100000 cases, over the limit of 10000"),
+        "{}",
+        stderr(&o)
+    );
+    // A file over the byte limit is refused without reading it whole.
+    let big = d.path("big.jsonl");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(subcontract::eval::MAX_CASES_BYTES + 10).unwrap();
+    let o = d.eval(&["--model", "example", "--cases", big.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("the cases file is over 16 MiB"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn record_then_replay_gives_the_same_report_and_a_change_is_stale() {
+    let d = Dir::new(&[PASSING, FAILING]);
+    let rec = d.path("rec");
+    let rec_arg = rec.to_str().unwrap();
+    let recorded = d.eval(&[
+        "--model", "example", "--repeat", "2", "--format", "json", "--record", rec_arg,
+    ]);
+    assert_eq!(code(&recorded), 1, "{}", stderr(&recorded));
+    // One file per attempt.
+    let files = walk(&rec);
+    assert_eq!(files.len(), 4, "{files:?}");
+    // Replayed with no model named (the recordings name it) and no network.
+    let replayed = d.eval(&["--repeat", "2", "--format", "json", "--replay", rec_arg]);
+    assert_eq!(code(&replayed), 1, "{}", stderr(&replayed));
+    assert_eq!(timeless(report(&recorded)), timeless(report(&replayed)));
+
+    // A changed request (the case's input): stale, exit 3, with the command that records.
+    d.cases(&[PASSING, &FAILING.replace("Japan", "Japan!")]);
+    let o = d.eval(&["--repeat", "2", "--format", "json", "--replay", rec_arg]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let r = report(&o);
+    assert_eq!(r["cases"][0]["passed"], true);
+    assert_eq!(r["cases"][2]["outcome"], STALE_RECORDING);
+    assert_eq!(r["cases"][2]["passed"], false);
+    let err = stderr(&o);
+    assert!(err.contains("differs from every recorded one"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "record them again with:\n  subcontract eval capital.toml --cases capital.cases.jsonl --model example --repeat 2 --record {rec_arg}"
+        )),
+        "{err}"
+    );
+
+    // A changed contract: every attempt stale, naming the spec.
+    d.cases(&[PASSING, FAILING]);
+    std::fs::write(
+        d.path("capital.toml"),
+        SPEC.replace(
+            "maxLength = 60 }\n\n[output]",
+            "maxLength = 80 }\n\n[output]",
+        ),
+    )
+    .unwrap();
+    let o = d.eval(&["--repeat", "2", "--replay", rec_arg]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("stale recording: spec `capital` changed since it was recorded: contract "),
+        "{}",
+        stderr(&o)
+    );
+    // A recording that is not there at all (a new case): stale too, never a live call.
+    std::fs::write(d.path("capital.toml"), SPEC).unwrap();
+    d.cases(&[PASSING, r#"{"id": "new", "input": {"country": "Spain"}}"#]);
+    let o = d.eval(&["--replay", rec_arg, "--format", "json"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    let r = report(&o);
+    assert_eq!(r["cases"][0]["passed"], true);
+    assert_eq!(r["cases"][1]["outcome"], STALE_RECORDING);
+    assert!(
+        r["cases"][1]["stale"]
+            .as_str()
+            .unwrap()
+            .contains("no usable recording at"),
+        "{r}"
+    );
+    // Recording and replaying at once is a usage error.
+    assert_eq!(
+        code(&d.eval(&["--model", "example", "--record", rec_arg, "--replay", rec_arg])),
+        2
+    );
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_budget_is_never_overshot_and_what_it_cannot_afford_is_not_run() {
+    let d = Dir::new(&[PASSING, FAILING]);
+    // 1,000 USD per million tokens: a call costs ~0.04 USD and reserves its worst case, ~0.7.
+    std::fs::write(
+        d.path("prices.toml"),
+        "[prices.example]\ninput_per_mtok = \"1000\"\noutput_per_mtok = \"1000\"\n",
+    )
+    .unwrap();
+    let limit = 0.85;
+    let o = d.eval(&[
+        "--model",
+        "example",
+        "--prices",
+        "prices.toml",
+        "--repeat",
+        "5",
+        "--max-cost-usd",
+        "0.85",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let r = report(&o);
+    let cases = r["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 10);
+    let spent: f64 = cases.iter().map(|c| c["cost_usd"].as_f64().unwrap()).sum();
+    assert!(spent > 0.0 && spent <= limit, "spent {spent}");
+    let ran = cases.iter().filter(|c| c["outcome"] == "completed").count();
+    let not_run = cases.iter().filter(|c| c["outcome"] == NOT_RUN).count();
+    assert!(ran >= 1 && not_run >= 1, "{r}");
+    assert_eq!(ran + not_run, 10, "{r}");
+    for c in cases.iter().filter(|c| c["outcome"] == NOT_RUN) {
+        assert_eq!(
+            (&c["passed"], &c["requests"], &c["cost_usd"]),
+            (&json!(false), &json!(0), &json!(0.0))
+        );
+    }
+    // Attempts run in order: the ones not run are the last.
+    assert!(
+        cases[..ran].iter().all(|c| c["outcome"] == "completed"),
+        "{r}"
+    );
+    let total: u64 = r["summary"]["auto"]["not_run"].as_u64().unwrap();
+    assert_eq!(total as usize, not_run);
+}
+
+/// A scripted spec: answers `{"answer": …}`.
+fn answer_spec(system: &str) -> SubAgentSpec<Value, Value> {
+    SubAgentSpec::dynamic(
+        "answer",
+        json!({"type": "object", "properties": {"q": {"type": "string", "maxLength": 40}}, "additionalProperties": false}),
+        json!({"type": "object", "required": ["answer"], "additionalProperties": false,
+               "properties": {"answer": {"type": "string", "maxLength": 40}}}),
+    )
+    .description("Answers.")
+    .system(system)
+    .max_turns(2)
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pass_hat_k_needs_every_attempt_to_pass() {
+    let spec = answer_spec("ANSWER");
+    let cases = parse_cases(
+        "t.jsonl",
+        &[
+            r#"{"id": "steady", "input": {"q": "steady"}, "expect": {"fields": {"/answer": "yes"}}}"#,
+            r#"{"id": "flaky", "input": {"q": "flaky"}, "expect": {"fields": {"/answer": "yes"}}}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    // The flaky case is answered wrongly on every other call.
+    let flaky = Arc::new(AtomicUsize::new(0));
+    let model = Arc::new(ScriptedModel::from_fn("scripted:k", move |req| {
+        let text = serde_json::to_string(req.messages).unwrap();
+        let wrong = text.contains("flaky") && flaky.fetch_add(1, Ordering::SeqCst) % 2 == 1;
+        ScriptStep::submit(json!({"answer": if wrong { "no" } else { "yes" }}))
+    }));
+    let mut opts = EvalOptions::new("scripted:k");
+    opts.repeat = 4;
+    let report = run_eval(
+        &[EvalSpec::new(spec)],
+        &cases,
+        &Judges::new(),
+        Ctx::builder(model),
+        &opts,
+        None,
+    )
+    .await;
+    let s = &report.summary[0].1;
+    assert_eq!((s.cases, s.attempts), (2, 8));
+    assert_eq!(s.pass_at_1, 0.75);
+    assert_eq!(s.pass_hat_k, 0.5);
+    assert_eq!(s.valid_rate, 1.0);
+    assert_eq!(s.wrong_valid_rate, 0.25);
+    assert!(!report.all_passed());
+    let attempts: Vec<u32> = report.cases.iter().map(|a| a.attempt).collect();
+    assert_eq!(attempts, [1, 2, 3, 4, 1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_judge_runs_under_the_same_budget_and_its_reason_is_the_failure() {
+    let spec = answer_spec("ANSWER");
+    let judge = SubAgentSpec::dynamic(
+        "judge",
+        json!({"type": "object"}),
+        json!({"type": "object", "required": ["pass", "reason"], "additionalProperties": false,
+               "properties": {"pass": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}}}),
+    )
+    .description("Judges an answer.")
+    .system("JUDGE")
+    .max_turns(2)
+    .build()
+    .unwrap();
+    let cases = parse_cases(
+        "t.jsonl",
+        &[
+            r#"{"id": "good", "input": {"q": "good"}, "expect": {"judge": "judge.toml"}}"#,
+            r#"{"id": "bad", "input": {"q": "bad"}, "expect": {"judge": "judge.toml"}}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let model = Arc::new(ScriptedModel::from_fn("scripted:j", |req| {
+        let text = serde_json::to_string(req.messages).unwrap();
+        if req.system.starts_with("JUDGE") {
+            // The judge sees the case and the output.
+            let pass = text.contains("\\\"good\\\"") || text.contains("\"good\"");
+            ScriptStep::submit(json!({"pass": pass, "reason": "the answer is vague"}))
+        } else {
+            ScriptStep::submit(json!({"answer": "maybe"}))
+        }
+    }));
+    let mut judges = Judges::new();
+    judges.insert("judge.toml".into(), judge);
+    let report = run_eval(
+        &[EvalSpec::new(spec)],
+        &cases,
+        &judges,
+        Ctx::builder(model),
+        &EvalOptions::new("scripted:j"),
+        None,
+    )
+    .await;
+    assert!(report.cases[0].passed, "{:?}", report.cases[0]);
+    assert_eq!(report.cases[0].requests, 2, "the answer and the judge");
+    assert_eq!(
+        report.cases[1].failed,
+        ["judge `judge`: the answer is vague"]
+    );
+    assert!(report.cases[1].valid);
+}
+
+#[tokio::test]
+async fn a_library_replay_of_a_changed_request_is_stale_and_never_reaches_the_model() {
+    let spec = answer_spec("ANSWER");
+    let dir = tempfile::tempdir().unwrap();
+    let case = r#"{"id": "../../escape", "input": {"q": "one"}, "expect": {"fields": {"/answer": "yes"}}}"#;
+    let cases = parse_cases("t.jsonl", case).unwrap();
+    let live = Arc::new(ScriptedModel::from_fn("scripted:r", |_| {
+        ScriptStep::submit(json!({"answer": "yes"}))
+    }));
+    let mut opts = EvalOptions::new("scripted:r");
+    opts.recording = Recording::Record(dir.path().to_path_buf());
+    let recorded = run_eval(
+        &[EvalSpec::new(spec.clone())],
+        &cases,
+        &Judges::new(),
+        Ctx::builder(live),
+        &opts,
+        None,
+    )
+    .await;
+    assert!(recorded.all_passed());
+    // The hostile id stayed inside the directory.
+    let files = walk(dir.path());
+    assert_eq!(files.len(), 1);
+    assert!(files[0].starts_with(dir.path()));
+    // Replayed by a model that must never be called.
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let never = Arc::new(ScriptedModel::from_fn("scripted:r", move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        ScriptStep::submit(json!({"answer": "yes"}))
+    }));
+    opts.recording = Recording::Replay(dir.path().to_path_buf());
+    let replayed = run_eval(
+        &[EvalSpec::new(spec.clone())],
+        &cases,
+        &Judges::new(),
+        Ctx::builder(never.clone()),
+        &opts,
+        None,
+    )
+    .await;
+    assert!(replayed.all_passed(), "{:?}", replayed.cases);
+    let changed = parse_cases("t.jsonl", &case.replace("\"one\"", "\"two\"")).unwrap();
+    let stale = run_eval(
+        &[EvalSpec::new(spec)],
+        &changed,
+        &Judges::new(),
+        Ctx::builder(never),
+        &opts,
+        None,
+    )
+    .await;
+    assert_eq!(stale.cases[0].outcome, STALE_RECORDING);
+    assert_eq!(stale.stale().count(), 1);
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+}
