@@ -1,6 +1,6 @@
 //! Evals: what a spec *does* on a model. Graded cases (JSON Lines, [`cases`]) run as ordinary
 //! runs of the spec, each case once per output mode and repeat, under one budget for the
-//! whole eval; each run is graded ([`grade`]) and the whole summarised per mode ([`report`]):
+//! whole eval; each run is graded ([`grade()`]) and the whole summarised per mode ([`report`]):
 //! pass@1, pass^k, valid and wrong-but-valid rates, tokens, cost and time. Every model exchange
 //! of every attempt can be recorded and replayed offline ([`record`]); a replay whose spec or
 //! request changed stops, as stale, and never falls through to a live model.
@@ -18,7 +18,8 @@
 //! # async fn main() {
 //! let spec = SubAgentSpec::dynamic("capital",
 //!         json!({"type": "object", "properties": {"country": {"type": "string", "maxLength": 60}}}),
-//!         json!({"type": "object", "properties": {"city": {"type": "string", "maxLength": 60}}}))
+//!         json!({"type": "object", "additionalProperties": false,
+//!                "properties": {"city": {"type": "string", "maxLength": 60}}}))
 //!     .description("Names a capital.").system("Name the capital.").build().unwrap();
 //! let cases = parse_cases("capital.cases.jsonl",
 //!     r#"{"id": "fr", "input": {"country": "France"}, "expect": {"fields": {"/city": "Paris"}}}"#).unwrap();
@@ -330,10 +331,12 @@ fn refused_by_eval(r: &RunResult<Value>, spec_cap: Option<Decimal>, eval_limited
         return false;
     }
     match &r.error {
-        Some(f @ Failure::Budget { error, .. }) if f.refused_before_spend() => match error {
-            BudgetError::Usd { requested, .. } => spec_cap.is_none_or(|cap| *requested <= cap),
-            _ => false,
-        },
+        Some(
+            f @ Failure::Budget {
+                error: BudgetError::Usd { requested, .. },
+                ..
+            },
+        ) if f.refused_before_spend() => spec_cap.is_none_or(|cap| *requested <= cap),
         _ => false,
     }
 }
@@ -426,6 +429,13 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
         report.outcome = r.outcome.as_str().to_string();
         report.valid = r.outcome == Outcome::Completed && r.output.is_some();
         report.failed = grade(&case.expect, &report.outcome, r.output.as_ref());
+        // An unexpected outcome says why the run ended so (at most 200 characters of it).
+        if let (Some(first), Some(err)) = (report.failed.first_mut(), &r.error) {
+            if first.starts_with("outcome:") {
+                let why: String = err.to_string().chars().take(200).collect();
+                first.push_str(&format!(" ({why})"));
+            }
+        }
         if let (Some(path), Some(output)) = (&case.expect.judge, &r.output) {
             match shared.judges.get(path) {
                 Some(judge) => {
