@@ -642,3 +642,49 @@ async fn a_library_replay_of_a_changed_request_is_stale_and_never_reaches_the_mo
     assert_eq!(stale.stale().count(), 1);
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
+
+/// The shipped researcher on the real local model, recorded (`bench/real/eval/`, 2026-12-04)
+/// and replayed here with no server and no network: the same report as the live run, case by
+/// case. A change to the spec's contract or to what its runs send makes the recording stale:
+/// exit 3 and the command that records it again (with the local model; the book's "Evals").
+#[test]
+fn the_recorded_real_model_eval_replays_offline_with_the_same_report() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(BIN)
+        .current_dir(root)
+        .args([
+            "eval",
+            "specs/research_topic.toml",
+            "--cases",
+            "bench/real/eval/research_topic.cases.jsonl",
+            "--workspace",
+            "bench/real/eval/workspace",
+            "--model",
+            "openai:local",
+            // Never reached: a replay makes no call.
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--replay",
+            "bench/real/eval/recordings",
+            "--format",
+            "json",
+            "-q",
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs");
+    assert_ne!(code(&o), 3, "the recording is stale: {}", stderr(&o));
+    let live: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("bench/real/eval/report.json")).expect("the report"),
+    )
+    .expect("JSON");
+    let replayed = report(&o);
+    assert_eq!(timeless(replayed), timeless(live.clone()));
+    // Not every case passes on this model: the exit code says so.
+    let all = live["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["passed"] == true);
+    assert_eq!(code(&o), if all { 0 } else { 1 }, "{}", stderr(&o));
+}

@@ -1,0 +1,7 @@
+mod auth;
+
+#[tokio::main]
+async fn main() {
+    let hash = auth::hash_password("correct horse");
+    println!("{hash}");
+}
