@@ -63,6 +63,15 @@ impl ExampleModel {
     }
 }
 
+/// A `read_file` call for each of `paths`.
+fn read_calls(paths: &[String]) -> impl Iterator<Item = ToolCall> + '_ {
+    paths.iter().enumerate().map(|(i, p)| ToolCall {
+        id: format!("example_read_{}", i + 1),
+        name: "read_file".into(),
+        arguments: serde_json::json!({ "path": p }).into(),
+    })
+}
+
 /// One token per four bytes, rounded up: a deterministic stand-in for a provider's count.
 fn tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
@@ -102,15 +111,7 @@ impl Model for ExampleModel {
         if !submit && !reads.is_empty() {
             return Ok(ModelResponse {
                 text: None,
-                tool_calls: reads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| ToolCall {
-                        id: format!("example_read_{}", i + 1),
-                        name: "read_file".into(),
-                        arguments: serde_json::json!({ "path": p }).into(),
-                    })
-                    .collect(),
+                tool_calls: read_calls(reads).collect(),
                 usage,
                 stop_reason: StopReason::ToolUse,
             });
@@ -118,14 +119,7 @@ impl Model for ExampleModel {
         Ok(match (submit, output) {
             (true, _) => ModelResponse {
                 text: None,
-                tool_calls: reads
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| ToolCall {
-                        id: format!("example_read_{}", i + 1),
-                        name: "read_file".into(),
-                        arguments: serde_json::json!({ "path": p }).into(),
-                    })
+                tool_calls: read_calls(reads)
                     .chain([ToolCall {
                         id: "example_1".into(),
                         name: SUBMIT_TOOL.into(),

@@ -537,6 +537,21 @@ fn ungrounded(
     })
 }
 
+/// A rejected submission's violations (the run's failure should no turn repair them) and
+/// repair request; an ungrounded one makes the next turn ask for a read.
+fn after_rejection(
+    r: Rejected,
+    plan: &Plan<'_>,
+    spec: &SpecCore,
+    turn: u32,
+    force_next: &mut Option<Forced>,
+) -> (Vec<Violation>, String) {
+    if r.ungrounded && reads_next(plan, spec, turn) {
+        *force_next = Some(Forced::Ungrounded);
+    }
+    (r.summary, r.repair)
+}
+
 /// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its own,
 /// and a turn is left after that one to answer in.
 fn reads_next(plan: &Plan<'_>, spec: &SpecCore, turn: u32) -> bool {
@@ -840,11 +855,9 @@ pub(super) async fn turns(
             ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(i, r) => {
-                    if r.ungrounded && reads_next(&plan, spec, turn) {
-                        force_next = Some(Forced::Ungrounded);
-                    }
-                    last_invalid = Some(r.summary);
-                    rejected = Some((i, ToolOutput::error(r.repair)));
+                    let repair = after_rejection(r, &plan, spec, turn, &mut force_next);
+                    last_invalid = Some(repair.0);
+                    rejected = Some((i, ToolOutput::error(repair.1)));
                 }
                 Submission::None => {}
             }
@@ -890,11 +903,9 @@ pub(super) async fn turns(
             ) {
                 Submission::Accepted(done) => return Ok(done),
                 Submission::Rejected(_, r) => {
-                    if r.ungrounded && reads_next(&plan, spec, turn) {
-                        force_next = Some(Forced::Ungrounded);
-                    }
-                    last_invalid = Some(r.summary);
-                    results[i].content = r.repair;
+                    let repair = after_rejection(r, &plan, spec, turn, &mut force_next);
+                    last_invalid = Some(repair.0);
+                    results[i].content = repair.1;
                 }
                 Submission::None => {}
             }

@@ -385,23 +385,28 @@ impl Workspace {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn open(&self, rel: &str) -> Result<std::fs::File, WorkspaceError> {
+        self.open_regular(rel).map(|(file, _)| file.into_std())
+    }
+
+    /// Opens the regular file `rel` beneath the root, and what it is. Opened first, then
+    /// looked at: the type check and the read are about the same file, whatever happens to
+    /// the name meanwhile; a FIFO or device is refused, as reading one could block forever.
+    fn open_regular(&self, rel: &str) -> Result<(File, cap_std::fs::Metadata), WorkspaceError> {
         let file = self.open_file(rel)?;
         let meta = file
             .metadata()
             .map_err(|e| WorkspaceError::from_io(rel, e))?;
-        if meta.is_dir() {
-            return Err(WorkspaceError::NotAFile {
-                path: rel.to_owned(),
-                what: "a directory",
-            });
-        }
-        if !meta.is_file() {
-            return Err(WorkspaceError::NotAFile {
-                path: rel.to_owned(),
-                what: "a special file",
-            });
-        }
-        Ok(file.into_std())
+        let what = if meta.is_dir() {
+            "a directory"
+        } else if !meta.is_file() {
+            "a special file"
+        } else {
+            return Ok((file, meta));
+        };
+        Err(WorkspaceError::NotAFile {
+            path: rel.to_owned(),
+            what,
+        })
     }
 
     /// Reads the regular file `rel` as UTF-8 text, contained as [`open`](Self::open) is, and at

@@ -19,25 +19,7 @@ const CHUNK: usize = 64 * 1024;
 
 pub(super) fn read_file(ws: &Workspace, args: &ReadFileArgs) -> Result<Shown, WorkspaceError> {
     let rel = args.path.as_str();
-    // Open first, then look at what was opened: the type check and the read
-    // are about the same file, whatever happens to the name meanwhile.
-    let file = ws.open_file(rel)?;
-    let meta = file
-        .metadata()
-        .map_err(|e| WorkspaceError::from_io(rel, e))?;
-    if meta.is_dir() {
-        return Err(WorkspaceError::NotAFile {
-            path: rel.to_owned(),
-            what: "a directory",
-        });
-    }
-    // Refusing FIFOs and devices matters: reading one could block forever.
-    if !meta.is_file() {
-        return Err(WorkspaceError::NotAFile {
-            path: rel.to_owned(),
-            what: "a special file",
-        });
-    }
+    let (file, meta) = ws.open_regular(rel)?;
     let start = args.start_line.map_or(1, |n| n as usize);
     let end = args.end_line.map(|n| n as usize);
     if let Some(end) = end {
