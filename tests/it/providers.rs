@@ -1361,3 +1361,54 @@ async fn request_bodies_never_carry_a_key() {
         assert!(auth.ends_with(KEY), "{p:?}");
     }
 }
+
+/// A user meets these first: a closed port, a base URL without `/v1` that a web page answers.
+/// The error names the address (never its key or query) and how many attempts were made, and
+/// an HTML page is one line with the hint that fits, not the page.
+#[tokio::test]
+async fn connection_and_html_errors_say_where_and_what_to_fix() {
+    use subcontract::Model;
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let closed = ProviderConfig::new(format!("http://user:sekrit@127.0.0.1:{port}/v1"))
+        .api_key(ApiKey::new(KEY))
+        .max_retries(2)
+        .backoff(Duration::from_millis(1), Duration::from_millis(5));
+    let err = OpenAiModel::new("m", closed)
+        .unwrap()
+        .complete(request(&[Message::user("hi")], &[]))
+        .await
+        .unwrap_err();
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!("POST http://127.0.0.1:{port}/v1/chat/completions")),
+        "{shown}"
+    );
+    assert!(shown.contains("gave up after 3 attempts"), "{shown}");
+    assert!(!shown.contains("sekrit"), "{shown}");
+    assert_no_key(&err);
+
+    let page = format!(
+        "<!DOCTYPE HTML>\n<html><body>{}</body></html>",
+        "<p>Directory listing</p>".repeat(200)
+    );
+    for status in [501, 200] {
+        let server = Server::start(vec![Reply::raw(status, &page)]).await;
+        let err = openai(&server)
+            .complete(request(&[Message::user("hi")], &[]))
+            .await
+            .unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains("an HTML page of"), "{status}: {shown}");
+        assert!(
+            shown.contains("with `/v1` for an OpenAI-compatible server"),
+            "{status}: {shown}"
+        );
+        assert!(!shown.contains("Directory listing"), "{status}: {shown}");
+        assert!(shown.len() < 400, "{status}: {shown}");
+    }
+}

@@ -241,7 +241,7 @@ impl Transport {
                 Err(failed) => {
                     let error = redact(failed.error);
                     if !failed.retryable || attempt >= self.config.max_retries {
-                        return Err(error);
+                        return Err(with_attempts(error, attempt + 1));
                     }
                     let wait = match failed.retry_after {
                         Some(after) => {
@@ -277,7 +277,9 @@ impl Transport {
         what: &str,
     ) -> Result<T, ModelError> {
         serde_json::from_slice(bytes).map_err(|e| {
-            if e.is_data() {
+            if let Some(page) = html_page(bytes) {
+                self.malformed(page)
+            } else if e.is_data() {
                 self.malformed(format!("not {what} ({e})"))
             } else {
                 self.malformed(format!("invalid JSON ({e}) in {} bytes", bytes.len()))
@@ -397,8 +399,11 @@ impl Transport {
         }
         if !status.is_success() {
             let code = status.as_u16();
-            let mut message = error_message(&bytes, status);
-            if code == 404 {
+            let mut message = match html_page(&bytes) {
+                Some(page) => page,
+                None => error_message(&bytes, status),
+            };
+            if matches!(code, 404 | 405 | 501) || html_page(&bytes).is_some() {
                 message = format!("{message} (POST {})", shown_url(url));
             }
             return Err(Attempt {
@@ -430,10 +435,15 @@ impl Transport {
             }
             .logged_if_not_retried(&self.provider, secs);
         }
+        // The address without its credentials or query, then the cause without the URL
+        // reqwest would print whole.
+        let at = e
+            .url()
+            .map_or_else(|| "the provider".to_string(), |u| shown_url(u.as_str()));
         Attempt {
             error: ModelError::Connection {
                 provider: self.provider.to_string(),
-                message: error_chain(&e.without_url()),
+                message: format!("{} (POST {at})", error_chain(&e.without_url())),
             },
             retryable: true,
             retry_after: None,
@@ -516,6 +526,32 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
 
 /// The provider's `error.message` (both OpenAI and Anthropic use that shape), else a short
 /// prefix of the body, else the status' reason phrase.
+/// An HTML page where an API answer was due, in one line with the hint that fits: a web page
+/// answers at the base URL when it is not the API root (the `/v1` of an OpenAI-compatible
+/// server missing, or another service on that port).
+fn html_page(body: &[u8]) -> Option<String> {
+    let head = String::from_utf8_lossy(&body[..body.len().min(512)]);
+    let head = head.trim_start().to_ascii_lowercase();
+    (head.starts_with("<!doctype html") || head.starts_with("<html")).then(|| {
+        format!(
+            "an HTML page of {} bytes, not an API answer: is the base URL the API root (with `/v1` for an OpenAI-compatible server), on the port the server listens on?",
+            body.len()
+        )
+    })
+}
+
+/// A connection error saying how many attempts were made, when there was more than one (an
+/// HTTP error keeps the provider's own message as it is).
+fn with_attempts(error: ModelError, attempts: u32) -> ModelError {
+    match error {
+        ModelError::Connection { provider, message } if attempts > 1 => ModelError::Connection {
+            provider,
+            message: format!("{message} (gave up after {attempts} attempts)"),
+        },
+        other => other,
+    }
+}
+
 fn error_message(body: &[u8], status: reqwest::StatusCode) -> String {
     #[derive(Deserialize)]
     #[serde(untagged)]
