@@ -55,7 +55,7 @@ use crate::Ctx;
 pub enum HostError {
     /// No model was given, by name or as a value.
     #[error(
-        "no model: pass --model openai:MODEL|anthropic:MODEL|replay:FILE or set SUBCONTRACT_MODEL"
+        "no model: give the host one with `HostBuilder::model` (a `Model` value) or `HostBuilder::model_name` (`openai:MODEL`, `anthropic:MODEL`, `replay:FILE`)"
     )]
     NoModel,
     /// The model could not be made.
