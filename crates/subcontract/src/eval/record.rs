@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, RecordedExchange, ReplayModel};
 use crate::spec::OutputMode;
 
+/// The largest recording file read back (one attempt's exchanges; a run's are far smaller).
+pub const MAX_RECORDING_BYTES: u64 = 64 << 20;
+
 /// The recording format this crate writes and reads.
 pub const RECORDING_VERSION: u32 = 1;
 
@@ -138,8 +141,16 @@ fn read_header(path: &Path) -> Result<RecordingHeader, String> {
 
 /// Reads one attempt's recording: its header and exchanges.
 pub fn read_recording(path: &Path) -> Result<(RecordingHeader, RecordedAttempt), String> {
+    use std::io::Read;
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
-    let mut lines = std::io::BufReader::new(file).lines();
+    // A recording is a file anyone may hand over: read no more than this of it.
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    if len > MAX_RECORDING_BYTES {
+        return Err(format!(
+            "the recording is {len} bytes, over the {MAX_RECORDING_BYTES} an attempt's recording may hold"
+        ));
+    }
+    let mut lines = std::io::BufReader::new(file.take(MAX_RECORDING_BYTES)).lines();
     let first = lines
         .next()
         .transpose()
@@ -391,5 +402,18 @@ mod tests {
         assert_ne!(safe_name("a/b"), safe_name("a_b"));
         assert_ne!(safe_name("ab"), safe_name("a/b"));
         assert!(safe_name(&"x".repeat(10_000)).len() < 70);
+    }
+
+    #[test]
+    fn an_oversized_recording_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("huge.1.jsonl");
+        // Sparse: the size is claimed, nothing is written.
+        std::fs::File::create(&path)
+            .unwrap()
+            .set_len(MAX_RECORDING_BYTES + 1)
+            .unwrap();
+        let e = read_recording(&path).unwrap_err();
+        assert!(e.contains("over the"), "{e}");
     }
 }
