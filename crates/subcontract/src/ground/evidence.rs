@@ -33,6 +33,12 @@ pub(crate) enum Body {
 }
 
 impl Provenance {
+    /// The whole content, from no named source: what a result says by default.
+    pub(crate) const NONE: Provenance = Provenance {
+        sources: Vec::new(),
+        body: Body::Content,
+    };
+
     /// The ids of the sources the result came from.
     pub fn sources(&self) -> &[String] {
         &self.sources

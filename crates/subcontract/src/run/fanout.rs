@@ -245,7 +245,7 @@ pub(super) async fn run_tool_calls(
             // What the model reads of a result is evidence for a grounded output; an error
             // (a failed call, a withheld result) is the tool's or the loop's own words.
             if let Some(ev) = evidence.as_deref_mut().filter(|_| !o.is_error) {
-                ev.add_result(&o.content, o.structured.as_ref(), &o.provenance);
+                ev.add_result(&o.content, o.structured.as_ref(), o.provenance());
             }
             ToolResult {
                 call_id: c.id.clone(),
