@@ -74,6 +74,7 @@ impl Command {
         match self {
             Command::Run(a) => Some(&a.telemetry),
             Command::Batch(a) => Some(&a.telemetry),
+            Command::Eval(a) => Some(&a.telemetry),
             #[cfg(feature = "mcp")]
             Command::Mcp(a) => Some(&a.telemetry),
             _ => None,

@@ -63,6 +63,9 @@ pub struct EvalArgs {
     min_pass: Option<f64>,
     #[command(flatten)]
     host: HostArgs,
+    /// OpenTelemetry export of every attempt's spans (`--otlp URL`, or the `OTEL_*` variables).
+    #[command(flatten)]
+    pub telemetry: super::telemetry::TelemetryArgs,
 }
 
 /// The report's formats.
