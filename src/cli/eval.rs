@@ -122,8 +122,13 @@ async fn eval(args: EvalArgs, quiet: bool) -> u8 {
     let modes: Vec<Option<OutputMode>> = if args.modes.is_empty() {
         vec![None]
     } else {
-        let mut m = args.modes.clone();
-        m.dedup();
+        // Each mode once, in the order given (`auto,tool,auto` is `auto,tool`).
+        let mut m: Vec<OutputMode> = Vec::new();
+        for mode in &args.modes {
+            if !m.contains(mode) {
+                m.push(*mode);
+            }
+        }
         m.into_iter().map(Some).collect()
     };
     let mut eval_specs = Vec::new();
@@ -299,7 +304,7 @@ fn verdict(args: &EvalArgs, report: &Report, model: &str, cases: &Path) -> u8 {
         return STALE;
     }
     let rate = report.pass_rate();
-    if report.all_passed() || args.min_pass.is_some_and(|min| rate >= min) {
+    if report.all_passed() || args.min_pass.is_some_and(|min| report.passes_at_least(min)) {
         OK
     } else {
         if let Some(min) = args.min_pass {
@@ -312,8 +317,10 @@ fn verdict(args: &EvalArgs, report: &Report, model: &str, cases: &Path) -> u8 {
     }
 }
 
-/// The command that records this eval again.
-fn rerecord(args: &EvalArgs, model: &str, cases: &Path, dir: &Path) -> String {
+/// The command that records this eval again: this very command line, every flag as given,
+/// with `--replay DIR` turned into `--record DIR` (and the model named, if it came from the
+/// recordings).
+fn rerecord(_args: &EvalArgs, model: &str, _cases: &Path, dir: &Path) -> String {
     let q = |s: &str| -> String {
         if !s.is_empty()
             && s.chars()
@@ -324,25 +331,29 @@ fn rerecord(args: &EvalArgs, model: &str, cases: &Path, dir: &Path) -> String {
             format!("'{}'", s.replace('\'', "'\\''"))
         }
     };
-    let mut cmd = format!(
-        "subcontract eval {} --cases {} --model {}",
-        q(&args.spec.display().to_string()),
-        q(&cases.display().to_string()),
-        q(model)
-    );
-    if !args.modes.is_empty() {
-        let modes: Vec<&str> = args.modes.iter().map(|m| m.as_str()).collect();
-        cmd.push_str(&format!(" --modes {}", modes.join(",")));
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    let mut out: Vec<String> = vec!["subcontract".into()];
+    let mut named_model = false;
+    let mut i = 0;
+    while i < given.len() {
+        let a = &given[i];
+        if a == "--replay" {
+            i += 2;
+            continue;
+        }
+        if a.starts_with("--replay=") {
+            i += 1;
+            continue;
+        }
+        named_model |= a == "--model" || a.starts_with("--model=");
+        out.push(q(a));
+        i += 1;
     }
-    if args.repeat != 1 {
-        cmd.push_str(&format!(" --repeat {}", args.repeat));
+    if !named_model {
+        out.push("--model".into());
+        out.push(q(model));
     }
-    if args.host.workspace != Path::new(".") {
-        cmd.push_str(&format!(
-            " --workspace {}",
-            q(&args.host.workspace.display().to_string())
-        ));
-    }
-    cmd.push_str(&format!(" --record {}", q(&dir.display().to_string())));
-    cmd
+    out.push("--record".into());
+    out.push(q(&dir.display().to_string()));
+    out.join(" ")
 }

@@ -372,7 +372,8 @@ fn record_then_replay_gives_the_same_report_and_a_change_is_stale() {
     assert!(err.contains("differs from every recorded one"), "{err}");
     assert!(
         err.contains(&format!(
-            "record them again with:\n  subcontract eval capital.toml --cases capital.cases.jsonl --model example --repeat 2 --record {rec_arg}"
+            // The very command given, `--record` for `--replay`, and the model it replayed.
+            "record them again with:\n  subcontract eval capital.toml --repeat 2 --format json --model example --record {rec_arg}"
         )),
         "{err}"
     );
@@ -687,4 +688,49 @@ fn the_recorded_real_model_eval_replays_offline_with_the_same_report() {
         .iter()
         .all(|c| c["passed"] == true);
     assert_eq!(code(&o), if all { 0 } else { 1 }, "{}", stderr(&o));
+}
+
+/// A change the contract hash does not cover (the sampling temperature, here) still changes
+/// what the model is sent: the replay stops, exit 3, and says how to record again with the
+/// very flags given.
+#[test]
+fn a_changed_request_setting_makes_the_real_model_recording_stale() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = std::fs::read_to_string(root.join("specs/research_topic.toml"))
+        .unwrap()
+        .replace("temperature = 0\n", "temperature = 0.9\n");
+    assert!(spec.contains("temperature = 0.9"));
+    let copy = dir.path().join("research_topic.toml");
+    std::fs::write(&copy, spec).unwrap();
+    let o = Command::new(BIN)
+        .current_dir(root)
+        .args([
+            "eval",
+            copy.to_str().unwrap(),
+            "--cases",
+            "bench/real/eval/research_topic.cases.jsonl",
+            "--workspace",
+            "bench/real/eval/workspace",
+            "--model",
+            "openai:local",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--replay",
+            "bench/real/eval/recordings",
+            "-q",
+        ])
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs");
+    let err = stderr(&o);
+    assert_eq!(code(&o), 3, "{err}");
+    assert!(
+        err.contains("offers other tools, limits, sampling or output format"),
+        "{err}"
+    );
+    // The command to record again is this one, every flag kept, `--record` for `--replay`.
+    assert!(err.contains("--base-url http://127.0.0.1:9/v1"), "{err}");
+    assert!(err.contains("--record bench/real/eval/recordings"), "{err}");
+    assert!(!err.contains("--replay"), "{err}");
 }

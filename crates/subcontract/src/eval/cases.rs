@@ -166,6 +166,9 @@ pub fn read_cases(path: &Path) -> Result<Vec<Case>, CasesError> {
 }
 
 /// Parses cases from JSON Lines text; `file` names it in errors. Blank lines are skipped.
+/// The longest case id, in characters.
+pub const MAX_ID_CHARS: usize = 256;
+
 /// Every malformed line is reported (bad JSON, an unknown key, a repeated id, a grader that
 /// is not well formed), and then none of the cases is returned.
 pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, CasesError> {
@@ -192,6 +195,13 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, CasesError> {
         };
         if raw.id.trim().is_empty() {
             errors.push(format!("{at}: the case id is empty"));
+            continue;
+        }
+        // An id is a name in reports, file names and messages: short, and printable.
+        if raw.id.chars().count() > MAX_ID_CHARS || raw.id.chars().any(char::is_control) {
+            errors.push(format!(
+                "{at}: a case id is at most {MAX_ID_CHARS} characters, with no control character"
+            ));
             continue;
         }
         if !ids.insert(raw.id.clone()) {
@@ -355,10 +365,11 @@ fn unescape(seg: &str) -> String {
 /// `items`/`prefixItems`, local `$ref`s and every branch of `anyOf`/`oneOf`/`allOf`. A schema
 /// that says nothing of a step (`true`, `{}`) allows it.
 pub fn can_produce(root: &Value, schema: &Value, pointer: &str) -> bool {
-    let segs: Vec<String> = if pointer.is_empty() {
-        Vec::new()
-    } else {
-        pointer[1..].split('/').map(unescape).collect()
+    let segs: Vec<String> = match pointer.strip_prefix('/') {
+        None if pointer.is_empty() => Vec::new(),
+        // Not a JSON Pointer at all.
+        None => return false,
+        Some(rest) => rest.split('/').map(unescape).collect(),
     };
     walk(root, schema, &segs, 0)
 }

@@ -24,7 +24,7 @@ use crate::spec::OutputMode;
 pub const MAX_RECORDING_BYTES: u64 = 64 << 20;
 
 /// The recording format this crate writes and reads.
-pub const RECORDING_VERSION: u32 = 1;
+pub const RECORDING_VERSION: u32 = 2;
 
 /// The first line of a recording: what it was made for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +70,33 @@ pub struct RecordedAttempt {
     pub exchanges: Vec<RecordedExchange>,
     /// The failed calls.
     pub errors: Vec<RecordedError>,
+    /// Each call's settings, as [`request_settings`] hashes them: what a replay matches
+    /// beside the conversation, so a changed tool, limit or sampling setting is stale.
+    pub settings: Vec<String>,
+}
+
+/// A hash of everything a request sends besides its system prompt and messages: the tools
+/// offered (names, descriptions, schemas), `max_tokens`, sampling, the tool choice, the
+/// response format and prompt caching. Two requests that differ in any of them differ here.
+pub fn request_settings(request: &ModelRequest<'_>) -> String {
+    let mut text = String::new();
+    for t in request.tools {
+        text.push_str(&t.name);
+        text.push('\u{1}');
+        text.push_str(&t.description);
+        text.push('\u{1}');
+        text.push_str(&crate::json::to_compact_string(&t.input_schema));
+        text.push('\u{2}');
+    }
+    text.push_str(&format!(
+        "{}\u{2}{:?}\u{2}{:?}\u{2}{:?}\u{2}{:?}",
+        request.max_tokens,
+        request.sampling,
+        request.tool_choice,
+        request.response_format,
+        request.prompt_cache
+    ));
+    format!("{:016x}", crate::json::fnv1a(text.as_bytes()))
 }
 
 /// A file-name-safe form of `s`: its safe characters (at most 48), `-`, and its hash.
@@ -131,9 +158,14 @@ fn walk_first(dir: &Path, depth: u32) -> Option<PathBuf> {
 }
 
 fn read_header(path: &Path) -> Result<RecordingHeader, String> {
+    use std::io::Read;
+    // Only a regular file, and only its first 64 KiB: a header is one short line.
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file".into());
+    }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     let mut line = String::new();
-    std::io::BufReader::new(file)
+    std::io::BufReader::new(file.take(64 << 10))
         .read_line(&mut line)
         .map_err(|e| e.to_string())?;
     serde_json::from_str(&line).map_err(|e| format!("not an eval recording: {e}"))
@@ -142,6 +174,10 @@ fn read_header(path: &Path) -> Result<RecordingHeader, String> {
 /// Reads one attempt's recording: its header and exchanges.
 pub fn read_recording(path: &Path) -> Result<(RecordingHeader, RecordedAttempt), String> {
     use std::io::Read;
+    // A FIFO or device could block or never end: regular files only.
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return Err("not a regular file".into());
+    }
     let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
     // A recording is a file anyone may hand over: read no more than this of it.
     let len = file.metadata().map_err(|e| e.to_string())?.len();
@@ -172,7 +208,9 @@ pub fn read_recording(path: &Path) -> Result<(RecordingHeader, RecordedAttempt),
         }
         let at = |e: serde_json::Error| format!("line {}: {e}", i + 2);
         let value: serde_json::Value = serde_json::from_str(&line).map_err(at)?;
-        if value.get("error").is_some() {
+        if let Some(settings) = value.get("request_settings").and_then(|v| v.as_str()) {
+            recorded.settings.push(settings.to_owned());
+        } else if value.get("error").is_some() {
             recorded
                 .errors
                 .push(serde_json::from_value(value).map_err(at)?);
@@ -194,16 +232,36 @@ pub fn write_recording(
 ) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
+        // A link planted in the recordings' tree (`<model>/<mode>/`) would lead the write
+        // elsewhere.
+        for d in dir.ancestors().take(2) {
+            if std::fs::symlink_metadata(d)?.file_type().is_symlink() {
+                return Err(std::io::Error::other(format!(
+                    "{} is a symbolic link: recordings are not written through links",
+                    d.display()
+                )));
+            }
+        }
     }
-    let tmp = path.with_extension("jsonl.tmp");
+    // A fresh name, created only if absent: a link planted at a guessable temporary name is
+    // never followed.
+    let tmp = path.with_extension(format!("jsonl.{:016x}.tmp", fastrand::u64(..)));
     {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        let mut out = std::io::BufWriter::new(file);
         let head = serde_json::to_string(header).map_err(std::io::Error::from)?;
         out.write_all(head.as_bytes())?;
         out.write_all(b"\n")?;
         let exchanges = recorded.exchanges.iter().map(serde_json::to_string);
         let errors = recorded.errors.iter().map(serde_json::to_string);
-        for line in exchanges.chain(errors) {
+        let settings = recorded
+            .settings
+            .iter()
+            .map(|h| serde_json::to_string(&serde_json::json!({ "request_settings": h })));
+        for line in exchanges.chain(errors).chain(settings) {
             let line = line.map_err(std::io::Error::from)?;
             out.write_all(crate::redact::redact(&line).as_bytes())?;
             out.write_all(b"\n")?;
@@ -305,16 +363,38 @@ impl Model for Taped {
     }
 
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        self.tape.requests.fetch_add(1, Ordering::Relaxed);
+        let n = self.tape.requests.fetch_add(1, Ordering::Relaxed) + 1;
+        let settings = request_settings(&request);
+        if self.replay && !self.tape.recorded.settings.contains(&settings) {
+            // The conversation may match while the tools, limits or sampling changed: the
+            // recorded answer was given to another request.
+            self.tape.mark_stale(format!(
+                "request {n} (to `{}`) offers other tools, limits, sampling or output format than any recorded one",
+                self.inner.id()
+            ));
+            return Err(ModelError::Exhausted(
+                "the recording was made for other request settings".into(),
+            ));
+        }
+        if self.tape.keep {
+            self.tape
+                .exchanges
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .settings
+                .push(settings);
+        }
         let result = self.inner.complete(request).await;
         match &result {
             Ok(r) => {
-                self.tape
-                    .input_tokens
-                    .fetch_add(r.usage.input_tokens, Ordering::Relaxed);
-                self.tape
-                    .output_tokens
-                    .fetch_add(r.usage.output_tokens, Ordering::Relaxed);
+                // Saturating: a tampered recording's usage must not wrap the totals.
+                let add = |a: &AtomicU64, n: u64| {
+                    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                        Some(v.saturating_add(n))
+                    });
+                };
+                add(&self.tape.input_tokens, r.usage.input_tokens);
+                add(&self.tape.output_tokens, r.usage.output_tokens);
                 if self.tape.keep {
                     let ex = RecordedExchange {
                         model: self.inner.id().to_string(),
@@ -349,8 +429,7 @@ impl Model for Taped {
                     });
                 }
                 self.tape.mark_stale(format!(
-                    "request {} ({} message(s), to `{}`) differs from every recorded one",
-                    self.tape.requests.load(Ordering::Relaxed),
+                    "request {n} ({} message(s), to `{}`) differs from every recorded one",
                     request.messages.len(),
                     self.inner.id()
                 ));

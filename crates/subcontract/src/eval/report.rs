@@ -138,6 +138,15 @@ impl Report {
         )
     }
 
+    /// Whether at least `min` (0 to 1) of all attempts passed, compared exactly (not on the
+    /// rounded rate: 29,999 of 30,000 is under 1); never with no attempt at all.
+    pub fn passes_at_least(&self, min: f64) -> bool {
+        let n = self.cases.len();
+        let passed = self.cases.iter().filter(|a| a.passed).count();
+        // The tolerance keeps 0.9 × 30,000 at 27,000, not 27,001.
+        n > 0 && passed as f64 >= (min * n as f64 - 1e-9).ceil()
+    }
+
     /// The attempts stopped by a stale recording.
     pub fn stale(&self) -> impl Iterator<Item = &AttemptReport> {
         self.cases.iter().filter(|a| a.outcome == STALE_RECORDING)
@@ -246,7 +255,9 @@ impl Report {
                     .iter()
                     .filter(|a| &a.mode == m && a.id == *id)
                     .collect();
-                let ms: u64 = attempts.iter().map(|a| a.wall_ms).sum();
+                let ms: u64 = attempts
+                    .iter()
+                    .fold(0u64, |t, a| t.saturating_add(a.wall_ms));
                 suite_ms += ms;
                 let _ = write!(
                     body,
@@ -336,10 +347,16 @@ fn summarise<'a>(attempts: impl Iterator<Item = &'a AttemptReport>) -> ModeSumma
         valid_rate: ratio(count(&|a| a.valid), n),
         wrong_valid_rate: ratio(count(&|a| a.valid && !a.passed), n),
         not_run: count(&|a| a.outcome == NOT_RUN),
-        input_tokens: attempts.iter().map(|a| a.input_tokens).sum(),
-        output_tokens: attempts.iter().map(|a| a.output_tokens).sum(),
+        input_tokens: attempts
+            .iter()
+            .fold(0u64, |t, a| t.saturating_add(a.input_tokens)),
+        output_tokens: attempts
+            .iter()
+            .fold(0u64, |t, a| t.saturating_add(a.output_tokens)),
         cost_usd: (attempts.iter().map(|a| a.cost_usd).sum::<f64>() * 1e6).round() / 1e6,
-        wall_ms: attempts.iter().map(|a| a.wall_ms).sum(),
+        wall_ms: attempts
+            .iter()
+            .fold(0u64, |t, a| t.saturating_add(a.wall_ms)),
     }
 }
 
