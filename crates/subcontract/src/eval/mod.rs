@@ -374,13 +374,22 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
                         ),
                     )
                 }
-                Ok((h, _)) if h.case != case.id || h.model != opts.model => {
+                Ok((h, _))
+                    if h.case != case.id
+                        || h.model != opts.model
+                        || h.mode != mode.as_str()
+                        || h.attempt != attempt
+                        || h.spec != spec.name() =>
+                {
                     return stale(
                         report,
                         format!(
-                            "{} was recorded for case `{}` on `{}`",
+                            "{} was recorded for spec `{}`, case `{}`, mode `{}`, attempt {} on `{}`",
                             path.display(),
+                            h.spec,
                             h.case,
+                            h.mode,
+                            h.attempt,
                             h.model
                         ),
                     )
