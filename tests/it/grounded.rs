@@ -735,6 +735,8 @@ async fn the_rig_adapter_passes_no_ungrounded_output() {
         #[validate(length(max = 20))]
         #[schemars(extend("x-grounded" = "text"))]
         version: String,
+        #[schemars(extend("x-grounded" = "number"))]
+        port: u16,
     }
     let spec = SubAgentSpec::<Text, Version>::builder("version_of")
         .description("Finds the version a text names.")
@@ -746,20 +748,31 @@ async fn the_rig_adapter_passes_no_ungrounded_output() {
         spec.grounding().is_some(),
         "the keyword came through schemars"
     );
-    for (answer, holds) in [("1.63.0", false), ("0.7.3", true)] {
-        let m = model(move |_, _, _| ScriptStep::submit(json!({"version": answer})));
+    // Text and number, each invented once, then both as the input says.
+    for (answer, port, holds) in [
+        ("1.63.0", 8080, false),
+        ("0.7.3", 8081, false),
+        ("0.7.3", 8080, true),
+    ] {
+        let m = model(move |_, _, _| ScriptStep::submit(json!({"version": answer, "port": port})));
         let ctx = Ctx::builder(m).build();
         let tool = subcontract::rig::tool(spec.clone(), &ctx).expect("a rig tool");
-        let r = tool.execute(json!({"text": "tidepool 0.7.3 is out"})).await;
+        let r = tool
+            .execute(json!({"text": "tidepool 0.7.3 is out; it listens on port 8080"}))
+            .await;
         match r {
             Ok(out) => {
-                assert!(holds, "{answer} went through");
-                assert_eq!(out.as_json(), Some(&json!({"version": "0.7.3"})));
+                assert!(holds, "{answer} {port} went through");
+                assert_eq!(
+                    out.as_json(),
+                    Some(&json!({"version": "0.7.3", "port": 8080}))
+                );
             }
             Err(e) => {
-                assert!(!holds, "{answer}: {}", e.message());
+                assert!(!holds, "{answer} {port}: {}", e.message());
                 assert!(e.message().contains("invalid_output"), "{}", e.message());
                 assert!(!e.message().contains(answer), "{}", e.message());
+                assert!(!e.message().contains(&port.to_string()), "{}", e.message());
             }
         }
     }
