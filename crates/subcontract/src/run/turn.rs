@@ -537,19 +537,28 @@ fn ungrounded(
     })
 }
 
-/// A rejected submission's violations (the run's failure should no turn repair them) and
-/// repair request; an ungrounded one makes the next turn ask for a read.
-fn after_rejection(
-    r: Rejected,
+/// What a turn's submission leaves: `Err` with the output that ends the run, or the index and
+/// repair request of a rejected one (its violations kept for the run's failure should no turn
+/// repair them; an ungrounded one makes the next turn ask for a read), or nothing.
+fn settle(
+    judged: Submission,
     plan: &Plan<'_>,
     spec: &SpecCore,
     turn: u32,
     force_next: &mut Option<Forced>,
-) -> (Vec<Violation>, String) {
-    if r.ungrounded && reads_next(plan, spec, turn) {
-        *force_next = Some(Forced::Ungrounded);
+    last_invalid: &mut Option<Vec<Violation>>,
+) -> Result<Option<(usize, String)>, Decoded> {
+    match judged {
+        Submission::Accepted(done) => Err(done),
+        Submission::Rejected(i, r) => {
+            if r.ungrounded && reads_next(plan, spec, turn) {
+                *force_next = Some(Forced::Ungrounded);
+            }
+            *last_invalid = Some(r.summary);
+            Ok(Some((i, r.repair)))
+        }
+        Submission::None => Ok(None),
     }
-    (r.summary, r.repair)
 }
 
 /// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its own,
@@ -833,7 +842,6 @@ pub(super) async fn turns(
             convo.push(assistant, Message::user(repair));
             continue;
         }
-        let mut rejected: Option<(usize, ToolOutput)> = None;
         // A grounded submission made beside other calls is judged after they run: what they
         // return is read in this run, so a model may read and answer in one response.
         let deferred = if evidence.is_some() && tool_calls.len() > 1 {
@@ -841,10 +849,11 @@ pub(super) async fn turns(
         } else {
             None
         };
+        let mut rejected: Option<(usize, ToolOutput)>;
         if let Some(i) = deferred {
             rejected = Some((i, ToolOutput::error("checked after the other calls")));
         } else {
-            match submission(
+            let judged = submission(
                 spec,
                 ctx,
                 turn,
@@ -852,14 +861,17 @@ pub(super) async fn turns(
                 &mut tool_calls,
                 out,
                 evidence.as_ref(),
+            );
+            match settle(
+                judged,
+                &plan,
+                spec,
+                turn,
+                &mut force_next,
+                &mut last_invalid,
             ) {
-                Submission::Accepted(done) => return Ok(done),
-                Submission::Rejected(i, r) => {
-                    let repair = after_rejection(r, &plan, spec, turn, &mut force_next);
-                    last_invalid = Some(repair.0);
-                    rejected = Some((i, ToolOutput::error(repair.1)));
-                }
-                Submission::None => {}
+                Err(done) => return Ok(done),
+                Ok(repair) => rejected = repair.map(|(i, text)| (i, ToolOutput::error(text))),
             }
         }
         // Calls of tools this turn did not offer (a forced turn offers the output alone) are
@@ -892,7 +904,7 @@ pub(super) async fn turns(
         let (mut results, note) =
             run_tool_calls(spec, &tool_calls, prepared, ctx, turn, evidence.as_mut()).await;
         if let Some(i) = deferred {
-            match submission(
+            let judged = submission(
                 spec,
                 ctx,
                 turn,
@@ -900,14 +912,18 @@ pub(super) async fn turns(
                 &mut tool_calls,
                 out,
                 evidence.as_ref(),
+            );
+            match settle(
+                judged,
+                &plan,
+                spec,
+                turn,
+                &mut force_next,
+                &mut last_invalid,
             ) {
-                Submission::Accepted(done) => return Ok(done),
-                Submission::Rejected(_, r) => {
-                    let repair = after_rejection(r, &plan, spec, turn, &mut force_next);
-                    last_invalid = Some(repair.0);
-                    results[i].content = repair.1;
-                }
-                Submission::None => {}
+                Err(done) => return Ok(done),
+                Ok(Some((_, text))) => results[i].content = text,
+                Ok(None) => {}
             }
         }
         for &(i, first) in &repeated {
