@@ -39,8 +39,8 @@ impl TypedTool for ReadFileTool {
     fn description(&self) -> &str {
         "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue."
     }
-    async fn call(&self, args: ReadFileArgs, _ctx: &Ctx) -> Result<String, String> {
-        blocking("read_file", &self.0, move |ws| ws.read_file(&args)).await
+    async fn call(&self, args: ReadFileArgs, ctx: &Ctx) -> Result<String, String> {
+        text_of(self.shown(args, ctx).await)
     }
     fn into_tool(self) -> Arc<dyn Tool> {
         Shows::erase(self)
@@ -75,8 +75,8 @@ impl TypedTool for ListDirTool {
     fn description(&self) -> &str {
         "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
     }
-    async fn call(&self, args: ListDirArgs, _ctx: &Ctx) -> Result<String, String> {
-        blocking("list_dir", &self.0, move |ws| ws.list_dir(&args)).await
+    async fn call(&self, args: ListDirArgs, ctx: &Ctx) -> Result<String, String> {
+        text_of(self.shown(args, ctx).await)
     }
     fn into_tool(self) -> Arc<dyn Tool> {
         Shows::erase(self)
@@ -114,8 +114,7 @@ impl TypedTool for GrepTool {
         "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
     }
     async fn call(&self, args: GrepArgs, ctx: &Ctx) -> Result<String, String> {
-        let found = blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await?;
-        Ok(with_read_it(found.text, found.partly_shown.as_ref(), ctx))
+        text_of(self.shown(args, ctx).await)
     }
     fn into_tool(self) -> Arc<dyn Tool> {
         Shows::erase(self)
@@ -151,6 +150,15 @@ fn with_read_it(mut text: String, partly: Option<&super::grep::PartlyShown>, ctx
         }
     }
     text
+}
+
+/// What the typed interface returns of a shown result: its text, or its error.
+fn text_of(o: ToolOutput) -> Result<String, String> {
+    if o.is_error {
+        Err(o.content)
+    } else {
+        Ok(o.content)
+    }
 }
 
 /// A typed workspace tool whose result keeps the workspace's own text apart from the tool's
