@@ -13,7 +13,7 @@ use rust_decimal::Decimal;
 use subcontract::batch::{run_batch, BatchOptions, Ledger, Progress, Summary};
 use subcontract::Budget;
 
-use super::run::load_with_siblings;
+use super::run::limit_and_specs;
 use super::{OK, USAGE, VIOLATIONS};
 
 /// Arguments of `batch`.
@@ -49,25 +49,10 @@ pub fn main(args: BatchArgs, quiet: bool) -> u8 {
 }
 
 async fn batch(args: BatchArgs, quiet: bool) -> u8 {
-    let limit = match args
-        .max_cost_usd
-        .map(subcontract::budget::check_limit_usd)
-        .transpose()
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: --max-cost-usd: {e}");
-            return USAGE;
-        }
-    };
-    let specs = match load_with_siblings(&args.spec) {
-        Ok(s) => s,
-        Err(e @ super::run::RunnerError::Spec(_)) => {
-            eprintln!("{e}");
-            return USAGE;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
+    let (limit, specs) = match limit_and_specs(args.max_cost_usd, &args.spec) {
+        Ok(found) => found,
+        Err(line) => {
+            eprintln!("{line}");
             return USAGE;
         }
     };

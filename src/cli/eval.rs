@@ -17,7 +17,7 @@ use subcontract::model::{Model, ReplayModel};
 use subcontract::spec::OutputMode;
 
 use super::host::HostArgs;
-use super::run::{load_with_siblings, RunnerError};
+use super::run::limit_and_specs;
 use super::{emit, OK, USAGE, VIOLATIONS};
 
 /// Exit code: a replay stopped on a recording that no longer fits the spec or its requests.
@@ -97,25 +97,10 @@ pub fn main(args: EvalArgs, quiet: bool) -> u8 {
 }
 
 async fn eval(args: EvalArgs, quiet: bool) -> u8 {
-    let limit = match args
-        .max_cost_usd
-        .map(subcontract::budget::check_limit_usd)
-        .transpose()
-    {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("error: --max-cost-usd: {e}");
-            return USAGE;
-        }
-    };
-    let specs = match load_with_siblings(&args.spec) {
-        Ok(s) => s,
-        Err(e @ RunnerError::Spec(_)) => {
-            eprintln!("{e}");
-            return USAGE;
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
+    let (limit, specs) = match limit_and_specs(args.max_cost_usd, &args.spec) {
+        Ok(found) => found,
+        Err(line) => {
+            eprintln!("{line}");
             return USAGE;
         }
     };

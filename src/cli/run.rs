@@ -88,6 +88,32 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<SubAgentSpec<Value, Value>>, St
     Ok(specs)
 }
 
+/// What a command that runs a spec over many inputs starts from: its `--max-cost-usd`,
+/// checked, and the spec with its siblings ([`load_with_siblings`]); `Err` is the line to
+/// print before exiting with a usage error.
+#[allow(clippy::type_complexity)]
+pub fn limit_and_specs(
+    max_cost_usd: Option<rust_decimal::Decimal>,
+    spec: &Path,
+) -> Result<
+    (
+        Option<rust_decimal::Decimal>,
+        Vec<SubAgentSpec<Value, Value>>,
+    ),
+    String,
+> {
+    let limit = max_cost_usd
+        .map(subcontract::budget::check_limit_usd)
+        .transpose()
+        .map_err(|e| format!("error: --max-cost-usd: {e}"))?;
+    let specs = load_with_siblings(spec).map_err(|e| match e {
+        // A spec's diagnostics are already lines of their own.
+        RunnerError::Spec(_) => e.to_string(),
+        e => format!("error: {e}"),
+    })?;
+    Ok((limit, specs))
+}
+
 /// The spec at `path` and every other spec in its directory (so that specs naming each other
 /// as tools can run), the named one first.
 pub fn load_with_siblings(path: &Path) -> Result<Vec<SubAgentSpec<Value, Value>>, RunnerError> {
