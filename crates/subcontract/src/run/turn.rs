@@ -849,24 +849,21 @@ pub(super) async fn turns(
         } else {
             None
         };
+        // The turn's submission judged against the evidence as it stands: what `settle` says.
+        let judge = |calls: &mut Vec<ToolCall>,
+                     ev: Option<&Evidence>,
+                     force_next: &mut Option<Forced>,
+                     last_invalid: &mut Option<Vec<Violation>>| {
+            let judged = submission(spec, ctx, turn, &plan, calls, out, ev);
+            settle(judged, &plan, spec, turn, force_next, last_invalid)
+        };
         let mut rejected: Option<(usize, ToolOutput)>;
         if let Some(i) = deferred {
             rejected = Some((i, ToolOutput::error("checked after the other calls")));
         } else {
-            let judged = submission(
-                spec,
-                ctx,
-                turn,
-                &plan,
+            match judge(
                 &mut tool_calls,
-                out,
                 evidence.as_ref(),
-            );
-            match settle(
-                judged,
-                &plan,
-                spec,
-                turn,
                 &mut force_next,
                 &mut last_invalid,
             ) {
@@ -904,20 +901,9 @@ pub(super) async fn turns(
         let (mut results, note) =
             run_tool_calls(spec, &tool_calls, prepared, ctx, turn, evidence.as_mut()).await;
         if let Some(i) = deferred {
-            let judged = submission(
-                spec,
-                ctx,
-                turn,
-                &plan,
+            match judge(
                 &mut tool_calls,
-                out,
                 evidence.as_ref(),
-            );
-            match settle(
-                judged,
-                &plan,
-                spec,
-                turn,
                 &mut force_next,
                 &mut last_invalid,
             ) {
