@@ -41,8 +41,13 @@ impl ExampleModel {
                 continue;
             };
             if let Some(g) = s.grounding() {
-                let mut cited = g.source_values(out);
-                cited.dedup();
+                // Each source read once: the same call twice in a turn is a repeat.
+                let mut cited: Vec<String> = Vec::new();
+                for id in g.source_values(out) {
+                    if !cited.contains(&id) {
+                        cited.push(id);
+                    }
+                }
                 if !cited.is_empty() {
                     reads.insert(s.system().to_string(), cited);
                 }
