@@ -3,7 +3,8 @@
 //!
 //! ```json
 //! { "version": 1, "specs": [ { "name": "…", "description": "…", "system": "…",
-//!   "tools": ["grep"], "model": null, "limits": { … }, "input": { … }, "output": { … } } ] }
+//!   "tools": ["grep"], "model": null, "limits": { … }, "input": { … }, "output": { … },
+//!   "contract": "8c0466bec3824054" } ] }
 //! ```
 //!
 //! Specs are sorted by name, tools by name, and every JSON object's keys alphabetically, so
@@ -53,6 +54,11 @@ pub struct Snapshot {
     pub input: Value,
     /// Its output JSON Schema.
     pub output: Value,
+    /// The contract hash: FNV-1a (16 hex digits) of this entry's pretty JSON without this
+    /// field. Any change a caller could see changes it; `subcontract eval` keys recordings by
+    /// it. Absent in lock files written before it was kept (they still read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<String>,
 }
 
 impl Snapshot {
@@ -76,7 +82,18 @@ impl Snapshot {
             },
             input: sorted(spec.input_contract().schema()),
             output: sorted(spec.output_contract().schema()),
+            contract: None,
         }
+        .hashed()
+    }
+
+    /// The entry with its [`contract`](Self::contract) hash computed.
+    fn hashed(mut self) -> Self {
+        self.contract = None;
+        // Plain data always serialises.
+        let text = serde_json::to_string_pretty(&self).unwrap_or_default();
+        self.contract = Some(format!("{:016x}", crate::json::fnv1a(text.as_bytes())));
+        self
     }
 }
 
