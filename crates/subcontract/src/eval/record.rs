@@ -61,6 +61,110 @@ pub struct RecordedError {
     pub tools: Vec<String>,
     /// The error, as it was shown.
     pub error: String,
+    /// What kind of failure it was, so a replay fails the same way (a timeout as a timeout,
+    /// an HTTP status as that status). Absent in recordings made before it was kept: those
+    /// replay as a malformed response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<RecordedFailure>,
+}
+
+/// The kind of a recorded model failure and the parts a replay rebuilds it from; the
+/// provider's name is the recorded model's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RecordedFailure {
+    /// [`ModelError::Http`].
+    Http {
+        /// The status.
+        status: u16,
+        /// The provider's message.
+        message: String,
+    },
+    /// [`ModelError::Connection`].
+    Connection {
+        /// What failed.
+        message: String,
+    },
+    /// [`ModelError::Timeout`].
+    Timeout {
+        /// The timeout.
+        secs: u64,
+    },
+    /// [`ModelError::MalformedResponse`], and any failure of a model of the caller's own.
+    Malformed {
+        /// What was wrong.
+        message: String,
+    },
+    /// [`ModelError::UnreadableUsage`].
+    UnreadableUsage {
+        /// What was wrong.
+        message: String,
+    },
+    /// [`ModelError::Exhausted`].
+    Exhausted {
+        /// Why.
+        message: String,
+    },
+    /// [`ModelError::Config`].
+    Config {
+        /// Why.
+        message: String,
+    },
+}
+
+impl RecordedFailure {
+    /// The kind of `e`.
+    pub fn of(e: &ModelError) -> Self {
+        match e {
+            ModelError::Http {
+                status, message, ..
+            } => RecordedFailure::Http {
+                status: *status,
+                message: message.clone(),
+            },
+            ModelError::Connection { message, .. } => RecordedFailure::Connection {
+                message: message.clone(),
+            },
+            ModelError::Timeout { secs, .. } => RecordedFailure::Timeout { secs: *secs },
+            ModelError::MalformedResponse { message, .. } => RecordedFailure::Malformed {
+                message: message.clone(),
+            },
+            ModelError::UnreadableUsage { message, .. } => RecordedFailure::UnreadableUsage {
+                message: message.clone(),
+            },
+            ModelError::Exhausted(message) => RecordedFailure::Exhausted {
+                message: message.clone(),
+            },
+            ModelError::Config(message) => RecordedFailure::Config {
+                message: message.clone(),
+            },
+            other => RecordedFailure::Malformed {
+                message: other.to_string(),
+            },
+        }
+    }
+
+    /// The error again, as `provider` failed with it.
+    pub fn to_error(&self, provider: &str) -> ModelError {
+        let provider = provider.to_string();
+        match self.clone() {
+            RecordedFailure::Http { status, message } => ModelError::Http {
+                provider,
+                status,
+                message,
+            },
+            RecordedFailure::Connection { message } => ModelError::Connection { provider, message },
+            RecordedFailure::Timeout { secs } => ModelError::Timeout { provider, secs },
+            RecordedFailure::Malformed { message } => {
+                ModelError::MalformedResponse { provider, message }
+            }
+            RecordedFailure::UnreadableUsage { message } => {
+                ModelError::UnreadableUsage { provider, message }
+            }
+            RecordedFailure::Exhausted { message } => ModelError::Exhausted(message),
+            RecordedFailure::Config { message } => ModelError::Config(message),
+        }
+    }
 }
 
 /// One attempt's recording as read back.
@@ -423,9 +527,12 @@ impl Model for Taped {
                 });
                 if let Some(e) = failed {
                     // The same failure as when recorded, not a stale recording.
-                    return Err(ModelError::MalformedResponse {
-                        provider: e.model.clone(),
-                        message: format!("(recorded) {}", e.error),
+                    return Err(match &e.failure {
+                        Some(f) => f.to_error(&e.model),
+                        None => ModelError::MalformedResponse {
+                            provider: e.model.clone(),
+                            message: format!("(recorded) {}", e.error),
+                        },
                     });
                 }
                 self.tape.mark_stale(format!(
@@ -441,6 +548,7 @@ impl Model for Taped {
                     messages: request.messages.to_vec(),
                     tools: request.tools.iter().map(|t| t.name.to_string()).collect(),
                     error: e.to_string(),
+                    failure: Some(RecordedFailure::of(e)),
                 };
                 self.tape
                     .exchanges
