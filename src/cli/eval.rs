@@ -171,6 +171,17 @@ async fn eval(args: EvalArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
+    // A cap on an unpriced model would never bind: every call counts as 0 USD. Said before
+    // anything runs, not discovered on the bill.
+    if let (Some(cap), None) = (limit, args.replay.as_ref()) {
+        if host.clone().build().prices().get(&model).is_none() {
+            eprintln!(
+                "error: --max-cost-usd {cap} cannot bind: no price is known for `{model}`, so every call would count as 0 USD; give it one with --prices FILE"
+            );
+            eprintln!("error: nothing was run");
+            return USAGE;
+        }
+    }
     let opts = EvalOptions {
         model: model.clone(),
         repeat: args.repeat,

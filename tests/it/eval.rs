@@ -734,3 +734,219 @@ fn a_changed_request_setting_makes_the_real_model_recording_stale() {
     assert!(err.contains("--record bench/real/eval/recordings"), "{err}");
     assert!(!err.contains("--replay"), "{err}");
 }
+
+/// A model that fails every call with a timeout, as a provider that gave up would.
+struct TimesOut;
+
+#[async_trait::async_trait]
+impl subcontract::Model for TimesOut {
+    fn id(&self) -> &str {
+        "scripted:slow"
+    }
+    async fn complete(
+        &self,
+        _request: subcontract::model::ModelRequest<'_>,
+    ) -> Result<subcontract::model::ModelResponse, subcontract::model::ModelError> {
+        Err(subcontract::model::ModelError::Timeout {
+            provider: "scripted:slow".into(),
+            secs: 30,
+        })
+    }
+}
+
+/// A failed call replays as the same failure (a timeout stays a timeout, with its message),
+/// so the replayed report is the recorded one, outcome for outcome.
+#[tokio::test]
+async fn a_recorded_failure_replays_as_the_same_failure() {
+    let spec = answer_spec("ANSWER");
+    let dir = tempfile::tempdir().unwrap();
+    let cases = parse_cases(
+        "t.jsonl",
+        r#"{"id": "slow", "input": {"q": "one"}, "expect": {"fields": {"/answer": "yes"}}}"#,
+    )
+    .unwrap();
+    let mut opts = EvalOptions::new("scripted:slow");
+    opts.recording = Recording::Record(dir.path().to_path_buf());
+    let recorded = run_eval(
+        &[EvalSpec::new(spec.clone())],
+        &cases,
+        &Judges::new(),
+        Ctx::builder(Arc::new(TimesOut)),
+        &opts,
+        None,
+    )
+    .await;
+    let text = std::fs::read_to_string(&walk(dir.path())[0]).unwrap();
+    assert!(
+        text.contains(r#""failure":{"kind":"timeout","secs":30}"#),
+        "{text}"
+    );
+    opts.recording = Recording::Replay(dir.path().to_path_buf());
+    let never = Arc::new(ScriptedModel::from_fn("scripted:slow", |_| {
+        panic!("a replay never calls the model")
+    }));
+    let replayed = run_eval(
+        &[EvalSpec::new(spec)],
+        &cases,
+        &Judges::new(),
+        Ctx::builder(never),
+        &opts,
+        None,
+    )
+    .await;
+    let (a, b) = (&recorded.cases[0], &replayed.cases[0]);
+    assert_ne!(a.outcome, STALE_RECORDING, "{a:?}");
+    assert_eq!((&a.outcome, &a.failed), (&b.outcome, &b.failed));
+    assert!(
+        a.failed[0].contains("timed out after 30 s"),
+        "{:?}",
+        a.failed
+    );
+}
+
+/// A judge the eval's budget has no room for gives no verdict: the attempt is not run, not a
+/// valid-but-wrong answer.
+#[tokio::test]
+async fn a_judge_the_budget_cannot_afford_leaves_the_attempt_not_run() {
+    use rust_decimal::Decimal;
+    use subcontract::model::{Price, PriceTable};
+    let spec = SubAgentSpec::dynamic(
+        "answer",
+        json!({"type": "object"}),
+        json!({"type": "object", "required": ["answer"], "additionalProperties": false,
+               "properties": {"answer": {"type": "string", "maxLength": 40}}}),
+    )
+    .description("Answers.")
+    .system("ANSWER")
+    .max_turns(1)
+    .max_tokens_per_turn(50)
+    .build()
+    .unwrap();
+    // Its worst case (100,000 output tokens at 1,000 USD a million) is far over the cap.
+    let judge = SubAgentSpec::dynamic(
+        "judge",
+        json!({"type": "object"}),
+        json!({"type": "object", "required": ["pass", "reason"], "additionalProperties": false,
+               "properties": {"pass": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}}}),
+    )
+    .description("Judges an answer.")
+    .system("JUDGE")
+    .max_turns(1)
+    .max_tokens_per_turn(100_000)
+    .build()
+    .unwrap();
+    let cases = parse_cases(
+        "t.jsonl",
+        r#"{"id": "a", "input": {"q": "a"}, "expect": {"judge": "judge.toml"}}"#,
+    )
+    .unwrap();
+    let model = Arc::new(ScriptedModel::from_fn("scripted:j", |req| {
+        if req.system.starts_with("JUDGE") {
+            ScriptStep::submit(json!({"pass": false, "reason": "never asked"}))
+        } else {
+            ScriptStep::submit(json!({"answer": "maybe"}))
+        }
+    }));
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:j",
+        Price::per_mtok(Decimal::from(1000), Decimal::from(1000)),
+    );
+    let mut judges = Judges::new();
+    judges.insert("judge.toml".into(), judge);
+    let mut opts = EvalOptions::new("scripted:j");
+    opts.max_cost_usd = Some(Decimal::from(5));
+    let report = run_eval(
+        &[EvalSpec::new(spec)],
+        &cases,
+        &judges,
+        Ctx::builder(model).prices(prices),
+        &opts,
+        None,
+    )
+    .await;
+    let a = &report.cases[0];
+    assert_eq!(a.outcome, NOT_RUN, "{a:?}");
+    assert_eq!(
+        a.failed,
+        ["not run: the eval's budget has no room for the judge `judge`"]
+    );
+    assert_eq!(a.requests, 1, "the answer only: {a:?}");
+    let s = &report.summary[0].1;
+    assert_eq!((s.not_run, s.wrong_valid_rate), (1, 0.0));
+}
+
+/// A cap on a model with no price would never bind (every call counts as 0 USD): refused,
+/// exit 2, before anything runs.
+#[test]
+fn a_cost_cap_on_an_unpriced_model_is_refused_before_anything_runs() {
+    let d = Dir::new(&[PASSING]);
+    let o = d.eval(&["--model", "example", "--max-cost-usd", "0.50"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--max-cost-usd 0.50 cannot bind: no price is known for `example`"),
+        "{err}"
+    );
+    assert!(err.contains("--prices FILE"), "{err}");
+    assert!(o.stdout.is_empty());
+}
+
+/// The report's contract hash is the one `subcontract lock` writes beside the spec's entry.
+#[test]
+fn the_report_names_the_contract_hash_of_the_lock_file() {
+    let d = Dir::new(&[PASSING]);
+    let lock = Command::new(BIN)
+        .current_dir(d.tmp.path())
+        .args(["lock", "capital.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&lock), 0, "{}", stderr(&lock));
+    let lock: Value = serde_json::from_slice(&lock.stdout).unwrap();
+    let hash = lock["specs"][0]["contract"]
+        .as_str()
+        .expect("a contract hash");
+    assert_eq!(hash.len(), 16);
+    let o = d.eval(&["--model", "example", "--format", "json"]);
+    assert_eq!(report(&o)["contract"], json!(hash));
+}
+
+/// The real-model suite's eight tasks (`bench/real/suite/`), as the real-model test recorded
+/// them on the local model in its default setup, replayed by the command line with no server:
+/// each spec file, its cases and its workspace give the same requests the test sent, and every
+/// task passes. A change to a task's spec, or to what a run of it sends, makes it stale (exit 3).
+#[test]
+fn the_real_model_suite_replays_offline_through_the_command_line() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/real/suite");
+    let mut specs: Vec<PathBuf> = std::fs::read_dir(root.join("specs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    specs.sort();
+    assert_eq!(specs.len(), 8);
+    for spec in specs {
+        let name = spec.file_stem().unwrap().to_str().unwrap().to_string();
+        let mut cmd = Command::new(BIN);
+        cmd.current_dir(&root)
+            .arg("eval")
+            .arg(&spec)
+            .args(["--replay", "recordings", "--format", "json", "-q"])
+            .env_remove("OPENAI_API_KEY");
+        let ws = root.join("workspaces").join(&name);
+        if ws.is_dir() {
+            cmd.arg("--workspace").arg(&ws);
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(code(&o), 0, "{name}: {}", stderr(&o));
+        let r = report(&o);
+        assert_eq!(r["model"], "openai:local", "{name}");
+        let case = &r["cases"][0];
+        assert_eq!(
+            (&case["outcome"], &case["passed"]),
+            (&json!("completed"), &json!(true)),
+            "{name}: {case}"
+        );
+        assert!(case["requests"].as_u64().unwrap() >= 1, "{name}: {case}");
+    }
+}

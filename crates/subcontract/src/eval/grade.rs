@@ -75,6 +75,13 @@ pub fn grade(expect: &Expect, outcome: &str, output: Option<&Value>) -> Vec<Stri
     for (p, re) in &expect.matches {
         match at(p) {
             Ok(Value::String(s)) if re.is_match(s) => {}
+            // A list is graded item by item: a regex only ever matches text, so an array at
+            // the pointer can only mean "every item" (and an empty list matches nothing).
+            Ok(Value::Array(items))
+                if !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|i| i.as_str().is_some_and(|s| re.is_match(s))) => {}
             Ok(got) => failed.push(format!(
                 "matches {}: {} does not match /{}/",
                 shown(p),
@@ -155,6 +162,21 @@ mod tests {
         assert_eq!(got[3], "matches /id: \"ab-12\" does not match /^\\d+$/");
         assert_eq!(got[4], "range /n: 4 is not a number in [5, 9]");
         assert_eq!(got[5], "one_of /tag: \"b\" is not one of [\"c\"]");
+    }
+
+    #[test]
+    fn matches_on_a_list_holds_for_every_item() {
+        let e = expect(json!({"matches": {"/tags": "^(a|b)"}}));
+        assert!(grade(&e, "completed", Some(&json!({"tags": ["a1", "b2"]}))).is_empty());
+        for bad in [
+            json!({"tags": ["a1", "c"]}),
+            json!({"tags": []}),
+            json!({"tags": ["a", 1]}),
+        ] {
+            let got = grade(&e, "completed", Some(&bad));
+            assert_eq!(got.len(), 1, "{bad}: {got:?}");
+            assert!(got[0].starts_with("matches /tags: "), "{got:?}");
+        }
     }
 
     #[test]

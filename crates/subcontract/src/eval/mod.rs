@@ -68,12 +68,12 @@ use crate::{CtxBuilder, Failure, Outcome, RunResult};
 
 use record::{read_recording, write_recording, Tape, Taped};
 
-/// A spec's contract hash: FNV-1a (hex) of the spec's entry exactly as `subcontract lock`
-/// writes it (name, description, system prompt, tools, model, limits and both schemas, keys
-/// sorted). Any change a caller could see changes it; the output mode does not.
+/// A spec's contract hash, the `contract` of its entry as `subcontract lock` writes it:
+/// FNV-1a (hex) of that entry without the hash (name, description, system prompt, tools,
+/// model, limits and both schemas, schema keys sorted). Any change a caller could see changes
+/// it; the output mode does not.
 pub fn contract_hash<I, O>(spec: &SubAgentSpec<I, O>) -> String {
-    let text = serde_json::to_string_pretty(&Snapshot::of(spec)).unwrap_or_default();
-    format!("{:016x}", crate::json::fnv1a(text.as_bytes()))
+    Snapshot::of(spec).contract.unwrap_or_default()
 }
 
 /// Loads the spec file at `path` with its output mode set to `mode` (the file's own mode
@@ -321,6 +321,7 @@ fn empty(id: &str, mode: OutputMode, attempt: u32, outcome: &str) -> AttemptRepo
         cost_usd: 0.0,
         wall_ms: 0,
         stale: None,
+        output: None,
     }
 }
 
@@ -448,14 +449,31 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
         if let (Some(path), Some(output)) = (&case.expect.judge, &r.output) {
             match shared.judges.get(path) {
                 Some(judge) => {
-                    let (verdict, spent) = run_judge(judge, case, output, &ctx).await;
+                    let limited = opts.max_cost_usd.is_some();
+                    let (verdict, spent) = run_judge(judge, case, output, &ctx, limited).await;
                     cost += spent;
-                    report.failed.extend(verdict);
+                    match verdict {
+                        Judged::Verdict(failed) => report.failed.extend(failed),
+                        // No verdict is not a wrong answer: the attempt could not be
+                        // graded, and is reported as not run.
+                        Judged::RefusedByEval => {
+                            report.outcome = NOT_RUN.into();
+                            report.valid = false;
+                            report.failed = vec![format!(
+                                "not run: the eval's budget has no room for the judge `{}`",
+                                judge.name()
+                            )];
+                        }
+                        Judged::Refused(why) => report
+                            .failed
+                            .push(format!("judge `{}`: {why}", judge.name())),
+                    }
                 }
                 None => report.failed.push(format!("judge `{path}`: not loaded")),
             }
         }
         report.passed = report.failed.is_empty();
+        report.output = r.output.clone();
     }
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.requests = tape.requests.load(Ordering::Relaxed);
@@ -495,16 +513,35 @@ fn stale(mut report: AttemptReport, why: String) -> AttemptReport {
     report
 }
 
+/// What a judge said.
+enum Judged {
+    /// The failures it reports (none: the output passed).
+    Verdict(Vec<String>),
+    /// The eval's budget had no room for it.
+    RefusedByEval,
+    /// Another budget refused it before any spend (its own cap, or a call cap): why.
+    Refused(String),
+}
+
 /// Runs the judge on `{case, output}` under the attempt's context (its budget, its model);
-/// returns the failures it reports and what it cost.
+/// returns its verdict and what it cost.
 async fn run_judge(
     judge: &SubAgentSpec<Value, Value>,
     case: &Case,
     output: &Value,
     ctx: &crate::Ctx,
-) -> (Vec<String>, Decimal) {
+    eval_limited: bool,
+) -> (Judged, Decimal) {
     let input = json!({"case": {"id": case.id, "input": case.input}, "output": output});
     let r = judge.run_child(&input, ctx).await;
+    if refused_by_eval(&r, judge.limits().max_cost_usd, eval_limited) {
+        return (Judged::RefusedByEval, r.total_cost_usd);
+    }
+    if let Some(f @ Failure::Budget { .. }) = &r.error {
+        if f.refused_before_spend() {
+            return (Judged::Refused(f.to_string()), r.total_cost_usd);
+        }
+    }
     let verdict = match (&r.outcome, &r.output) {
         (Outcome::Completed, Some(v)) => match v.get("pass").and_then(Value::as_bool) {
             Some(true) => Vec::new(),
@@ -516,5 +553,5 @@ async fn run_judge(
         },
         (o, _) => vec![format!("judge `{}`: ended {o}", judge.name())],
     };
-    (verdict, r.total_cost_usd)
+    (Judged::Verdict(verdict), r.total_cost_usd)
 }

@@ -43,6 +43,10 @@ pub struct AttemptReport {
     /// Why a replay stopped ([`STALE_RECORDING`] only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale: Option<String>,
+    /// The validated output, when the run completed: what a wrong answer said (bounded by
+    /// the spec's `max_output_chars`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// The figures of one mode.
@@ -384,6 +388,7 @@ mod tests {
             cost_usd: 0.001,
             wall_ms: 3,
             stale: None,
+            output: None,
         }
     }
 
