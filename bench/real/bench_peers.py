@@ -3,7 +3,8 @@
 
     python bench/real/bench_peers.py --base-url http://127.0.0.1:8090/v1 [--json OUT]
 
-Reads the same tasks as `tests/it/real_model.rs` (`bench/real/tasks.json`): the same system
+Reads the same tasks as `tests/it/real_model.rs` (`bench/real/suite/`: a spec file, a cases
+file and a workspace per task), with their contracts as written minus `x-grounded`: the same system
 prompts, the input sent as compact JSON, the same two read-only tools (`read_file`, `grep`)
 with the descriptions and argument schemas subcontract shows a model, the same limits (5 model
 requests, 512 tokens a request, temperature 0) and the same graders. Setups:
@@ -28,6 +29,7 @@ import re
 import sys
 import tempfile
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -147,22 +149,63 @@ class Workspace:
         return getattr(self, name)(**args)
 
 
+def strip_grounded(schema: Any) -> Any:
+    """The schema without its `x-grounded` keywords (the peers have no such check)."""
+    if isinstance(schema, dict):
+        return {k: strip_grounded(v) for k, v in schema.items() if k != "x-grounded"}
+    if isinstance(schema, list):
+        return [strip_grounded(v) for v in schema]
+    return schema
+
+
+def load_tasks() -> list[dict]:
+    """The suite: each spec file with its one case and its workspace's files, in file order."""
+    suite = HERE / "suite"
+    tasks = []
+    for path in sorted((suite / "specs").glob("*.toml")):
+        spec = tomllib.loads(path.read_text())
+        lines = [l for l in path.with_suffix(".cases.jsonl").read_text().splitlines() if l.strip()]
+        assert len(lines) == 1, f"{path}: one case"
+        case = json.loads(lines[0])
+        ws = suite / "workspaces" / spec["name"]
+        files = {str(f.relative_to(ws)): f.read_text() for f in sorted(ws.rglob("*")) if f.is_file()} if ws.is_dir() else {}
+        tasks.append({"name": spec["name"], "system": spec["system"], "tools": spec.get("tools", []),
+                      "input": case["input"], "expect": case.get("expect", {}), "files": files,
+                      "output": strip_grounded(spec["output"])})
+    return tasks
+
+
 def grade(task: dict, output: Any) -> str | None:
-    """None when the output is what the task expects, else the first failed check."""
-    for check in task["expect"]:
-        ptr = check["pointer"]
+    """None when the output is what the case expects, else the first failed grader: the
+    graders of `subcontract eval` (fields, contains, matches, range, one_of)."""
+    def at(ptr: str) -> Any:
         got: Any = output
-        for part in ptr.strip("/").split("/"):
-            got = got.get(part) if isinstance(got, dict) else None
-        if "equals" in check and got != check["equals"]:
-            return f"{ptr} is {json.dumps(got)}, expected {json.dumps(check['equals'])}"
-        if "contains" in check and not (isinstance(got, str) and check["contains"].lower() in got.lower()):
-            return f"{ptr} is {json.dumps(got)}, expected it to contain {check['contains']!r}"
-        if "one_of_each" in check:
-            allowed = check["one_of_each"]
-            ok = isinstance(got, list) and got and all(isinstance(i, str) and any(i.strip().startswith(a) for a in allowed) for i in got)
-            if not ok:
-                return f"{ptr} is {json.dumps(got)}, expected items from {allowed}"
+        for part in ptr.strip("/").split("/") if ptr else []:
+            got = got.get(part) if isinstance(got, dict) else (got[int(part)] if isinstance(got, list) and part.isdigit() and int(part) < len(got) else None)
+        return got
+
+    expect = task["expect"]
+    for ptr, want in expect.get("fields", {}).items():
+        if at(ptr) != want:
+            return f"{ptr} is {json.dumps(at(ptr))}, expected {json.dumps(want)}"
+    for ptr, subs in expect.get("contains", {}).items():
+        got = at(ptr)
+        text = (got if isinstance(got, str) else json.dumps(got)).lower()
+        for sub in subs:
+            if sub.lower() not in text:
+                return f"{ptr} is {json.dumps(got)}, expected it to contain {sub!r}"
+    for ptr, rx in expect.get("matches", {}).items():
+        got = at(ptr)
+        items = got if isinstance(got, list) else [got]
+        if not items or not all(isinstance(i, str) and re.search(rx, i) for i in items):
+            return f"{ptr} is {json.dumps(got)}, expected a match of /{rx}/"
+    for ptr, (lo, hi) in expect.get("range", {}).items():
+        got = at(ptr)
+        if not (isinstance(got, (int, float)) and not isinstance(got, bool) and lo <= got <= hi):
+            return f"{ptr} is {json.dumps(got)}, expected a number in [{lo}, {hi}]"
+    for ptr, allowed in expect.get("one_of", {}).items():
+        if at(ptr) not in allowed:
+            return f"{ptr} is {json.dumps(at(ptr))}, expected one of {allowed}"
     return None
 
 
@@ -296,7 +339,7 @@ async def main() -> None:
     ap.add_argument("--setup", action="append", choices=sorted(SETUPS), help="only these (repeatable)")
     ap.add_argument("--json", type=Path, help="write every run here")
     a = ap.parse_args()
-    tasks = json.loads((HERE / "tasks.json").read_text())["tasks"]
+    tasks = load_tasks()
     from agents.exceptions import AgentsException
     from openai import APIError
     from pydantic_ai.exceptions import AgentRunError

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real-model suite side by side: subcontract, Pydantic AI and the OpenAI Agents SDK on the
-# same llama.cpp server and model, the same tasks (bench/real/tasks.json), prompts, tools and
+# same llama.cpp server and model, the same tasks (bench/real/suite/), prompts, tools and
 # limits. Usage: bench/real/run.sh   (from anywhere; writes target/tmp/bench-real/)
 # REAL_MODEL: 1.5b (default) or 0.5b. REAL_VENV: the peers' virtual environment (default
 # target/tmp/bench-real-venv, made on first use from bench/peers/requirements-lock.txt).

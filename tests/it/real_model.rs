@@ -1,27 +1,35 @@
 //! The contract on a real model: Qwen2.5-Coder-Instruct (Q4_K_M) behind llama.cpp's own HTTP
 //! server, installed into the target's temporary directory on first use (the test fails with
-//! the command when it cannot; it never skips). Eight graded tasks (`bench/real/tasks.json`,
-//! which the peer benchmark reads too) run through each setup (endpoint × chat template ×
-//! output mode), and a table of what happened is printed and written to
-//! `target/tmp/real-model/table.md`.
+//! the command when it cannot; it never skips). The suite is eight graded tasks, each a spec
+//! file with a cases file beside it (`bench/real/suite/specs/`) and a workspace of its own
+//! (`bench/real/suite/workspaces/NAME/`), which the peer benchmark reads too. They run through
+//! `subcontract eval`'s engine ([`run_eval`]) in each setup (endpoint × chat template × output
+//! mode); every exchange is recorded under `target/tmp/real-model/records/`, and a table made
+//! from the eval reports is printed and written to `target/tmp/real-model/table.md`.
 //!
-//! Claimed, and asserted: no run ever returns an output that breaks its contract, and `auto`
-//! passes at least the floor measured for it; a task that passed in no mode is printed. The
-//! default run, part of `cargo test --all-features`, is the one setup that fits the CI budget:
-//! `auto` over `/v1/chat/completions` with the tool-call template. `SUBCONTRACT_REAL_MATRIX=full`
-//! runs every setup (both endpoints, both templates, every mode), and `SUBCONTRACT_REAL_MODEL`
-//! picks the model size (`1.5b`, the default, or `0.5b`). `SUBCONTRACT_REAL_LEVERS` changes the
+//! Claimed, and asserted: no run ever returns an output that breaks its contract (checked here
+//! again, apart from the run loop), and `auto` passes at least the floor measured for it; a
+//! task that passed in no mode is printed. The default run, part of `cargo test
+//! --all-features`, is the one setup that fits the CI budget: `auto` over
+//! `/v1/chat/completions` with the tool-call template. `SUBCONTRACT_REAL_MATRIX=full` runs every
+//! setup (both endpoints, both templates, every mode), and `SUBCONTRACT_REAL_MODEL` picks the
+//! model size (`1.5b`, the default, or `0.5b`). `SUBCONTRACT_REAL_LEVERS` changes the
 //! small-model aids from their defaults, to measure one at a time: a comma-separated list of
 //! `NAME=on|off` for the run loop's `forced_output`, `text_calls` and `native_final`
-//! ([`Levers`]) and the suite's own `require_tool_first` (on).
-//! `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs other output modes,
-//! and `SUBCONTRACT_REAL_SETUP` (`own`, `messages`, or both, comma-separated) another template or
-//! endpoint, in place of the default setup.
+//! ([`Levers`]) and the spec files' own `require_tool_first` (on in each file that has tools;
+//! `off` turns it off). `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs
+//! other output modes, and `SUBCONTRACT_REAL_SETUP` (`own`, `messages`, or both,
+//! comma-separated) another template or endpoint, in place of the default setup.
 //!
-//! Each task runs in two variants: `plain`, its contract as written, and `grounded`, the same
-//! contract with the properties whose answer is in a file marked `x-grounded` (the task's
-//! `ground`), so an answer the model did not read is sent back for repair.
+//! Each task runs in two variants: `grounded`, its spec file as written (the properties whose
+//! answer is in a file are marked `x-grounded`, so an answer the model did not read is sent
+//! back for repair), and `plain`, the same contract without its `x-grounded` keywords.
 //! `SUBCONTRACT_REAL_VARIANTS` (`plain`, `grounded`, or both, comma-separated) picks them.
+//!
+//! The grounded variant in the default setup is exactly what the command line runs:
+//! `subcontract eval bench/real/suite/specs/extract.toml --workspace
+//! bench/real/suite/workspaces/extract --model openai:local --base-url http://127.0.0.1:PORT/v1`
+//! (the book's "Local models").
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -30,7 +38,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use subcontract::model::Recorder;
+use subcontract::eval::{
+    check_cases, read_cases, run_eval, AttemptReport, Case, EvalOptions, EvalSpec, Recording,
+};
 use subcontract::provider::{AnthropicModel, ApiKey, OpenAiModel, ProviderConfig};
 use subcontract::spec::{Levers, OutputMode};
 use subcontract::tool::workspace::Workspace;
@@ -105,83 +115,50 @@ fn variants() -> Vec<Variant> {
         .collect()
 }
 
-/// One line of the table.
-struct Row {
-    task: String,
-    variant: Variant,
-    template: Template,
-    api: Api,
-    mode: OutputMode,
-    verdict: String,
-    passed: bool,
-    requests: u32,
-    tokens: (u64, u64),
-    wall: Duration,
+/// One task of the suite: its spec file as loaded, its cases and its workspace.
+struct Task {
+    spec: SubAgentSpec<Value, Value>,
+    cases: Vec<Case>,
+    workspace: Option<PathBuf>,
 }
 
-fn tasks() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/real/tasks.json");
-    let text = std::fs::read_to_string(&path).expect("bench/real/tasks.json");
-    let v: Value = serde_json::from_str(&text).expect("tasks.json is JSON");
-    v["tasks"].as_array().expect("a tasks array").clone()
-}
-
-/// Whether `output` is what the task expects; the first failed check when not.
-fn grade(task: &Value, output: &Value) -> Result<(), String> {
-    for check in task["expect"].as_array().expect("expect") {
-        let pointer = check["pointer"].as_str().expect("pointer");
-        let got = output.pointer(pointer).cloned().unwrap_or(Value::Null);
-        if let Some(want) = check.get("equals") {
-            if &got != want {
-                return Err(format!("{pointer} is {got}, expected {want}"));
-            }
-        }
-        if let Some(want) = check.get("contains").and_then(Value::as_str) {
-            let ok = got
-                .as_str()
-                .is_some_and(|s| s.to_lowercase().contains(&want.to_lowercase()));
-            if !ok {
-                return Err(format!(
-                    "{pointer} is {got}, expected it to contain {want:?}"
-                ));
-            }
-        }
-        if let Some(allowed) = check.get("one_of_each").and_then(Value::as_array) {
-            let items = got.as_array().cloned().unwrap_or_default();
-            let ok = !items.is_empty()
-                && items.iter().all(|i| {
-                    i.as_str().is_some_and(|s| {
-                        allowed
-                            .iter()
-                            .any(|a| a.as_str().is_some_and(|a| s.trim().starts_with(a)))
-                    })
-                });
-            if !ok {
-                return Err(format!(
-                    "{pointer} is {got}, expected items from {allowed:?}"
-                ));
-            }
-        }
+impl Task {
+    fn name(&self) -> &str {
+        self.spec.name()
     }
-    Ok(())
 }
 
-/// The task's workspace, written fresh under the target's temporary directory.
-fn workspace(task: &Value) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("real-model/workspaces")
-        .join(task["name"].as_str().expect("name"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("workspace dir");
-    for (rel, body) in task["files"].as_object().expect("files") {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(p.parent().expect("a parent")).expect("dirs");
-        std::fs::write(&p, body.as_str().expect("file text")).expect("write");
-    }
-    dir
+/// The suite's tasks, in the order of their file names; every cases file is checked against
+/// its spec's contracts first, as `subcontract eval` does.
+fn suite() -> Vec<Task> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/real/suite");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("specs"))
+        .expect("bench/real/suite/specs")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 8, "eight tasks: {files:?}");
+    files
+        .into_iter()
+        .map(|path| {
+            let spec = subcontract::spec::load_spec(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let cases_path = path.with_extension("cases.jsonl");
+            let cases = read_cases(&cases_path).unwrap_or_else(|e| panic!("{e}"));
+            check_cases(&spec, &cases_path.display().to_string(), &cases)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let workspace = root.join("workspaces").join(spec.name());
+            Task {
+                workspace: workspace.is_dir().then_some(workspace),
+                spec,
+                cases,
+            }
+        })
+        .collect()
 }
 
-/// The aids in use: the run loop's defaults and the suite's `require_tool_first` (on), changed
+/// The aids in use: the run loop's defaults and the spec files' `require_tool_first`, changed
 /// by `SUBCONTRACT_REAL_LEVERS` (`NAME=on|off,…`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Aids {
@@ -226,51 +203,88 @@ fn aids() -> Aids {
     a
 }
 
-/// The task's output contract in `variant`: for `grounded`, `x-grounded` added at each of
-/// the task's `ground` pointers.
-fn output_schema(task: &Value, variant: Variant) -> Value {
-    let mut schema = task["output"].clone();
-    if variant == Variant::Grounded {
-        for (pointer, kind) in task["ground"].as_object().into_iter().flatten() {
-            let at = schema
-                .pointer_mut(pointer)
-                .and_then(Value::as_object_mut)
-                .unwrap_or_else(|| panic!("{}: no schema at {pointer}", task["name"]));
-            at.insert("x-grounded".into(), kind.clone());
+/// Every `x-grounded` keyword removed from `schema`.
+fn strip_grounded(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            map.remove("x-grounded");
+            map.values_mut().for_each(strip_grounded);
         }
+        Value::Array(items) => items.iter_mut().for_each(strip_grounded),
+        _ => {}
     }
-    schema
 }
 
-fn spec(task: &Value, mode: OutputMode, variant: Variant) -> SubAgentSpec<Value, Value> {
-    let tools: Vec<String> = task["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .map(|t| t.as_str().expect("tool name").to_owned())
-        .collect();
-    let aids = aids();
-    SubAgentSpec::dynamic(
-        task["name"].as_str().expect("name"),
-        serde_json::json!({"type": "object"}),
-        output_schema(task, variant),
+/// The task's spec in `mode` and `variant` with the aids in use: the file's spec, rebuilt with
+/// only those changed.
+fn spec(task: &Task, mode: OutputMode, variant: Variant, aids: Aids) -> SubAgentSpec<Value, Value> {
+    let file = &task.spec;
+    let mut output = Value::clone(file.output_contract().schema());
+    if variant == Variant::Plain {
+        strip_grounded(&mut output);
+    }
+    let spec = SubAgentSpec::dynamic(
+        file.name(),
+        Value::clone(file.input_contract().schema()),
+        output,
     )
-    .description(task["what"].as_str().expect("what"))
-    .system(task["system"].as_str().expect("system"))
-    .tools(tools)
-    .max_turns(5)
-    .max_tokens_per_turn(512)
-    .temperature(0.0)
-    .timeout(Duration::from_secs(600))
+    .description(file.description())
+    .system(file.system())
+    .tools(file.tools().to_vec())
+    .limits(file.limits().clone())
+    .sampling(file.sampling())
     .output_mode(mode)
-    .require_tool_first(aids.require_tool_first)
+    .require_tool_first(file.require_tool_first() && aids.require_tool_first)
     .levers(aids.levers)
     .build()
-    .expect("the task's spec is valid")
+    .expect("the task's spec is valid");
+    assert_eq!(
+        spec.grounding().is_some(),
+        variant == Variant::Grounded && file.grounding().is_some(),
+        "{}: the variant's grounding",
+        file.name()
+    );
+    spec
 }
 
-/// Runs every task in one setup; a completed output is checked against its contract here,
-/// independently of the run loop, and a broken one fails the test.
+/// One line of the table: one attempt of the eval.
+struct Row {
+    task: String,
+    variant: Variant,
+    template: Template,
+    api: Api,
+    attempt: AttemptReport,
+}
+
+impl Row {
+    fn mode(&self) -> &str {
+        &self.attempt.mode
+    }
+
+    fn wrong(&self) -> bool {
+        self.attempt.valid && !self.attempt.passed
+    }
+
+    fn verdict(&self) -> String {
+        let a = &self.attempt;
+        let mut v = if a.passed {
+            "pass".to_string()
+        } else if a.valid {
+            format!("wrong: {}", a.failed.join("; "))
+        } else {
+            a.failed.join("; ")
+        };
+        v = v.replace('\n', " ").replace('|', "/");
+        if v.chars().count() > 160 {
+            v = v.chars().take(160).collect();
+        }
+        v
+    }
+}
+
+/// Runs every task in one setup through the eval engine, one attempt each; a completed output
+/// is checked against its contract here, apart from the run loop, and a broken one fails the
+/// test.
 async fn run_setup(
     model: &Arc<dyn Model>,
     template: Template,
@@ -279,68 +293,63 @@ async fn run_setup(
     variant: Variant,
     rows: &mut Vec<Row>,
 ) {
-    for task in tasks() {
-        let spec = spec(&task, mode, variant);
-        let ws = Workspace::new(workspace(&task)).expect("workspace");
-        // Every exchange, to read what the model was sent and said (and to replay it).
-        let records = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "real-model/records/{}-{}-{}-{}",
-            template.name(),
-            api.name().trim_start_matches("/v1/").replace('/', "-"),
-            mode.as_str(),
-            variant.name()
-        ));
-        std::fs::create_dir_all(&records).expect("records dir");
-        let recorder = Recorder::to_file(
-            model.clone(),
-            records.join(format!("{}.jsonl", task["name"].as_str().expect("name"))),
+    let setup = format!(
+        "{}-{}-{}-{}",
+        template.name(),
+        api.name().trim_start_matches("/v1/").replace('/', "-"),
+        mode.as_str(),
+        variant.name()
+    );
+    for task in suite() {
+        let spec = spec(&task, mode, variant, aids());
+        let host = match &task.workspace {
+            Some(dir) => Ctx::builder(model.clone()).tools(
+                Workspace::new(dir.clone())
+                    .expect("workspace")
+                    .tool_set()
+                    .expect("tools"),
+            ),
+            None => Ctx::builder(model.clone()),
+        };
+        // Named as the model names itself, so that `subcontract eval --replay` of a setup's
+        // directory finds the same model.
+        let mut opts = EvalOptions::new(model.id());
+        // Every exchange, to read what the model was sent and said, a directory per setup:
+        // `subcontract eval SPEC --replay target/tmp/real-model/records/SETUP` answers from it.
+        opts.recording = Recording::Record(
+            Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join("real-model/records")
+                .join(&setup),
+        );
+        let report = run_eval(
+            &[EvalSpec::new(spec.clone())],
+            &task.cases,
+            &Default::default(),
+            host,
+            &opts,
+            None,
         )
-        .expect("a record file");
-        let ctx = Ctx::builder(Arc::new(recorder))
-            .tools(ws.tool_set().expect("tools"))
-            .build();
-        let t0 = Instant::now();
-        let r = spec.run(&task["input"], &ctx).await;
-        let wall = t0.elapsed();
-        let (verdict, passed) = match (&r.outcome, &r.output) {
-            (Outcome::Completed, Some(out)) => {
+        .await;
+        for attempt in report.cases {
+            if let Some(out) = &attempt.output {
+                assert_eq!(attempt.outcome, Outcome::Completed.as_str());
                 if let Err(v) = spec.validate_output(out) {
                     panic!(
-                        "{} ({}, {}, {}): a completed run returned an output that breaks its contract: {v:?}\n{out}",
-                        task["name"], template.name(), api.name(), mode.as_str()
+                        "{} ({setup}): a completed run returned an output that breaks its contract: {v:?}\n{out}",
+                        task.name()
                     );
                 }
-                match grade(&task, out) {
-                    Ok(()) => ("pass".to_string(), true),
-                    Err(why) => (format!("wrong: {why}"), false),
-                }
             }
-            (Outcome::Completed, None) => panic!("a completed run without an output"),
-            (o, _) => (
-                format!(
-                    "{}: {}",
-                    o.as_str(),
-                    r.error.as_ref().map(|e| e.to_string()).unwrap_or_default()
-                ),
-                false,
-            ),
-        };
-        let mut verdict = verdict.replace('\n', " ").replace('|', "/");
-        verdict.truncate(160);
-        let row = Row {
-            task: task["name"].as_str().expect("name").to_owned(),
-            variant,
-            template,
-            api,
-            mode,
-            verdict,
-            passed,
-            requests: r.turns,
-            tokens: (r.usage.input_tokens, r.usage.output_tokens),
-            wall,
-        };
-        let _ = writeln!(std::io::stderr(), "real model: {}", line(&row));
-        rows.push(row);
+            let row = Row {
+                task: task.name().to_string(),
+                variant,
+                template,
+                api,
+                attempt,
+            };
+            let _ = writeln!(std::io::stderr(), "real model: {}", line(&row));
+            rows.push(row);
+        }
     }
 }
 
@@ -351,16 +360,17 @@ fn line(r: &Row) -> String {
         r.variant.name(),
         r.template.name(),
         r.api.name(),
-        r.mode.as_str(),
-        r.verdict,
-        r.requests,
-        r.tokens.0,
-        r.tokens.1,
-        r.wall.as_secs_f64()
+        r.mode(),
+        r.verdict(),
+        r.attempt.requests,
+        r.attempt.input_tokens,
+        r.attempt.output_tokens,
+        r.attempt.wall_ms as f64 / 1000.0
     )
 }
 
-/// The table: every run, then per setup and mode the passes, requests, tokens and wall time.
+/// The table: every attempt, then per setup and mode the passes, requests, tokens and wall
+/// time, all read from the eval reports.
 fn table(rows: &[Row]) -> String {
     let mut s = String::from(
         "| task | variant | template | endpoint | mode | result | requests | tokens (prompt + completion) | wall |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -369,32 +379,30 @@ fn table(rows: &[Row]) -> String {
         let _ = writeln!(s, "{}", line(r));
     }
     s.push_str("\n| variant | template | endpoint | mode | passed | valid but wrong | no output | requests | tokens | wall |\n|---|---|---|---|---|---|---|---|---|---|\n");
-    let mut keys: Vec<(Variant, Template, Api, OutputMode)> = Vec::new();
+    let key = |r: &Row| (r.variant, r.template, r.api, r.mode().to_string());
+    let mut keys = Vec::new();
     for r in rows {
-        if !keys.contains(&(r.variant, r.template, r.api, r.mode)) {
-            keys.push((r.variant, r.template, r.api, r.mode));
+        if !keys.contains(&key(r)) {
+            keys.push(key(r));
         }
     }
     for k in keys {
-        let of: Vec<&Row> = rows
-            .iter()
-            .filter(|r| (r.variant, r.template, r.api, r.mode) == k)
-            .collect();
-        let wrong = of.iter().filter(|r| r.verdict.starts_with("wrong")).count();
+        let of: Vec<&Row> = rows.iter().filter(|r| key(r) == k).collect();
+        let passed = of.iter().filter(|r| r.attempt.passed).count();
+        let wrong = of.iter().filter(|r| r.wrong()).count();
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {}/{} | {wrong} | {} | {} | {} + {} | {:.0} s |",
+            "| {} | {} | {} | {} | {passed}/{} | {wrong} | {} | {} | {} + {} | {:.0} s |",
             k.0.name(),
             k.1.name(),
             k.2.name(),
-            k.3.as_str(),
-            of.iter().filter(|r| r.passed).count(),
+            k.3,
             of.len(),
-            of.len() - wrong - of.iter().filter(|r| r.passed).count(),
-            of.iter().map(|r| r.requests).sum::<u32>(),
-            of.iter().map(|r| r.tokens.0).sum::<u64>(),
-            of.iter().map(|r| r.tokens.1).sum::<u64>(),
-            of.iter().map(|r| r.wall.as_secs_f64()).sum::<f64>()
+            of.len() - wrong - passed,
+            of.iter().map(|r| r.attempt.requests).sum::<u64>(),
+            of.iter().map(|r| r.attempt.input_tokens).sum::<u64>(),
+            of.iter().map(|r| r.attempt.output_tokens).sum::<u64>(),
+            of.iter().map(|r| r.attempt.wall_ms).sum::<u64>() as f64 / 1000.0
         );
     }
     s
@@ -487,12 +495,15 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
     write_table("table.md", &rows);
     // Every task has passed in some mode (the default run's `auto`, 2026-12-03); one that
     // passes in none here is printed, and the floor below says whether that is a regression.
-    for task in tasks() {
-        let name = task["name"].as_str().expect("name");
-        if !rows.iter().any(|r| r.task == name && r.passed) {
+    for task in suite() {
+        if !rows
+            .iter()
+            .any(|r| r.task == task.name() && r.attempt.passed)
+        {
             let _ = writeln!(
                 std::io::stderr(),
-                "real model: NOT PASSED in any mode: {name}"
+                "real model: NOT PASSED in any mode: {}",
+                task.name()
             );
         }
     }
@@ -504,11 +515,14 @@ async fn the_suite_holds_its_contract_on_a_real_model() {
     // Both variants: 8 of 8 each on 2026-12-04 (BENCHMARKS.md, "Grounded outputs").
     for variant in [Variant::Plain, Variant::Grounded] {
         let default_setup = |r: &Row| {
-            (r.variant, r.template, r.api, r.mode)
-                == (variant, Template::ToolCalls, Api::Chat, OutputMode::Auto)
+            (r.variant, r.template, r.api, r.mode())
+                == (variant, Template::ToolCalls, Api::Chat, "auto")
         };
         if rows.iter().any(default_setup) {
-            let n = rows.iter().filter(|r| default_setup(r) && r.passed).count();
+            let n = rows
+                .iter()
+                .filter(|r| default_setup(r) && r.attempt.passed)
+                .count();
             assert!(
                 n >= AUTO_FLOOR,
                 "auto ({}) passed {n} of 8 on the default setup, under the measured floor {AUTO_FLOOR}",

@@ -1,0 +1,4 @@
+mod net;
+fn main() {
+    net::connect();
+}

@@ -1,0 +1,2 @@
+pub mod limits;
+pub fn connect() {}
