@@ -191,7 +191,7 @@ impl<'a> Ask<'a> {
         let (ctx, prompt) = (self.ctx, self.prompt.clone());
         let spec = SubAgentSpec::dynamic(self.name(), json!({"type": "string"}), output);
         let spec = self.terms(spec, json_chars).await?;
-        let run = spec.run(&Value::String(prompt), &ctx).await;
+        let run = spec.run(&Value::String(prompt), ctx).await;
         Ok(run.map_output(|v| match v {
             Value::String(s) => Ok(s),
             _ => Err(Failure::OutputType(
@@ -261,7 +261,7 @@ where
         let json_chars = ask.max_answer_chars;
         let spec = SubAgentSpec::<Prompt, O>::builder(ask.name());
         let spec = ask.terms(spec, json_chars).await?;
-        Ok(spec.run(&prompt, &ctx).await)
+        Ok(spec.run(&prompt, ctx).await)
     }
 }
 
