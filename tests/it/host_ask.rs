@@ -357,7 +357,10 @@ fn cli_run(model: &str, base_url: Option<&str>) -> (Option<i32>, String) {
         c.args(["--base-url", url]);
     }
     let o = c.output().expect("the binary runs");
-    (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// The command line says the flag the library's message leaves out.
@@ -386,4 +389,42 @@ fn a_refused_connection_is_reported_after_zero_turns() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("model_error after 0 turn(s)"), "{err}");
     assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+}
+
+#[derive(Serialize, Deserialize, JsonSchema, Validate)]
+#[serde(deny_unknown_fields)]
+struct Task {
+    #[validate(length(max = 200))]
+    task: String,
+}
+
+/// `SubAgentSpec<Task, String>`: a typed input, the final text as the output, bounded by the
+/// length given when it was built; a longer text is sent back.
+#[tokio::test]
+async fn a_typed_spec_answers_in_bounded_text() {
+    let spec = subcontract::SubAgentSpec::<Task, String>::text("summarise", 12)
+        .description("Summarises.")
+        .system("Summarise.")
+        .build()
+        .expect("a valid spec");
+    let m = Arc::new(ScriptedModel::queue(
+        "scripted:test",
+        vec![
+            ScriptStep::text("line one\nline two\nline three"),
+            ScriptStep::text("one\ttwo\n\"3\""),
+        ],
+    ));
+    let root = Host::builder().model(m).build().expect("a host").build();
+    let r = spec
+        .run(
+            &Task {
+                task: "Summarise the notes.".into(),
+            },
+            &root,
+        )
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    // 12 characters, escapes and all: the length decides, not the JSON's size.
+    assert_eq!(r.output.as_deref(), Some("one\ttwo\n\"3\""));
+    assert_eq!(r.turns, 2);
 }

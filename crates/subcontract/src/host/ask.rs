@@ -15,11 +15,11 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use validator::{Validate, ValidationErrors};
 
 use crate::ctx::Ctx;
 use crate::outcome::{Failure, RunError, RunResult};
+use crate::spec::text::text_json_chars;
 use crate::spec::{Limits, SpecError, SubAgentSpec, DEFAULT_MAX_TURNS, DEFAULT_TIMEOUT};
 use crate::tool::is_valid_name;
 
@@ -184,20 +184,10 @@ impl<'a> Ask<'a> {
     /// answer's contract could not be built, before anything ran.
     pub async fn run(self) -> Result<RunResult<String>, SpecError> {
         let n = self.max_answer_chars;
-        let output = json!({"type": "string", "maxLength": n});
-        // `maxLength` bounds the text; the compact JSON check then has room for the quotes
-        // and the widest escape of every character (`\u0000`), so only `maxLength` decides.
-        let json_chars = n.saturating_mul(6).saturating_add(2);
-        let (ctx, prompt) = (self.ctx, self.prompt.clone());
-        let spec = SubAgentSpec::dynamic(self.name(), json!({"type": "string"}), output);
-        let spec = self.terms(spec, json_chars).await?;
-        let run = spec.run(&Value::String(prompt), ctx).await;
-        Ok(run.map_output(|v| match v {
-            Value::String(s) => Ok(s),
-            _ => Err(Failure::OutputType(
-                "internal: a text answer that is not a string".into(),
-            )),
-        }))
+        let (ctx, prompt) = (self.ctx, Prompt(self.prompt.clone()));
+        let spec = SubAgentSpec::<Prompt, String>::text(self.name(), n);
+        let spec = self.terms(spec, text_json_chars(n)).await?;
+        Ok(spec.run(&prompt, ctx).await)
     }
 
     /// The name of the spec the prompt runs as: the context's spec name (`host` unless its
@@ -235,7 +225,7 @@ impl<'a> Ask<'a> {
     }
 }
 
-/// The prompt, as the input of the spec a typed ask runs as: a JSON string, as in a text ask.
+/// The prompt, as the input of the spec an ask runs as: a JSON string.
 #[derive(Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 struct Prompt(String);
