@@ -174,7 +174,8 @@ pub struct CtxBuilder {
 }
 
 impl CtxBuilder {
-    /// Run id of the host (default `root`).
+    /// Run id of the host (default `root`). The first run started from the context has this
+    /// id; each later one the id with `-2`, `-3`, … (`root-2`).
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run_id = id.into();
         self

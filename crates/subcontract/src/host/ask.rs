@@ -166,9 +166,10 @@ impl<'a> Ask<'a> {
     /// submitted, and it is checked against `O`'s schema and `validator` rules, with repair
     /// turns for an answer that breaks them.
     ///
-    /// `O` needs bounds, as any output: `String` is not an output type (it has no
+    /// `O` needs bounds, as any output: `String` is not an output type here (it has no
     /// `maxLength`, and `validator` does not implement `Validate` for it). For text, await
-    /// the [`Ask`] itself.
+    /// the [`Ask`] itself, bounded by [`max_answer_chars`](Self::max_answer_chars) (as a spec
+    /// of your own is, with [`SubAgentSpec::text`]).
     pub fn output<O>(self) -> AskFor<'a, O>
     where
         O: Serialize + DeserializeOwned + JsonSchema + Validate + Send + 'static,
