@@ -52,6 +52,18 @@ pub struct HostArgs {
     pub mcp_timeout: Option<u64>,
 }
 
+/// A model that could not be made, as the command line says it: the library's message speaks
+/// of a base URL (set in Rust with `HostBuilder::base_url`), so the flag that sets it here is
+/// named after it.
+pub fn model_error_line(name: String, error: subcontract::model::ModelError) -> String {
+    let line = subcontract::host::HostError::Model { name, error }.to_string();
+    if line.contains("base URL") {
+        format!("{line}; here, pass the base URL with --base-url URL")
+    } else {
+        line
+    }
+}
+
 fn parse_prompt_cache(s: &str) -> Result<PromptCache, String> {
     s.parse()
 }
@@ -78,14 +90,8 @@ impl HostArgs {
         let model_name = self.model_name()?;
         // Made here, once, and handed to the host: a model that cannot be made (its key unset,
         // say) fails before MCP servers start and before an empty trace file is left behind.
-        let model =
-            resolve_model(&model_name, self.base_url.as_deref(), specs).map_err(|error| {
-                subcontract::host::HostError::Model {
-                    name: model_name,
-                    error,
-                }
-                .to_string()
-            })?;
+        let model = resolve_model(&model_name, self.base_url.as_deref(), specs)
+            .map_err(|error| model_error_line(model_name, error))?;
         let mut host = Host::builder()
             .model(model)
             .base_url(self.base_url.clone())

@@ -14,6 +14,7 @@ mod compat;
 mod eval;
 mod forced_turns;
 mod grounded;
+mod host_ask;
 mod hostile_provider;
 mod invariants;
 mod layers;

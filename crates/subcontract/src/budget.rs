@@ -292,6 +292,29 @@ impl Budget {
         }
     }
 
+    /// Forks a node that only counts: what one run spends (its sub-agents included) is
+    /// charged here and upward, and this node has no limit of its own, so every limit above
+    /// it still holds and a refusal names the node it always named. A root run keeps one, so
+    /// that its total is its own and not that of every run started from the same context.
+    pub(crate) fn tally(&self, label: impl Into<Arc<str>>) -> Budget {
+        Budget {
+            node: Arc::new(Node {
+                label: label.into(),
+                limit_usd: None,
+                limit_calls: None,
+                parent: Some(self.node.clone()),
+                state: Mutex::new(State::default()),
+                queue: self.node.queue.clone(),
+            }),
+        }
+    }
+
+    /// The USD limit of this node, or of the nearest ancestor that has one (a node made by
+    /// [`tally`](Self::tally) has none of its own).
+    pub(crate) fn nearest_limit_usd(&self) -> Option<Decimal> {
+        self.node.chain().find_map(|n| n.limit_usd)
+    }
+
     /// Reserves one model call costing at most `usd` in this node and every ancestor.
     ///
     /// When it does not fit now only because calls in flight hold part of a limit, it waits

@@ -83,6 +83,9 @@ struct Inner {
     siblings: Option<Arc<SharedPrefix>>,
     // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
     children: Arc<AtomicU32>,
+    // Root runs started from this context (`for_root_run`), shared by its views likewise, so
+    // that each gets a run id of its own.
+    runs: Arc<AtomicU32>,
     // Outputs the contract rejected in this run (for its span); a plain counter, as each run
     // has an `Inner` of its own.
     rejected: AtomicU32,
@@ -118,6 +121,7 @@ impl Inner {
             handoff: self.handoff.clone(),
             siblings: self.siblings.clone(),
             children: self.children.clone(),
+            runs: self.runs.clone(),
             rejected: AtomicU32::new(0),
             ungrounded: AtomicU32::new(0),
         }
@@ -170,7 +174,8 @@ pub struct CtxBuilder {
 }
 
 impl CtxBuilder {
-    /// Run id of the host (default `root`).
+    /// Run id of the host (default `root`). The first run started from the context has this
+    /// id; each later one the id with `-2`, `-3`, … (`root-2`).
     pub fn run_id(mut self, id: impl Into<String>) -> Self {
         self.run_id = id.into();
         self
@@ -306,6 +311,7 @@ impl CtxBuilder {
                 handoff: None,
                 siblings: None,
                 children: Arc::default(),
+                runs: Arc::default(),
                 rejected: AtomicU32::new(0),
                 ungrounded: AtomicU32::new(0),
             }),
@@ -407,6 +413,7 @@ impl Ctx {
                 model_id,
                 cancel: p.cancel.child_token(),
                 children: Arc::default(),
+                runs: Arc::default(),
                 siblings: p.handoff.clone(),
                 handoff: None,
                 ..p.shared()
@@ -466,12 +473,29 @@ impl Ctx {
     /// cancellation token of its own, a child of this one (the run loop cancels it to stop its
     /// own work on a timeout without cancelling the caller's token), that offers the model the
     /// held tools `offered` names.
+    ///
+    /// Each run started from one context has a run id of its own: the first this context's
+    /// id (`root`), the next ones that id with `-2`, `-3`, … (`root-2`), their sub-agents
+    /// `root-2.<spec>-<n>`. Each counts its spend in a budget node of its own under this
+    /// one ([`Budget::tally`]), so a run's total is its own, never that of its siblings.
     pub(crate) fn for_root_run(&self, offered: &Arc<[String]>) -> Ctx {
+        let p = &self.inner;
+        let n = p.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let (run_id, children): (Arc<str>, _) = if n == 1 {
+            // The context's own id: children made from the context itself
+            // (`SubAgentSpec::run_child`) share its count, so no child id is given twice.
+            (p.run_id.clone(), p.children.clone())
+        } else {
+            (format!("{}-{n}", p.run_id).into(), Arc::default())
+        };
         Ctx {
             inner: Arc::new(Inner {
-                cancel: self.inner.cancel.child_token(),
+                budget: p.budget.tally(run_id.clone()),
+                run_id,
+                children,
+                cancel: p.cancel.child_token(),
                 offered: Some(offered.clone()),
-                ..self.inner.shared()
+                ..p.shared()
             }),
         }
     }

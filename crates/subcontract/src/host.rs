@@ -2,7 +2,7 @@
 //! [`Model`]), the models specs name, rate limits, prices, the workspace tools, specs as tools,
 //! a host's own tools and event sinks. `subcontract run`, `batch`, `mcp` and `worker` all
 //! build their root context here, from the same flags; a Rust host does the same in a few
-//! lines.
+//! lines, and asks its own model with [`Ctx::ask`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -34,6 +34,10 @@
 //! assert_eq!(run.output, Some(json!("hi")));
 //! # Ok(()) }
 //! ```
+
+mod ask;
+
+pub use ask::{Ask, AskError, AskFor, AskFuture, DEFAULT_HOST_SYSTEM, DEFAULT_MAX_ANSWER_CHARS};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -259,7 +259,9 @@ pub struct RunResult<O> {
     pub outcome: Outcome,
     /// The validated output (only when `outcome` is `Completed`).
     pub output: Option<O>,
-    /// Model turns taken.
+    /// Model turns taken: the model calls that were answered. A run whose first call failed
+    /// before any answer (a refused connection, an HTTP error) or was refused by a budget
+    /// took 0 turns.
     pub turns: u32,
     /// Tokens used by this run's own model calls.
     pub usage: Usage,

@@ -121,7 +121,7 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
     if let Some(p) = ctx.parent_run_id() {
         span.record("subcontract.parent_run_id", p);
     }
-    if let Some(l) = ctx.budget().snapshot().limit_usd {
+    if let Some(l) = ctx.budget().nearest_limit_usd() {
         span.record("subcontract.budget.limit_usd", usd(l));
     }
     span

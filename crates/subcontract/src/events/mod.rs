@@ -115,7 +115,8 @@ pub enum EventKind {
     Finished {
         /// How it ended.
         outcome: Outcome,
-        /// Model turns taken.
+        /// Model turns taken: the model calls that were answered (0 when the first failed
+        /// before any answer).
         turns: u32,
         /// Tokens used by this run's own model calls.
         usage: Usage,

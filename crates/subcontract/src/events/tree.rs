@@ -21,7 +21,7 @@ pub struct RunNode {
     pub spec: String,
     /// Depth.
     pub depth: u32,
-    /// Model turns.
+    /// Model turns: the model calls that were answered.
     pub turns: u32,
     /// Tokens of its own model calls.
     pub usage: Usage,
@@ -87,9 +87,14 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 turn,
                 usage,
                 cost_usd,
+                error,
                 ..
             } => {
-                n.turns = n.turns.max(*turn);
+                // A turn counts once the model answered (as `RunResult::turns` does); the
+                // finished event has the final count.
+                if error.is_none() {
+                    n.turns = n.turns.max(*turn);
+                }
                 n.usage += *usage;
                 // Costs come from a trace file: sums saturate rather than panic.
                 n.own_cost_usd = n.own_cost_usd.saturating_add(*cost_usd);

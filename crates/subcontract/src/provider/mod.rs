@@ -72,7 +72,7 @@ use crate::model::{Model, ModelError, ModelRequest, ToolChoice};
 /// use subcontract::provider::model_from_name;
 ///
 /// let e = model_from_name("ollama:llama3.1", None).err().expect("not a provider");
-/// assert!(e.to_string().contains("openai:llama3.1 --base-url http://localhost:11434/v1"));
+/// assert!(e.to_string().contains("`openai:llama3.1` with the base URL http://localhost:11434/v1"));
 /// ```
 pub fn model_from_name(name: &str, base_url: Option<&str>) -> Result<Arc<dyn Model>, ModelError> {
     model_from_env(name, base_url, |var| std::env::var(var).ok())
@@ -113,16 +113,16 @@ fn unknown_provider(provider: &str, model: &str, name: &str) -> ModelError {
     ModelError::Config(match known {
         Some((_, server, Some(url))) => format!(
             "`{provider}` is not a provider name: {server} speaks the OpenAI API, so use \
-             `openai:{model} --base-url {url}` (or set OPENAI_BASE_URL; {url} is its usual \
-             address)"
+             `openai:{model}` with the base URL {url}, its usual address (or set \
+             OPENAI_BASE_URL)"
         ),
         Some((_, server, None)) => format!(
             "`{provider}` is not a provider name: {server} speaks the OpenAI API, so use \
-             `openai:{model} --base-url URL` with its API root (or set OPENAI_BASE_URL)"
+             `openai:{model}` with its API root as the base URL (or set OPENAI_BASE_URL)"
         ),
         None => format!(
             "unknown provider `{provider}` in `{name}`: expected `openai` or `anthropic` (any \
-             OpenAI-compatible server: `openai:{model} --base-url URL`)"
+             OpenAI-compatible server: `openai:{model}` with its API root as the base URL)"
         ),
     })
 }
@@ -212,8 +212,8 @@ fn model_from_env(
                 // not after a request. Another base URL (a local server) may need none.
                 None if config.base_url.trim().trim_end_matches('/') == OPENAI_DEFAULT_BASE_URL => {
                     return Err(ModelError::Config(
-                        "OPENAI_API_KEY is not set (a server that needs no key: pass --base-url \
-                         or set OPENAI_BASE_URL)"
+                        "OPENAI_API_KEY is not set (a server that needs no key: give its base \
+                         URL, or set OPENAI_BASE_URL)"
                             .to_string(),
                     ))
                 }
@@ -312,27 +312,33 @@ mod tests {
         for (name, expected) in [
             (
                 "ollama:llama3.1",
-                "`openai:llama3.1 --base-url http://localhost:11434/v1`",
+                "`openai:llama3.1` with the base URL http://localhost:11434/v1",
             ),
             (
                 "lmstudio:qwen",
-                "`openai:qwen --base-url http://localhost:1234/v1`",
+                "`openai:qwen` with the base URL http://localhost:1234/v1",
             ),
             (
                 "llamacpp:q",
-                "`openai:q --base-url http://localhost:8080/v1`",
+                "`openai:q` with the base URL http://localhost:8080/v1",
             ),
             (
                 "llama.cpp:q",
-                "`openai:q --base-url http://localhost:8080/v1`",
+                "`openai:q` with the base URL http://localhost:8080/v1",
             ),
-            ("vllm:m", "`openai:m --base-url http://localhost:8000/v1`"),
+            (
+                "vllm:m",
+                "`openai:m` with the base URL http://localhost:8000/v1",
+            ),
             (
                 "Ollama:m",
-                "`openai:m --base-url http://localhost:11434/v1`",
+                "`openai:m` with the base URL http://localhost:11434/v1",
             ),
-            ("openrouter:x/y", "`openai:x/y --base-url URL`"),
-            ("mystery:m", "`openai:m --base-url URL`"),
+            (
+                "openrouter:x/y",
+                "`openai:x/y` with its API root as the base URL",
+            ),
+            ("mystery:m", "`openai:m` with its API root as the base URL"),
         ] {
             let e = model_from_env(name, None, &none)
                 .err()

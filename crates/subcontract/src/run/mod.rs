@@ -154,19 +154,13 @@ pub(crate) async fn run_core(
     text: OutputText,
 ) -> RunResult<Decoded> {
     // A host whose tools follow changing sources runs with the current ones, fixed from here.
-    let ctx = ctx.for_new_run().await;
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
-    // of its own, a child of the caller's.
+    // of its own, a child of the caller's. The run has an id and a spend count of its own.
+    let ctx = ctx.for_new_run().await.for_root_run(&spec.tools);
     let span = crate::telemetry::agent_span(spec, &ctx);
-    run_owned(
-        spec,
-        input,
-        &ctx.for_root_run(&spec.tools),
-        text,
-        InputCheck::Full,
-    )
-    .instrument(span)
-    .await
+    run_owned(spec, input, &ctx, text, InputCheck::Full)
+        .instrument(span)
+        .await
 }
 
 /// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.

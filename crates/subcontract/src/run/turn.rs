@@ -364,7 +364,6 @@ async fn call_model(
             return Err(Failure::SpendNotRecorded(e));
         }
     }
-    st.turns = turn;
     let t0 = Instant::now();
     let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
     let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
@@ -383,6 +382,12 @@ async fn call_model(
     let response = match response {
         Ok(r) => r,
         Err(e) => {
+            // A turn counts once the model answered: a call that failed before any answer (a
+            // refused connection, an HTTP error) leaves the count as it was, while one answered
+            // with a usage that cannot be read happened, and counts.
+            if e.cost_unknown() {
+                st.turns = turn;
+            }
             let end = FailedCall {
                 turn,
                 duration_ms,
@@ -392,6 +397,7 @@ async fn call_model(
             return Err(end.report(e, reservation, st, chat, ctx));
         }
     };
+    st.turns = turn;
     let cost = crate::model::cost_at(plan.rates.map(|(r, _)| r), model.id(), response.usage);
     let reserved = reservation.amount();
     // A cost above the worst case exhausts every limited budget above this run.

@@ -117,11 +117,11 @@ pub struct SpecBuilder<I, O> {
     _types: PhantomData<fn(I) -> O>,
 }
 
-fn schema_of<T: JsonSchema>() -> Result<Value, String> {
+pub(super) fn schema_of<T: JsonSchema>() -> Result<Value, String> {
     Ok(schemars::schema_for!(T).to_value())
 }
 
-fn typed_decoder<T>() -> Box<Decoder>
+pub(super) fn typed_decoder<T>() -> Box<Decoder>
 where
     T: DeserializeOwned + Validate + Send + 'static,
 {
@@ -212,7 +212,7 @@ impl SubAgentSpec<Value, Value> {
 }
 
 impl<I, O> SpecBuilder<I, O> {
-    fn new(
+    pub(super) fn new(
         name: String,
         input_schema: Result<Value, String>,
         output_schema: Result<Value, String>,

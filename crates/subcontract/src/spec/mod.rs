@@ -7,6 +7,7 @@ pub(crate) mod core;
 mod erased;
 pub(crate) mod file;
 pub(crate) mod load;
+pub(crate) mod text;
 mod typed;
 
 pub use builder::{SpecBuilder, SpecError, SpecLocation, SpecProblem, MAX_TOKENS_PER_TURN};

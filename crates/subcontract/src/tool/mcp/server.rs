@@ -311,7 +311,7 @@ impl Server {
         let timeout = self.timeout();
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Err(_) => Err(format!(
-                "MCP server `{}` did not answer within {} s (its `timeout`, or --mcp-timeout)",
+                "MCP server `{}` did not answer within {} s (its `timeout`, or the servers' call timeout)",
                 self.config.name,
                 timeout.as_secs_f64()
             )),
