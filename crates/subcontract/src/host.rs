@@ -46,7 +46,7 @@ use crate::model::{
 };
 use crate::spec::DynSpec;
 use crate::tool::workspace::{Workspace, WorkspaceError};
-use crate::tool::{LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
+use crate::tool::{IntoTool, LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
 use crate::Ctx;
 
 /// Why a host could not be assembled.
@@ -235,9 +235,10 @@ impl HostBuilder {
         self
     }
 
-    /// One of the host's own tools.
-    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.tools.push(tool);
+    /// One of the host's own tools: a [`#[tool]`](macro@crate::tool) function, any
+    /// [`TypedTool`](crate::TypedTool), or an `Arc<dyn Tool>` ([`FnTool`](crate::FnTool), …).
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_dyn_tool());
         self
     }
 
