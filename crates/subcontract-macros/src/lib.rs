@@ -151,7 +151,7 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
                 ));
             }
             has_ctx = true;
-            params.push(Param::Ctx(pt.pat.as_ref().clone(), pt.ty.as_ref().clone()));
+            params.push(Param::Ctx(pt));
             continue;
         }
         let (ident, mutable) = match pt.pat.as_ref() {
@@ -218,7 +218,10 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
         }
     });
     let run_params = params.iter().map(|p| match p {
-        Param::Ctx(pat, ty) => quote!(#pat: #ty),
+        Param::Ctx(pt) => {
+            let (pat, ty) = (&pt.pat, &pt.ty);
+            quote!(#pat: #ty)
+        }
         Param::Arg(i) => {
             let a = &args[*i];
             let (ident, ty) = (&a.ident, &a.ty);
@@ -292,8 +295,9 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
     })
 }
 
-enum Param {
-    Ctx(Pat, Type),
+/// A parameter of the function, in order: the context, or the `n`th argument.
+enum Param<'a> {
+    Ctx(&'a syn::PatType),
     Arg(usize),
 }
 
@@ -400,4 +404,203 @@ fn expand_contract(mut item: syn::Item) -> syn::Result<TokenStream2> {
         attrs.push(syn::parse_quote!(#[validate(crate = "::subcontract::validator")]));
     }
     Ok(item.into_token_stream())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand(attr: TokenStream2, item: TokenStream2) -> Result<String, String> {
+        let opts: ToolOpts = syn::parse2(attr).map_err(|e| e.to_string())?;
+        let func: ItemFn = syn::parse2(item).map_err(|e| e.to_string())?;
+        expand_tool(opts, func)
+            .map(|t| t.to_string())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn generated_code_names_only_subcontract_core_and_std() {
+        let code = expand(
+            quote!(),
+            quote! {
+                /// Reads a setting.
+                async fn read_setting(
+                    /// The key.
+                    #[validate(length(max = 40))]
+                    key: String,
+                    ctx: &Ctx,
+                    by: Option<String>,
+                ) -> Result<String, String> {
+                    Ok(key)
+                }
+            },
+        )
+        .expect("it expands");
+        // Leading `::` paths: each root is one of these three.
+        let mut leading = std::collections::BTreeSet::new();
+        let toks: Vec<&str> = code.split_whitespace().collect();
+        for i in 0..toks.len().saturating_sub(1) {
+            // `a ::`, `T > ::` continue a path; `-> ::`, `( ::` start one.
+            let after_name = i > 0
+                && toks[i - 1] != "->"
+                && toks[i - 1].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '>');
+            if toks[i] == "::" && !after_name {
+                leading.insert(toks[i + 1].to_string());
+            }
+        }
+        assert_eq!(
+            leading.into_iter().collect::<Vec<_>>(),
+            ["core", "std", "subcontract"]
+        );
+        // The crate attributes of the three derives point at subcontract's re-exports.
+        for attr in [
+            "crate = \"::subcontract::serde\"",
+            "crate = \"::subcontract::schemars\"",
+            "crate = \"::subcontract::validator\"",
+        ] {
+            assert!(code.contains(attr), "{attr}: {code}");
+        }
+        assert!(code.contains("struct ReadSettingArgs"), "{code}");
+        assert!(code.contains("\"Reads a setting.\""), "{code}");
+    }
+
+    #[test]
+    fn no_validate_attribute_no_validate_derive() {
+        let code = expand(
+            quote!(name = "lookup"),
+            quote! {
+                /// Looks up.
+                pub async fn find(id: u32) -> Result<u32, String> { Ok(id) }
+            },
+        )
+        .expect("it expands");
+        assert!(!code.contains("validator"), "{code}");
+        assert!(code.contains("\"lookup\""), "{code}");
+        assert!(code.contains("pub struct FindArgs"), "{code}");
+    }
+
+    #[test]
+    fn misuse_is_a_compile_error_that_says_what_to_write() {
+        let cases = [
+            (
+                quote!(),
+                quote!(
+                    async fn f() -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "doc comment",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    fn f() -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "async fn",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f() {}
+                ),
+                "return `Result<T, E>`",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f<T>(t: T) -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "generic",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f((a, b): (u8, u8)) -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "plain names",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f(#[inline] a: u8) -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "doc comments and",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f(a: &Ctx, b: &Ctx) -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "one `&Ctx`",
+            ),
+            (
+                quote!(nme = "x"),
+                quote!(
+                    /// D.
+                    async fn f() -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "unknown option `nme`",
+            ),
+            (
+                quote!(name = "a b"),
+                quote!(
+                    /// D.
+                    async fn f() -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "must be 1 to 64",
+            ),
+        ];
+        for (attr, item, says) in cases {
+            let e = expand(attr, item.clone()).expect_err(&item.to_string());
+            assert!(e.contains(says), "{item}: {e}");
+        }
+    }
+
+    #[test]
+    fn contract_adds_the_crate_attribute_of_each_derive_present() {
+        let item: syn::Item = syn::parse_quote! {
+            #[derive(Debug, Serialize, JsonSchema)]
+            struct S { a: u8 }
+        };
+        let code = expand_contract(item).expect("it expands").to_string();
+        assert!(
+            code.contains("serde (crate = \"::subcontract::serde\")"),
+            "{code}"
+        );
+        assert!(
+            code.contains("schemars (crate = \"::subcontract::schemars\")"),
+            "{code}"
+        );
+        assert!(!code.contains("validator"), "{code}");
+        let none: syn::Item = syn::parse_quote! { #[derive(Debug)] struct S; };
+        let e = expand_contract(none).expect_err("nothing to route");
+        assert!(e.to_string().contains("above the `#[derive(...)]`"), "{e}");
+    }
+
+    #[test]
+    fn camel_case_of_snake_case_names() {
+        assert_eq!(camel("read_config"), "ReadConfig");
+        assert_eq!(camel("r#type"), "Type");
+        assert_eq!(camel("a__b_"), "AB");
+    }
 }
