@@ -515,6 +515,36 @@ mod tests {
         assert_eq!(u[0].suggestion.as_deref(), Some("grep"));
     }
 
+    /// A tool that implements `Tool` itself.
+    struct Plain;
+
+    #[async_trait]
+    impl crate::Tool for Plain {
+        fn name(&self) -> &str {
+            "plain"
+        }
+        fn description(&self) -> &str {
+            "A plain tool."
+        }
+        fn input_schema(&self) -> Arc<serde_json::Value> {
+            Arc::new(json!({"type": "object"}))
+        }
+        async fn call(&self, _: serde_json::Value, _: &crate::Ctx) -> ToolOutput {
+            ToolOutput::text("plain")
+        }
+    }
+
+    #[test]
+    fn a_host_takes_an_arc_of_a_tool_type_as_it_takes_a_dyn_tool() {
+        let root = host()
+            .tool(Arc::new(Plain))
+            .spec(spec("a", &["plain", "lookup_order"]))
+            .build()
+            .expect("both tools are held")
+            .build();
+        assert!(root.tools().get("plain").is_some());
+    }
+
     /// A source that lists nothing yet: its servers' tools may appear later.
     struct Later;
 

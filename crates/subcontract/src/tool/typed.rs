@@ -135,6 +135,13 @@ impl IntoTool for Arc<dyn Tool> {
     }
 }
 
+/// `Arc::new(my_tool)` as `HostBuilder::tool` took it when it took only `Arc<dyn Tool>`.
+impl<T: Tool + 'static> IntoTool for Arc<T> {
+    fn into_dyn_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
 /// Something a spec's tool list can name: a [`TypedTool`] (a [`#[tool]`](macro@crate::tool)
 /// function among them), a `dyn Tool` or `Arc<dyn Tool>`, a spec (a sub-agent), or a name
 /// as text. [`SpecBuilder::tool`](crate::SpecBuilder::tool) takes one by reference, so a
