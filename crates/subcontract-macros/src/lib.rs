@@ -200,7 +200,7 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
     let validate_crate = validates.then(|| quote!(#[validate(crate = "::subcontract::validator")]));
     let validate_call = validates.then(|| {
         quote! {
-            if let ::core::result::Result::Err(e) = ::subcontract::validator::Validate::validate(&args) {
+            if let ::core::result::Result::Err(e) = ::subcontract::validator::Validate::validate(&__tool_args) {
                 return ::core::result::Result::Err(::std::format!("invalid arguments: {e}"));
             }
         }
@@ -209,12 +209,19 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
         let (ident, ty, attrs) = (&a.ident, &a.ty, &a.attrs);
         quote! { #(#attrs)* pub #ident: #ty }
     });
-    let field_names: Vec<&Ident> = args.iter().map(|a| &a.ident).collect();
+    // Bound under names of their own, so an argument called `ctx` or `args` cannot shadow
+    // the context or the arguments.
+    let bound =
+        |id: &Ident| format_ident!("__tool_arg_{}", id.to_string().trim_start_matches("r#"));
+    let destructure = args.iter().map(|a| {
+        let (id, b) = (&a.ident, bound(&a.ident));
+        quote!(#id: #b)
+    });
     let call_args = params.iter().map(|p| match p {
-        Param::Ctx(..) => quote!(ctx),
+        Param::Ctx(..) => quote!(__tool_ctx),
         Param::Arg(i) => {
-            let id = &args[*i].ident;
-            quote!(#id)
+            let b = bound(&args[*i].ident);
+            quote!(#b)
         }
     });
     let run_params = params.iter().map(|p| match p {
@@ -266,6 +273,7 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
         impl #fn_name {
             #[doc = #run_doc]
             #(#fn_attrs)*
+            // A tool's function is async even when it awaits nothing.
             #[allow(clippy::unused_async)]
             #vis async fn run(&self, #(#run_params),*) -> #output #body
         }
@@ -283,12 +291,12 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
             }
             async fn call(
                 &self,
-                args: Self::Args,
-                ctx: &::subcontract::Ctx,
+                __tool_args: Self::Args,
+                __tool_ctx: &::subcontract::Ctx,
             ) -> ::core::result::Result<Self::Output, ::std::string::String> {
                 #validate_call
-                let #args_ty { #(#field_names),* } = args;
-                let _ = ctx;
+                let #args_ty { #(#destructure),* } = __tool_args;
+                let _ = __tool_ctx;
                 ::subcontract::tool::ToolResult::into_tool_result(self.run(#(#call_args),*).await)
             }
         }
