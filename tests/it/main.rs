@@ -12,6 +12,7 @@ mod cli;
 mod common;
 mod compat;
 mod eval;
+mod first_hour;
 mod forced_turns;
 mod grounded;
 mod host_ask;

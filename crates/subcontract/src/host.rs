@@ -50,7 +50,7 @@ use crate::model::{
 };
 use crate::spec::DynSpec;
 use crate::tool::workspace::{Workspace, WorkspaceError};
-use crate::tool::{LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
+use crate::tool::{IntoTool, LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
 use crate::Ctx;
 
 /// Why a host could not be assembled.
@@ -76,6 +76,10 @@ pub enum HostError {
     /// Two tools share a name (a spec named like a workspace tool, say).
     #[error("tools: {0}")]
     Tools(#[from] ToolSetError),
+    /// Specs the host holds name tools it does not hold: each would end `denied` at its first
+    /// call, so the host is refused instead.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    UnknownTools(Vec<UnknownTool>),
     /// A recording file could not be opened.
     #[error("{path}: {source}")]
     Io {
@@ -84,6 +88,25 @@ pub enum HostError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// A tool a spec names and the host does not hold ([`HostError::UnknownTools`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "spec `{spec}` names the tool `{tool}`, which this host does not hold{}",
+    match suggestion {
+        Some(s) => format!("; did you mean `{s}`?"),
+        None => String::new(),
+    }
+)]
+#[non_exhaustive]
+pub struct UnknownTool {
+    /// The spec.
+    pub spec: String,
+    /// The name in its tool list.
+    pub tool: String,
+    /// The closest name the host holds, if one is close.
+    pub suggestion: Option<String>,
 }
 
 /// The entry point: [`Host::builder`].
@@ -239,9 +262,10 @@ impl HostBuilder {
         self
     }
 
-    /// One of the host's own tools.
-    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
-        self.tools.push(tool);
+    /// One of the host's own tools: a [`#[tool]`](macro@crate::tool) function, any
+    /// [`TypedTool`](crate::TypedTool), or an `Arc<dyn Tool>` ([`FnTool`](crate::FnTool), …).
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_dyn_tool());
         self
     }
 
@@ -265,6 +289,12 @@ impl HostBuilder {
     }
 
     /// Makes the model, the tool set and the sinks, and returns the root context's builder.
+    ///
+    /// Every tool a held spec names must be held by the host (a workspace tool, one of its
+    /// own tools, or another held spec), or the host is refused with
+    /// [`HostError::UnknownTools`], each with a "did you mean". The exception: with a
+    /// [`tool_source`](Self::tool_source), names `mcp__…` are the servers' to answer, and their
+    /// tools may change while the host lives, so they are checked when a run starts.
     pub fn build(self) -> Result<CtxBuilder, HostError> {
         let limiter = self.rate_limits.map(|limits| {
             Arc::new(Limiter {
@@ -308,6 +338,7 @@ impl HostBuilder {
         for s in &self.specs {
             tools.insert(s.as_tool())?;
         }
+        check_spec_tools(&self.specs, &tools, !self.sources.is_empty())?;
         let resolver = move |name: &str| -> Result<Arc<dyn Model>, ModelError> {
             let m = named(name)?;
             Ok(match &limiter {
@@ -329,6 +360,43 @@ impl HostBuilder {
             Some(cache) => ctx.prompt_cache(cache),
             None => ctx,
         })
+    }
+}
+
+/// Every tool the specs name that `tools` does not hold, with the closest held name. With
+/// `sources`, `mcp__` names are left to them.
+fn check_spec_tools(specs: &[DynSpec], tools: &ToolSet, sources: bool) -> Result<(), HostError> {
+    let mut unknown = Vec::new();
+    for spec in specs {
+        let names = spec
+            .tools()
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !(sources && n.starts_with("mcp__")));
+        let Err(missing) = tools.listed(names) else {
+            continue;
+        };
+        // Sorted, so a tie between suggestions is broken the same way every time.
+        let mut known: Vec<&str> = tools
+            .names()
+            .chain(tools.entries().filter_map(|e| e.tool().group()))
+            .filter(|n| *n != spec.name())
+            .collect();
+        known.sort_unstable();
+        known.dedup();
+        for tool in missing {
+            let suggestion = crate::diag::suggest(&tool, &known).map(str::to_owned);
+            unknown.push(UnknownTool {
+                spec: spec.name().to_owned(),
+                tool,
+                suggestion,
+            });
+        }
+    }
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(HostError::UnknownTools(unknown))
     }
 }
 
@@ -359,5 +427,156 @@ impl Limiter {
             .entry(model.id().to_string())
             .or_insert_with(|| Arc::new(RateLimited::new(model, limits)))
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use serde_json::json;
+
+    use super::{Host, HostBuilder, HostError, UnknownTool};
+    use crate::model::ScriptedModel;
+    use crate::spec::DynSpec;
+    use crate::tool::{BoxError, Listing, ToolSource};
+    use crate::{FnTool, SubAgentSpec, ToolOutput};
+
+    fn spec(name: &str, tools: &[&str]) -> DynSpec {
+        let s = json!({"type": "string", "maxLength": 20});
+        SubAgentSpec::dynamic(name, s.clone(), s)
+            .description("A test spec.")
+            .tools(tools.iter().copied())
+            .build()
+            .expect("a spec")
+            .erase()
+    }
+
+    fn host() -> HostBuilder {
+        let lookup = FnTool::new(
+            "lookup_order",
+            "Looks an order up.",
+            json!({"type": "object"}),
+            |_| async { ToolOutput::text("shipped") },
+        );
+        Host::builder()
+            .model(Arc::new(ScriptedModel::queue("scripted:t", vec![])))
+            .tool(lookup)
+    }
+
+    fn unknown(host: HostBuilder) -> Vec<UnknownTool> {
+        match host.build() {
+            Err(HostError::UnknownTools(u)) => u,
+            Err(e) => panic!("another error: {e}"),
+            Ok(_) => panic!("the host was built"),
+        }
+    }
+
+    #[test]
+    fn a_misspelt_tool_of_a_held_spec_fails_the_build_with_a_suggestion() {
+        let u = unknown(host().spec(spec("order_status", &["lookup_ordr"])));
+        assert_eq!(
+            u,
+            [UnknownTool {
+                spec: "order_status".into(),
+                tool: "lookup_ordr".into(),
+                suggestion: Some("lookup_order".into()),
+            }]
+        );
+        assert_eq!(
+            HostError::UnknownTools(u).to_string(),
+            "spec `order_status` names the tool `lookup_ordr`, which this host does not hold; \
+             did you mean `lookup_order`?"
+        );
+    }
+
+    #[test]
+    fn every_unknown_tool_of_every_spec_is_named_and_far_names_get_no_suggestion() {
+        let u = unknown(
+            host()
+                .spec(spec("a", &["lookup_order", "weather"]))
+                .spec(spec("b", &["greep", "a"])),
+        );
+        let got: Vec<(&str, &str, Option<&str>)> = u
+            .iter()
+            .map(|u| (&*u.spec, &*u.tool, u.suggestion.as_deref()))
+            .collect();
+        // Without a workspace, `grep` is not held, so it is not suggested either.
+        assert_eq!(got, [("a", "weather", None), ("b", "greep", None)]);
+    }
+
+    #[test]
+    fn held_tools_workspace_tools_and_held_specs_pass() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        host()
+            .workspace(dir.path())
+            .spec(spec("a", &["lookup_order", "grep", "read_file"]))
+            .spec(spec("b", &["a", "list_dir"]))
+            .build()
+            .expect("every named tool is held");
+        let u = unknown(host().workspace(dir.path()).spec(spec("a", &["gerp"])));
+        assert_eq!(u[0].suggestion.as_deref(), Some("grep"));
+    }
+
+    /// A tool that implements `Tool` itself.
+    struct Plain;
+
+    #[async_trait]
+    impl crate::Tool for Plain {
+        fn name(&self) -> &str {
+            "plain"
+        }
+        fn description(&self) -> &str {
+            "A plain tool."
+        }
+        fn input_schema(&self) -> Arc<serde_json::Value> {
+            Arc::new(json!({"type": "object"}))
+        }
+        async fn call(&self, _: serde_json::Value, _: &crate::Ctx) -> ToolOutput {
+            ToolOutput::text("plain")
+        }
+    }
+
+    #[test]
+    fn a_host_takes_an_arc_of_a_tool_type_as_it_takes_a_dyn_tool() {
+        let root = host()
+            .tool(Arc::new(Plain))
+            .spec(spec("a", &["plain", "lookup_order"]))
+            .build()
+            .expect("both tools are held")
+            .build();
+        assert!(root.tools().get("plain").is_some());
+    }
+
+    /// A source that lists nothing yet: its servers' tools may appear later.
+    struct Later;
+
+    #[async_trait]
+    impl ToolSource for Later {
+        fn version(&self) -> u64 {
+            0
+        }
+        fn listed(&self) -> Listing {
+            Listing {
+                version: 0,
+                tools: Arc::new([]),
+            }
+        }
+        async fn refresh(&self) -> Result<Listing, BoxError> {
+            Ok(self.listed())
+        }
+    }
+
+    #[test]
+    fn mcp_names_are_left_to_a_tool_source_and_refused_without_one() {
+        let named = spec("a", &["mcp__fs__read_text_file"]);
+        host()
+            .tool_source(Arc::new(Later))
+            .spec(named.clone())
+            .build()
+            .expect("a source answers mcp__ names when a run starts");
+        let u = unknown(host().spec(named));
+        assert_eq!(u[0].tool, "mcp__fs__read_text_file");
     }
 }

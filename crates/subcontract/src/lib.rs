@@ -6,7 +6,7 @@
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events, ground ·
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
-//   files) · host · check, mcp, batch, rig · eval, temporal
+//   files) · host · check, mcp, batch, rig · eval, temporal · prelude
 pub mod batch;
 pub mod budget;
 pub mod check;
@@ -23,6 +23,7 @@ pub(crate) mod json;
 pub mod mcp;
 pub mod model;
 mod outcome;
+pub mod prelude;
 pub mod provider;
 pub mod redact;
 #[cfg(feature = "rig")]
@@ -56,7 +57,26 @@ pub use model::{Model, SUBMIT_TOOL};
 pub use outcome::{Failure, Outcome, RunError, RunResult, SpawnError};
 pub use spec::{Limits, SpecBuilder, SpecError, SpecProblem, SubAgentSpec};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::{FnTool, Tool, ToolOutput, ToolSet, TypedTool};
+pub use tool::{FnTool, IntoTool, Tool, ToolOutput, ToolRef, ToolSet, TypedTool};
+
+// The attribute macros. `tool` the attribute and `tool` the module share a name but not a
+// namespace (macros and modules are looked up apart), so `#[subcontract::tool]` and
+// `subcontract::tool::workspace` both resolve.
+#[doc = include_str!("docs/tool_macro.md")]
+pub use subcontract_macros::tool;
+
+#[doc = include_str!("docs/contract_macro.md")]
+pub use subcontract_macros::contract;
+
+// The crates a spec's and a tool's types are written with, re-exported so that a user's crate
+// needs no version of its own of each (and can't pick one that doesn't match ours). Which
+// majors, and what a bump means: the crate docs, "Re-exported crates".
+pub use async_trait;
+pub use rust_decimal;
+pub use schemars;
+pub use serde;
+pub use serde_json;
+pub use validator;
 
 /// The README's code blocks, compiled and run as doc tests so the quick start cannot rot.
 #[cfg(doctest)]

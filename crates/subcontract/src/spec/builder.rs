@@ -251,9 +251,45 @@ impl<I, O> SpecBuilder<I, O> {
         self.system = s.into();
         self
     }
-    /// The tools it may use; each must be held by the parent when it runs.
+    /// Adds tools it may use, by name; each must be held by the parent when it runs. A host
+    /// that holds the spec ([`HostBuilder::spec`](crate::host::HostBuilder::spec)) checks the
+    /// names when it is built, with a "did you mean". A tool written in Rust is better named
+    /// by value, with [`tool`](Self::tool).
     pub fn tools<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
-        self.tools = tools.into_iter().map(Into::into).collect();
+        self.tools.extend(tools.into_iter().map(Into::into));
+        self
+    }
+    /// Adds one tool it may use, named by the value the host holds: a [`#[tool]`](macro@crate::tool)
+    /// function, any [`TypedTool`](crate::TypedTool), an `Arc<dyn Tool>`, or another spec (a
+    /// sub-agent). A name as text works too (`.tool("grep")`).
+    ///
+    /// ```
+    /// use subcontract::prelude::*;
+    ///
+    /// /// Reads one setting of the configuration.
+    /// #[tool]
+    /// async fn read_setting(
+    ///     /// The setting's key.
+    ///     #[validate(length(max = 40))]
+    ///     key: String,
+    /// ) -> Result<String, String> {
+    ///     Ok(format!("{key} = on"))
+    /// }
+    ///
+    /// let spec = SubAgentSpec::dynamic(
+    ///     "settings",
+    ///     serde_json::json!({"type": "string", "maxLength": 40}),
+    ///     serde_json::json!({"type": "string", "maxLength": 40}),
+    /// )
+    /// .description("Answers questions about the settings.")
+    /// .tool(&read_setting)
+    /// .tool("grep")
+    /// .build()?;
+    /// assert_eq!(spec.tools(), ["read_setting", "grep"]);
+    /// # Ok::<(), subcontract::SpecError>(())
+    /// ```
+    pub fn tool<T: crate::tool::ToolRef + ?Sized>(mut self, tool: &T) -> Self {
+        self.tools.push(tool.tool_name().to_owned());
         self
     }
     /// All limits at once.

@@ -71,6 +71,13 @@ pub enum ToolFormat {
     Mcp,
 }
 
+/// A spec in another spec's tool list: the sub-agent it may call.
+impl crate::tool::ToolRef for DynSpec {
+    fn tool_name(&self) -> &str {
+        self.name()
+    }
+}
+
 impl Delegate for DynSpec {
     fn terms(&self) -> ChildTerms<'_> {
         self.core.terms()

@@ -163,6 +163,13 @@ impl<I, O> From<&SubAgentSpec<I, O>> for DynSpec {
     }
 }
 
+/// A spec in another spec's tool list: the sub-agent it may call.
+impl<I, O> crate::tool::ToolRef for SubAgentSpec<I, O> {
+    fn tool_name(&self) -> &str {
+        self.erased.name()
+    }
+}
+
 impl<I, O> crate::ctx::Delegate for SubAgentSpec<I, O> {
     fn terms(&self) -> crate::ctx::ChildTerms<'_> {
         self.core().terms()

@@ -11,7 +11,7 @@ pub mod workspace;
 
 pub use live::{BoxError, Listing, LiveTools, ToolSource};
 pub use set::{ToolEntry, ToolSet, ToolSetError};
-pub use typed::{FnTool, TypedTool};
+pub use typed::{FnTool, IntoTool, ToolRef, ToolResult, TypedTool};
 
 use std::sync::Arc;
 

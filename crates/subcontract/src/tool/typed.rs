@@ -96,6 +96,92 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 }
 
+/// What a [`#[tool]`](macro@crate::tool) function returns: `Result<T, E>`, `T` the result the model
+/// reads (serialised), `E` an error the model reads (its `Display`).
+#[diagnostic::on_unimplemented(
+    message = "a #[tool] function returns `Result<T, E>` with `T: Serialize` and `E: Display`, not `{Self}`"
+)]
+pub trait ToolResult {
+    /// The successful result.
+    type Ok: Serialize;
+    /// The result, its error as the text the model reads.
+    fn into_tool_result(self) -> Result<Self::Ok, String>;
+}
+
+impl<T: Serialize, E: std::fmt::Display> ToolResult for Result<T, E> {
+    type Ok = T;
+    fn into_tool_result(self) -> Result<T, String> {
+        self.map_err(|e| e.to_string())
+    }
+}
+
+/// Anything a host can hold as a tool: a [`TypedTool`] (a [`#[tool]`](macro@crate::tool) function
+/// among them) or an already erased `Arc<dyn Tool>` ([`FnTool`], a workspace tool, …).
+/// [`HostBuilder::tool`](crate::host::HostBuilder::tool) takes one.
+pub trait IntoTool {
+    /// The tool, erased.
+    fn into_dyn_tool(self) -> Arc<dyn Tool>;
+}
+
+impl<T: TypedTool> IntoTool for T {
+    fn into_dyn_tool(self) -> Arc<dyn Tool> {
+        self.into_tool()
+    }
+}
+
+impl IntoTool for Arc<dyn Tool> {
+    fn into_dyn_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
+/// `Arc::new(my_tool)` as `HostBuilder::tool` took it when it took only `Arc<dyn Tool>`.
+impl<T: Tool + 'static> IntoTool for Arc<T> {
+    fn into_dyn_tool(self) -> Arc<dyn Tool> {
+        self
+    }
+}
+
+/// Something a spec's tool list can name: a [`TypedTool`] (a [`#[tool]`](macro@crate::tool)
+/// function among them), a `dyn Tool` or `Arc<dyn Tool>`, a spec (a sub-agent), or a name
+/// as text. [`SpecBuilder::tool`](crate::SpecBuilder::tool) takes one by reference, so a
+/// tool written in Rust is named by the value the host holds and a misspelt name cannot
+/// compile.
+pub trait ToolRef {
+    /// The name the spec's tool list holds.
+    fn tool_name(&self) -> &str;
+}
+
+impl<T: TypedTool> ToolRef for T {
+    fn tool_name(&self) -> &str {
+        self.name()
+    }
+}
+
+impl ToolRef for dyn Tool {
+    fn tool_name(&self) -> &str {
+        self.name()
+    }
+}
+
+impl ToolRef for Arc<dyn Tool> {
+    fn tool_name(&self) -> &str {
+        self.name()
+    }
+}
+
+impl ToolRef for str {
+    fn tool_name(&self) -> &str {
+        self
+    }
+}
+
+impl ToolRef for String {
+    fn tool_name(&self) -> &str {
+        self
+    }
+}
+
 /// A tool from an async closure over the JSON arguments.
 ///
 /// ```

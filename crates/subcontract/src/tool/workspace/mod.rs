@@ -50,7 +50,7 @@ mod list;
 mod read;
 mod tools;
 
-pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS};
+pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS, GREP, LIST_DIR, READ_FILE};
 #[cfg(test)]
 mod tests;
 

@@ -8,8 +8,16 @@ use super::{GrepArgs, ListDirArgs, ReadFileArgs, Workspace, WorkspaceError};
 use crate::ctx::Ctx;
 use crate::tool::{Tool, ToolOutput, ToolSet, ToolSetError, TypedTool};
 
+/// The name of the built-in `read_file` tool, for a spec's tool list
+/// ([`SpecBuilder::tool`](crate::SpecBuilder::tool)): a constant cannot be misspelt.
+pub const READ_FILE: &str = "read_file";
+/// The name of the built-in `list_dir` tool.
+pub const LIST_DIR: &str = "list_dir";
+/// The name of the built-in `grep` tool.
+pub const GREP: &str = "grep";
+
 /// Names of the built-in workspace tools.
-pub const BUILTIN_TOOLS: [&str; 3] = ["read_file", "list_dir", "grep"];
+pub const BUILTIN_TOOLS: [&str; 3] = [READ_FILE, LIST_DIR, GREP];
 
 /// `f` over the workspace, off the async workers (file system walks block); its error as the
 /// tool's error text.
@@ -34,7 +42,7 @@ impl TypedTool for ReadFileTool {
     type Args = ReadFileArgs;
     type Output = String;
     fn name(&self) -> &str {
-        "read_file"
+        READ_FILE
     }
     fn description(&self) -> &str {
         "Read a text file of the workspace (path relative to its root), with line numbers, from start_line (default 1) on. Long files are cut with a note saying how to continue."
@@ -70,7 +78,7 @@ impl TypedTool for ListDirTool {
     type Args = ListDirArgs;
     type Output = String;
     fn name(&self) -> &str {
-        "list_dir"
+        LIST_DIR
     }
     fn description(&self) -> &str {
         "List a directory of the workspace (default: its root), one entry per line; directories end with '/'. A name holding a control character (such as a newline), '\"' or '\\' is shown as a JSON string, e.g. \"a\\nb.txt\"."
@@ -108,7 +116,7 @@ impl TypedTool for GrepTool {
     type Args = GrepArgs;
     type Output = String;
     fn name(&self) -> &str {
-        "grep"
+        GREP
     }
     fn description(&self) -> &str {
         "Search the workspace's text files for a regular expression (Rust syntax), optionally only files matching path_glob (e.g. 'src/**/*.rs'); prints path:line: text per match. A path holding a control character, '\"', '\\' or ':' is shown as a JSON string, e.g. \"a\\nb.txt\":3: text."
