@@ -950,3 +950,71 @@ fn the_real_model_suite_replays_offline_through_the_command_line() {
         assert!(case["requests"].as_u64().unwrap() >= 1, "{name}: {case}");
     }
 }
+
+/// A judge written as a spec file beside the cases, through the command line: it runs after
+/// the case on the same model, and its `reason` is the failure when it says `false`.
+#[test]
+fn a_judge_spec_file_grades_through_the_command_line() {
+    let d = Dir::new(&[
+        r#"{"id": "fr", "input": {"country": "France"}, "expect": {"judge": "judges/strict.toml"}}"#,
+    ]);
+    std::fs::create_dir_all(d.path("judges")).unwrap();
+    std::fs::write(
+        d.path("judges/strict.toml"),
+        r#"
+name = "strict"
+description = "Judges an answer about a capital."
+system = "Say whether the output names the capital of the case's country."
+
+[limits]
+max_turns = 1
+max_tokens_per_turn = 100
+
+[input]
+type = "object"
+
+[output]
+type = "object"
+required = ["pass", "reason"]
+additionalProperties = false
+properties.pass = { type = "boolean" }
+properties.reason = { type = "string", maxLength = 200 }
+
+[[examples]]
+input = { case = { id = "fr" }, output = {} }
+output = { pass = false, reason = "it gives no district" }
+"#,
+    )
+    .unwrap();
+    let o = d.eval(&["--model", "example", "--format", "json"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let r = report(&o);
+    let case = &r["cases"][0];
+    assert_eq!(case["valid"], true, "{r}");
+    assert_eq!(
+        case["failed"],
+        json!(["judge `strict`: it gives no district"])
+    );
+    assert_eq!(case["requests"], 2, "the answer and the judge: {r}");
+    // A judge that cannot say pass and reason is refused before anything runs.
+    std::fs::write(
+        d.path("judges/strict.toml"),
+        std::fs::read_to_string(d.path("judges/strict.toml"))
+            .unwrap()
+            .replace(
+                "properties.pass = { type = \"boolean\" }",
+                "properties.pass = { type = \"string\", maxLength = 5 }",
+            )
+            .replace("pass = false,", "pass = \"no\","),
+    )
+    .unwrap();
+    let o = d.eval(&["--model", "example"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(
+            "the judge `judges/strict.toml` must output {\"pass\": boolean, \"reason\": string}"
+        ),
+        "{}",
+        stderr(&o)
+    );
+}
