@@ -428,3 +428,22 @@ async fn a_typed_spec_answers_in_bounded_text() {
     assert_eq!(r.output.as_deref(), Some("one\ttwo\n\"3\""));
     assert_eq!(r.turns, 2);
 }
+
+/// Money has one default: a context built with `Ctx::builder`, like a `Host`, prices its calls
+/// with the built-in table, so a spec's `max_cost_usd` binds without a price table of one's own.
+#[tokio::test]
+async fn a_bare_context_prices_calls_with_the_built_in_table() {
+    let m = Arc::new(ScriptedModel::queue(
+        "openai:gpt-4.1-mini",
+        vec![ScriptStep::submit(good_findings()).with_usage(1_000, 200)],
+    ));
+    let spec = research_spec("research", &[]);
+    let ctx = subcontract::Ctx::builder(m).build();
+    let r = spec.run(&json!({"question": "Which runtime?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let price = PriceTable::builtin()
+        .get("openai:gpt-4.1-mini")
+        .expect("a built-in price");
+    assert_eq!(r.total_cost_usd, price.cost(r.usage));
+    assert!(r.total_cost_usd > Decimal::ZERO, "{}", r.total_cost_usd);
+}

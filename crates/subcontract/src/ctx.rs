@@ -242,7 +242,9 @@ impl CtxBuilder {
         }
         self
     }
-    /// Prices used to turn usage into cost (default: empty, so every call costs 0).
+    /// Prices used to turn usage into cost, in place of the default: the built-in table
+    /// ([`PriceTable::builtin`]), as a [`Host`](crate::host::Host) has. A model with no price
+    /// counts its calls as 0 USD, and says so once in a warning.
     pub fn prices(mut self, prices: PriceTable) -> Self {
         self.prices = Arc::new(prices);
         self
@@ -333,7 +335,7 @@ impl Ctx {
             events: Arc::new(NullSink),
             model,
             resolver: None,
-            prices: Arc::new(PriceTable::new()),
+            prices: Arc::new(PriceTable::builtin()),
             cancel: CancellationToken::new(),
             fanout_limit: DEFAULT_FANOUT_LIMIT,
             journal: None,
