@@ -7,9 +7,11 @@ use serde_json::Value;
 
 use crate::ctx::Ctx;
 use crate::ground::GroundKind;
-use crate::outcome::{Failure, Outcome};
+use crate::outcome::Outcome;
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use crate::tool::{Tool, ToolKind, ToolOutput};
+
+use super::wording::ended_without_result;
 
 /// The tool [`SubAgentSpec::as_tool`](crate::spec::DynSpec::as_tool) returns.
 #[derive(Debug, Clone)]
@@ -97,19 +99,4 @@ impl AgentTool {
             )),
         }
     }
-}
-
-/// What a parent is told of a sub-agent that ended without a result, by every host that
-/// runs specs as tools: the outcome's name, the turns, and the failure, whose text names
-/// where and why an output was rejected, never what it held.
-pub(crate) fn ended_without_result(
-    spec: &str,
-    outcome: Outcome,
-    turns: u32,
-    error: Option<&Failure>,
-) -> String {
-    format!(
-        "sub-agent `{spec}` ended without a result: {outcome} after {turns} turn(s){}",
-        error.map(|e| format!(": {e}")).unwrap_or_default()
-    )
 }

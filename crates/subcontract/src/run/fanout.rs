@@ -11,6 +11,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::wording;
 use crate::contract::Contract;
 use crate::ctx::{Ctx, SharedPrefix};
 use crate::events::EventKind;
@@ -103,10 +104,8 @@ pub(super) async fn run_tool_calls(
             if spec.output_kind == OutputKind::Json {
                 offered.push(SUBMIT_TOOL);
             }
-            slots.push(Slot::Done(ToolOutput::error(format!(
-                "unknown tool `{}`; available: {}",
-                c.name,
-                offered.join(", ")
+            slots.push(Slot::Done(ToolOutput::error(wording::unknown_tool(
+                &c.name, &offered,
             ))));
             continue;
         };
@@ -211,12 +210,8 @@ pub(super) async fn run_tool_calls(
                 }
                 Err(e) => {
                     if let Some(&i) = ids.get(&e.id()) {
-                        let what = if e.is_panic() {
-                            "panicked"
-                        } else {
-                            "was aborted"
-                        };
-                        out.push((i, ToolOutput::error(format!("the sub-agent call {what}"))));
+                        let lost = wording::sub_agent_lost(e.is_panic());
+                        out.push((i, ToolOutput::error(lost)));
                     }
                 }
             }
@@ -254,9 +249,7 @@ pub(super) async fn run_tool_calls(
             }
         })
         .collect();
-    let note = (failed > 0).then(|| {
-        format!("{failed} of {n_sub} sub-agent calls failed; continue with the results you have and say what is missing.")
-    });
+    let note = (failed > 0).then(|| wording::sub_agents_failed(failed, n_sub));
     (results, note)
 }
 
@@ -291,9 +284,7 @@ fn bound_results(slots: &mut [Slot], max_chars: usize) {
         if let Slot::Ran(o) = slot {
             if !chars.admit(o, max_chars) {
                 let n = o.content.chars().count();
-                *o = ToolOutput::error(format!(
-                    "result withheld: it is {n} characters, and this turn's tool results may add at most {max_chars} (limit `max_tool_result_chars_per_turn`); ask for less (a narrower read or search), or call it in a later turn"
-                ));
+                *o = ToolOutput::error(wording::result_withheld(n, max_chars));
             }
         }
     }
@@ -301,21 +292,17 @@ fn bound_results(slots: &mut [Slot], max_chars: usize) {
 
 /// The result of a call past the turn's tool-call limit; short, as there may be many.
 fn over_call_limit(max: usize) -> ToolOutput {
-    ToolOutput::error(format!(
-        "not run: at most {max} tool calls run per turn (limit `max_tool_calls_per_turn`)"
-    ))
+    ToolOutput::error(wording::over_call_limit(max))
 }
 
 /// The result of an ordinary tool not run because the turn's results were already full.
 fn over_chars_limit(max: usize) -> ToolOutput {
-    ToolOutput::error(format!(
-        "not run: this turn's tool results reached their limit of {max} characters (`max_tool_result_chars_per_turn`); call it in a later turn"
-    ))
+    ToolOutput::error(wording::over_chars_limit(max))
 }
 
 /// The result of a tool call the run stopped before it finished.
 fn not_started() -> ToolOutput {
-    ToolOutput::error("the run was stopped (timeout or cancellation) before this call finished")
+    ToolOutput::error(wording::NOT_FINISHED)
 }
 
 /// One tool call: arguments validated, gate asked, then the tool run.
@@ -329,14 +316,7 @@ async fn invoke(
 ) -> ToolOutput {
     let t0 = Instant::now();
     let output = if let Err(v) = contract.validate(&args) {
-        ToolOutput::error(format!(
-            "invalid arguments for `{}`:\n{}",
-            tool.name(),
-            v.iter()
-                .map(|v| format!("- {v}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        ))
+        ToolOutput::error(wording::invalid_arguments(tool.name(), &v))
     } else {
         let approval = ctx.gate().approve(ApprovalRequest {
             run_id: ctx.run_id(),
@@ -348,13 +328,11 @@ async fn invoke(
         // A gate may be waiting on a person; a run that stops does not wait for the answer.
         let decision = tokio::select! {
             biased;
-            _ = ctx.cancellation().cancelled() => Decision::Deny("the run was stopped".into()),
+            _ = ctx.cancellation().cancelled() => Decision::Deny(wording::RUN_STOPPED.into()),
             d = approval => d,
         };
         match decision {
-            Decision::Deny(reason) => {
-                ToolOutput::error(format!("denied by the approval gate: {reason}"))
-            }
+            Decision::Deny(reason) => ToolOutput::error(wording::denied(&reason)),
             Decision::Allow => tool.call_checked(args, ctx).await,
         }
     };

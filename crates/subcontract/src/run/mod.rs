@@ -20,12 +20,13 @@ use tracing::Instrument;
 mod agent_tool;
 mod fanout;
 mod turn;
+mod wording;
 
 pub(crate) use agent_tool::AgentTool;
 // The rig adapter tells a rig agent what our own host tells a parent model.
-#[cfg(feature = "rig")]
-pub(crate) use agent_tool::ended_without_result;
 use turn::turns;
+#[cfg(feature = "rig")]
+pub(crate) use wording::ended_without_result;
 
 impl<O> RunResult<O> {
     pub(crate) fn input_not_serialisable(ctx: &Ctx, e: serde_json::Error) -> Self {

@@ -22,6 +22,7 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::fanout::{run_tool_calls, Prepared};
+use super::wording::{self, answer_again, no_output};
 use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
@@ -172,10 +173,9 @@ impl<'s> Plan<'s> {
             }
         });
         let system = match mode {
-            Some(OutputMode::Prompted) => Cow::Owned(format!(
-                "{}\n\nWhen you are done, reply with your final answer as one JSON value that follows this JSON Schema, and nothing else (bare, or in one ```json block):\n{}",
-                spec.system,
-                crate::json::to_compact_string(spec.output.schema())
+            Some(OutputMode::Prompted) => Cow::Owned(wording::prompted_system(
+                &spec.system,
+                &crate::json::to_compact_string(spec.output.schema()),
             )),
             _ => Cow::Borrowed(spec.system.as_str()),
         };
@@ -584,47 +584,7 @@ fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
     if own.is_empty() || left <= 1 {
         return answer.to_owned();
     }
-    format!(
-        "Next, call {} to read what holds each value; then answer again with every value copied as it is written there ({left} turn(s) left).",
-        if own.len() == 1 {
-            own[0].clone()
-        } else {
-            format!("one of {}", own.join(", "))
-        }
-    )
-}
-
-/// How to send the answer again, by mode, as a repair message ends.
-fn answer_again(mode: Option<OutputMode>) -> String {
-    match mode {
-        None => "Answer again with corrected text.".to_string(),
-        Some(OutputMode::Auto | OutputMode::Tool) => {
-            format!("Call `{SUBMIT_TOOL}` with the corrected answer.")
-        }
-        Some(OutputMode::Native | OutputMode::Prompted) => {
-            "Answer again with only the corrected JSON.".to_string()
-        }
-    }
-}
-
-/// What to tell a model whose text answer held no output.
-fn no_output(mode: Option<OutputMode>, several: Option<usize>) -> String {
-    let first = match several {
-        Some(n) => format!("Your answer holds {n} JSON blocks; the answer is exactly one. "),
-        None => String::new(),
-    };
-    match mode {
-        None => format!("{first}Answer now with your final text."),
-        Some(OutputMode::Auto | OutputMode::Tool) => format!(
-            "{first}You did not submit an answer. Call `{SUBMIT_TOOL}` with your final answer as its arguments."
-        ),
-        Some(OutputMode::Native) => {
-            format!("{first}Give your final answer now, as JSON.")
-        }
-        Some(OutputMode::Prompted) => format!(
-            "{first}Reply with only your final answer: one JSON value that follows the schema in the system prompt."
-        ),
-    }
+    wording::read_then_answer(&own, left)
 }
 
 /// A text answer checked as the output: the text itself (a text output), or the JSON value it
@@ -652,9 +612,7 @@ fn answer_in_text(
             // A wrapper around the answer fails the schema as a whole; say what it is, or the
             // model sends the same wrapper again.
             if let Some(name) = text::wrapper_name(&v) {
-                hint = format!(
-                    "Your answer is wrapped as a call of `{name}` (`{{\"name\": …, \"arguments\": …}}`): the answer is what the arguments hold, without the wrapper. {hint}"
-                );
+                hint = wording::wrapped_text(name, &hint);
             }
             let r = reject(ctx, turn, &viol, &hint);
             Err((r.repair, Some(r.summary), false))
@@ -693,7 +651,7 @@ fn submission(
     };
     let again = |turn: u32| {
         let left = spec.limits.max_turns - turn;
-        format!("Call `{SUBMIT_TOOL}` again with the corrected answer ({left} turn(s) left).")
+        wording::submit_again(left)
     };
     match checked {
         Ok(((t, d), from_value)) => {
@@ -713,8 +671,7 @@ fn submission(
                     // through unchecked.
                     let viol = [Violation {
                         path: String::new(),
-                        message: "the output could not be read back to check its grounded values"
-                            .into(),
+                        message: wording::UNREADABLE_FOR_GROUNDING.into(),
                     }];
                     return Submission::Rejected(i, reject(ctx, turn, &viol, &again(turn)));
                 };
@@ -742,9 +699,7 @@ fn submission(
             let mut hint = again(turn);
             if let Ok(v) = calls[i].arguments.parse() {
                 if let Some(name) = text::wrapper_name(&v) {
-                    hint = format!(
-                        "Your answer is wrapped as a call of `{name}`: the arguments of `{SUBMIT_TOOL}` are the answer itself. {hint}"
-                    );
+                    hint = wording::wrapped_submission(name, &hint);
                 }
             }
             Submission::Rejected(i, reject(ctx, turn, &viol, &hint))
@@ -889,10 +844,9 @@ pub(super) async fn turns(
                 continue;
             }
             if output_alone && !req.tools.iter().any(|d| *d.name == *c.name) {
-                prepared.push(Prepared::Answered(ToolOutput::error(format!(
-                    "not run: this turn asks for your final answer; {}",
-                    no_output(plan.text_answer_mode(), None)
-                ))));
+                prepared.push(Prepared::Answered(ToolOutput::error(
+                    wording::not_run_answer_now(plan.text_answer_mode()),
+                )));
                 continue;
             }
             // The history keeps the call as sent, so the tool gets its own copy of a value.
@@ -919,7 +873,7 @@ pub(super) async fn turns(
             }
         }
         for &(i, first) in &repeated {
-            results[i].content.push_str(&repeat::repeated_note(first));
+            results[i].content.push_str(&wording::repeated_note(first));
         }
         let assistant = Message::Assistant { text, tool_calls };
         convo.push(assistant, Message::ToolResults { results, note });

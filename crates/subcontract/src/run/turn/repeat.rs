@@ -48,13 +48,6 @@ impl Calls {
     }
 }
 
-/// What a repeated call's result says after its own content.
-pub(crate) fn repeated_note(first: u32) -> String {
-    format!(
-        "\n\nNote: this is the same call, with the same arguments, as in turn {first}, and the result is the same. Do not repeat it: use what you have and give your answer."
-    )
-}
-
 /// Feeds `v` to `h` with object keys in order, so that arguments written in another key order
 /// are the same call. Every part is tagged or terminated, so that different values never feed
 /// the same bytes (`["a","b"]` and `["ab"]`, `1` and `"1"`); numbers feed their value, as
