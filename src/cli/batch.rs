@@ -91,7 +91,7 @@ async fn batch(args: BatchArgs, quiet: bool) -> u8 {
     };
     let host = match args
         .host
-        .host(&specs, std::slice::from_ref(&args.spec))
+        .host(&specs, 1, std::slice::from_ref(&args.spec))
         .await
         .and_then(|h| h.build().map_err(|e| e.to_string()))
     {

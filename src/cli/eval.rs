@@ -257,14 +257,14 @@ async fn host(
         offline.model = Some("example".into());
         offline.base_url = None;
         offline
-            .host(specs, spec_paths)
+            .host(specs, 1, spec_paths)
             .await?
             .model(silent(model))
             .resolver(|name| Ok(silent(name)))
     } else {
         let mut host = args.host.clone();
         host.model = Some(model.to_string());
-        host.host(specs, spec_paths).await?
+        host.host(specs, 1, spec_paths).await?
     };
     builder
         .build()

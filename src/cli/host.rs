@@ -81,10 +81,13 @@ impl HostArgs {
     /// sub-agents' models too, so a provider's `Retry-After` pauses every run), the
     /// workspace tools, `specs` as tools, the tools of the MCP servers they name (started
     /// here: `--mcp-config`, else a `.mcp.json` beside `spec_paths`), prices, the trace.
-    /// Budget and run id are the caller's.
+    /// Budget and run id are the caller's. The first `required` specs must hold every tool
+    /// they name (the host is refused otherwise); the rest are at hand (the run spec's
+    /// siblings) and left out when they name a tool the host lacks.
     pub async fn host(
         &self,
         specs: &[SubAgentSpec<Value, Value>],
+        required: usize,
         spec_paths: &[PathBuf],
     ) -> Result<HostBuilder, String> {
         let model_name = self.model_name()?;
@@ -101,7 +104,8 @@ impl HostArgs {
             })
             .workspace(&self.workspace)
             .prompt_cache(self.prompt_cache)
-            .specs(specs.iter().map(SubAgentSpec::erase));
+            .specs(specs.iter().take(required).map(SubAgentSpec::erase))
+            .optional_specs(specs.iter().skip(required).map(SubAgentSpec::erase));
         // `example` answers these specs; every other name goes to the library.
         let (resolver_specs, base_url) = (specs.to_vec(), self.base_url.clone());
         host = host.resolver(move |name| resolve_model(name, base_url.as_deref(), &resolver_specs));

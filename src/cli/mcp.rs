@@ -80,7 +80,7 @@ async fn prepare(args: McpArgs) -> Result<McpConfig, String> {
         model,
         args.host.workspace.display()
     ));
-    let mut config = McpConfig::new(args.host.host(&specs, &args.paths).await?);
+    let mut config = McpConfig::new(args.host.host(&specs, specs.len(), &args.paths).await?);
     config.max_cost_usd = args.max_cost_usd;
     config.log = true;
     Ok(config)

@@ -150,7 +150,7 @@ pub async fn run_spec(
     let specs = load_with_siblings(&opts.spec)?;
     let mut host = opts
         .host
-        .host(&specs, std::slice::from_ref(&opts.spec))
+        .host(&specs, 1, std::slice::from_ref(&opts.spec))
         .await
         .map_err(RunnerError::Other)?
         .record(opts.record.clone());

@@ -289,7 +289,7 @@ mod imp {
             };
             let host = match args
                 .host
-                .host(&specs, &args.specs)
+                .host(&specs, specs.len(), &args.specs)
                 .await
                 .and_then(|h| h.build().map_err(|e| e.to_string()))
             {

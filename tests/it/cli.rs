@@ -881,3 +881,50 @@ fn ctrl_c_during_run_reports_cancelled_and_flushes_the_trace() {
         String::from_utf8_lossy(&t.stdout)
     );
 }
+
+/// `run` offers the spec's siblings as tools; a sibling that names a tool the host lacks is
+/// left out (`check` reports it), while the run spec itself naming one is refused, with a
+/// "did you mean".
+#[test]
+fn a_sibling_with_a_misspelt_tool_does_not_refuse_an_unrelated_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = |name: &str, tools: &str| {
+        format!(
+            "name = \"{name}\"\ndescription = \"Says hi.\"\nsystem = \"Say hi.\"\ntools = [{tools}]\n\n[input]\ntype = \"string\"\nmaxLength = 20\n\n[output]\ntype = \"string\"\nmaxLength = 20\n\n[[examples]]\ninput = \"hi\"\noutput = \"hello\"\n"
+        )
+    };
+    std::fs::write(
+        dir.path().join("greet.toml"),
+        spec("greet", "\"read_file\""),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("typo.toml"), spec("typo", "\"read_fle\"")).unwrap();
+    let go = |file: &str| {
+        Command::new(BIN)
+            .current_dir(dir.path())
+            .args(["run", file, "--model", "example", "--input", "\"hi\""])
+            .env_remove("SUBCONTRACT_MODEL")
+            .output()
+            .unwrap()
+    };
+    let o = go("greet.toml");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = go("typo.toml");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("spec `typo` names the tool `read_fle`")
+            && err.contains("did you mean `read_file`?"),
+        "{err}"
+    );
+}

@@ -138,6 +138,8 @@ pub struct HostBuilder {
     prices: PriceTable,
     workspace: Option<PathBuf>,
     specs: Vec<DynSpec>,
+    // Offered when the host holds every tool they name, else left out (`optional_specs`).
+    optional: Vec<DynSpec>,
     tools: Vec<Arc<dyn Tool>>,
     sources: Vec<Arc<dyn ToolSource>>,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -155,6 +157,7 @@ impl Default for HostBuilder {
             prices: PriceTable::builtin(),
             workspace: None,
             specs: Vec::new(),
+            optional: Vec::new(),
             tools: Vec::new(),
             sources: Vec::new(),
             sinks: Vec::new(),
@@ -262,6 +265,16 @@ impl HostBuilder {
         self
     }
 
+    /// Specs offered as tools only if the host holds every tool they name; one that names a
+    /// tool the host lacks is left out (said in a `debug` log), not refused. For specs that
+    /// are at hand rather than asked for, as the command line's `run` offers the other spec
+    /// files of the run spec's directory: a typo in one of them is `check`'s to report, not a
+    /// reason to refuse an unrelated run.
+    pub fn optional_specs<S: Into<DynSpec>>(mut self, specs: impl IntoIterator<Item = S>) -> Self {
+        self.optional.extend(specs.into_iter().map(Into::into));
+        self
+    }
+
     /// One of the host's own tools: a [`#[tool]`](macro@crate::tool) function, any
     /// [`TypedTool`](crate::TypedTool), or an `Arc<dyn Tool>` ([`FnTool`](crate::FnTool), …).
     pub fn tool(mut self, tool: impl IntoTool) -> Self {
@@ -335,10 +348,26 @@ impl HostBuilder {
         for t in self.tools {
             tools.insert(t)?;
         }
-        for s in &self.specs {
+        // What the sources list now; `mcp__` names beyond it are left to them (their tools
+        // may change while the host lives, and are checked when a run starts).
+        let mut sourced = ToolSet::new();
+        for source in &self.sources {
+            for t in source.listed().tools.iter() {
+                // A name listed twice is the join's to refuse, below.
+                let _ = sourced.insert(t.clone());
+            }
+        }
+        let specs = with_held_optional(
+            self.specs,
+            self.optional,
+            &tools,
+            &sourced,
+            !self.sources.is_empty(),
+        );
+        for s in &specs {
             tools.insert(s.as_tool())?;
         }
-        check_spec_tools(&self.specs, &tools, !self.sources.is_empty())?;
+        check_spec_tools(&specs, &tools, &sourced, !self.sources.is_empty())?;
         let resolver = move |name: &str| -> Result<Arc<dyn Model>, ModelError> {
             let m = named(name)?;
             Ok(match &limiter {
@@ -363,23 +392,72 @@ impl HostBuilder {
     }
 }
 
-/// Every tool the specs name that `tools` does not hold, with the closest held name. With
-/// `sources`, `mcp__` names are left to them.
-fn check_spec_tools(specs: &[DynSpec], tools: &ToolSet, sources: bool) -> Result<(), HostError> {
+/// The names in `spec`'s tool list that neither `tools` nor `sourced` (what the sources list
+/// now) holds; with `sources`, `mcp__` names are left to them.
+fn missing_tools(spec: &DynSpec, tools: &ToolSet, sourced: &ToolSet, sources: bool) -> Vec<String> {
+    spec.tools()
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !(sources && n.starts_with("mcp__")))
+        .filter(|n| tools.listed([*n]).is_err() && sourced.listed([*n]).is_err())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `specs`, and those of `optional` whose every tool is held: by `tools`, the sources, a
+/// spec, or another optional spec that stays (so until none is left out).
+fn with_held_optional(
+    specs: Vec<DynSpec>,
+    mut optional: Vec<DynSpec>,
+    tools: &ToolSet,
+    sourced: &ToolSet,
+    sources: bool,
+) -> Vec<DynSpec> {
+    loop {
+        let mut held = tools.clone();
+        for s in specs.iter().chain(&optional) {
+            // A name taken twice is refused when the specs are inserted for real.
+            let _ = held.insert(s.as_tool());
+        }
+        let before = optional.len();
+        optional.retain(|s| {
+            let missing = missing_tools(s, &held, sourced, sources);
+            if !missing.is_empty() {
+                tracing::debug!(
+                    spec = s.name(),
+                    ?missing,
+                    "optional spec left out: it names tools the host does not hold"
+                );
+            }
+            missing.is_empty()
+        });
+        if optional.len() == before {
+            break;
+        }
+    }
+    specs.into_iter().chain(optional).collect()
+}
+
+/// Every tool the specs name that `tools` (or the sources' current listing) does not hold,
+/// with the closest held name. With `sources`, `mcp__` names are left to them.
+fn check_spec_tools(
+    specs: &[DynSpec],
+    tools: &ToolSet,
+    sourced: &ToolSet,
+    sources: bool,
+) -> Result<(), HostError> {
     let mut unknown = Vec::new();
     for spec in specs {
-        let names = spec
-            .tools()
-            .iter()
-            .map(String::as_str)
-            .filter(|n| !(sources && n.starts_with("mcp__")));
-        let Err(missing) = tools.listed(names) else {
+        let missing = missing_tools(spec, tools, sourced, sources);
+        if missing.is_empty() {
             continue;
-        };
+        }
         // Sorted, so a tie between suggestions is broken the same way every time.
         let mut known: Vec<&str> = tools
             .names()
             .chain(tools.entries().filter_map(|e| e.tool().group()))
+            .chain(sourced.names())
+            .chain(sourced.entries().filter_map(|e| e.tool().group()))
             .filter(|n| *n != spec.name())
             .collect();
         known.sort_unstable();
@@ -578,5 +656,73 @@ mod tests {
             .expect("a source answers mcp__ names when a run starts");
         let u = unknown(host().spec(named));
         assert_eq!(u[0].tool, "mcp__fs__read_text_file");
+    }
+
+    /// A source of the caller's own that lists `search` now.
+    struct Listed;
+
+    #[async_trait]
+    impl ToolSource for Listed {
+        fn version(&self) -> u64 {
+            1
+        }
+        fn listed(&self) -> Listing {
+            let t: Arc<dyn crate::tool::Tool> = FnTool::new(
+                "search",
+                "Searches.",
+                json!({"type": "object"}),
+                |_| async { ToolOutput::text("found") },
+            );
+            Listing {
+                version: 1,
+                tools: Arc::new([t]),
+            }
+        }
+        async fn refresh(&self) -> Result<Listing, BoxError> {
+            Ok(self.listed())
+        }
+    }
+
+    #[test]
+    fn a_tool_a_source_lists_now_is_held_and_near_misses_are_suggested() {
+        host()
+            .tool_source(Arc::new(Listed))
+            .spec(spec("a", &["search"]))
+            .build()
+            .expect("the source lists `search`");
+        let u = unknown(
+            host()
+                .tool_source(Arc::new(Listed))
+                .spec(spec("a", &["serch"])),
+        );
+        assert_eq!(u[0].suggestion.as_deref(), Some("search"));
+    }
+
+    #[test]
+    fn optional_specs_that_name_unheld_tools_are_left_out_not_refused() {
+        let ctx = host()
+            .spec(spec("main", &["lookup_order", "helper"]))
+            .optional_specs([
+                spec("helper", &["lookup_order"]),
+                spec("typo", &["lookup_ordr"]),
+                // Stays only while `typo` would: left out with it.
+                spec("leans", &["typo"]),
+            ])
+            .build()
+            .expect("a typo in an optional spec does not refuse the host")
+            .build();
+        let names: Vec<&str> = ctx.tools().names().collect();
+        assert!(names.contains(&"helper"), "{names:?}");
+        assert!(
+            !names.contains(&"typo") && !names.contains(&"leans"),
+            "{names:?}"
+        );
+        // A required spec that leans on a left-out one is refused, with the name.
+        let u = unknown(
+            host()
+                .spec(spec("main", &["typo"]))
+                .optional_specs([spec("typo", &["lookup_ordr"])]),
+        );
+        assert_eq!((u[0].spec.as_str(), u[0].tool.as_str()), ("main", "typo"));
     }
 }
