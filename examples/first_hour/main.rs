@@ -41,7 +41,7 @@ pub(crate) async fn report() -> Result<String, Box<dyn std::error::Error>> {
         .description("Finds the version of a dependency the project builds with.")
         .system("Find the dependency in Cargo.toml, look its version up, then submit it.")
         .tool(GREP) // the built-in tools by constant, your own by value: no misspelt names
-        .tool(&locked_version)
+        .tool(&LockedVersionTool)
         .build()?;
     let steps = vec![
         ScriptStep::tool_call("grep", json!({"pattern": "^tokio", "path_glob": "Cargo.toml"})),
@@ -50,11 +50,11 @@ pub(crate) async fn report() -> Result<String, Box<dyn std::error::Error>> {
     ];
     // Scripted, offline; a real model is `Host::builder().model_name("openai:gpt-4.1-mini")`.
     let model = Arc::new(ScriptedModel::queue("scripted:demo", steps));
-    let host = Host::builder().model(model).workspace(DIR).tool(locked_version).spec(&spec);
+    let host = Host::builder().model(model).workspace(DIR).tool(LockedVersionTool).spec(&spec);
     let root = host.build()?.build(); // a spec naming a tool the host lacks fails here
     let question = Text { text: "Which tokio does this project build with?".into() };
     let run = spec.run_child(&question, &root).await;
-    let pinned = locked_version.run("tokio".into()).await?;
+    let pinned = locked_version("tokio".into()).await?; // still a plain function
     let line = format!("{} {} in {} turns", run.run_id, run.outcome, run.turns);
     Ok(format!("{line}: {:?}\ntokio {pinned}\n", run.output.ok_or("no output")?))
 }

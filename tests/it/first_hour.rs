@@ -115,3 +115,30 @@ fn path_roots_sees_through_groups_comments_and_strings() {
         "use a::{b::C, d};\n// e::f\nlet s = \"g::h\";\nlet q = '\"';\n#[i::j]\nk::l::m(); X::y();";
     assert_eq!(path_roots(code), ["a", "i", "k", "X"]);
 }
+
+mod tool_names {
+    use subcontract::prelude::*;
+
+    /// Looks a query up.
+    #[tool]
+    async fn query(
+        /// What to look up.
+        #[validate(length(max = 40))]
+        query: String,
+    ) -> Result<String, String> {
+        Ok(format!("found {query}"))
+    }
+
+    /// A `#[tool]` function stays a function, its name free for an argument or a variable
+    /// elsewhere in the module; the tool is the type `QueryTool`.
+    #[tokio::test]
+    async fn a_tool_function_stays_a_function_and_its_name_stays_free() {
+        let tool = QueryTool.into_tool();
+        assert_eq!(tool.name(), "query");
+        assert_eq!(tool.description(), "Looks a query up.");
+        assert_eq!(tool.input_schema()["properties"]["query"]["maxLength"], 40);
+        let found = query(String::from("tokio")).await.unwrap();
+        let query = found;
+        assert_eq!(query, "found tokio");
+    }
+}

@@ -121,6 +121,14 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
             ),
         ));
     }
+    if name == "submit_output" {
+        let span = opts.name.as_ref().map_or(fn_name.span(), LitStr::span);
+        return Err(Error::new(
+            span,
+            "`submit_output` is the name a sub-agent submits its output by; give the tool \
+             another (`#[tool(name = \"...\")]`)",
+        ));
+    }
     let description = doc_text(&func.attrs);
     if description.is_empty() {
         return Err(Error::new(
@@ -153,6 +161,13 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
             has_ctx = true;
             params.push(Param::Ctx(pt));
             continue;
+        }
+        if let Type::Reference(r) = pt.ty.as_ref() {
+            return Err(Error::new(
+                r.span(),
+                "#[tool] arguments are owned (`String`, not `&str`): each is decoded from the \
+                 model's JSON; the one reference allowed is the context, `&Ctx`",
+            ));
         }
         let (ident, mutable) = match pt.pat.as_ref() {
             Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
@@ -193,6 +208,7 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
         v => v.to_token_stream(),
     };
     let args_ty = format_ident!("{}Args", camel(&fn_name.to_string()), span = fn_name.span());
+    let tool_ty = format_ident!("{}Tool", camel(&fn_name.to_string()), span = fn_name.span());
     let validates = args
         .iter()
         .any(|a| a.attrs.iter().any(|at| at.path().is_ident("validate")));
@@ -236,28 +252,32 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
             quote!(#m #ident: #ty)
         }
     });
-    // The doc comment (and `cfg`s) go on the tool's type, where readers look for them; every
-    // other attribute (`allow`, `tracing::instrument`, …) stays on the function it was for.
-    let (type_attrs, fn_attrs): (Vec<&Attribute>, Vec<&Attribute>) = func
-        .attrs
-        .iter()
-        .partition(|a| a.path().is_ident("doc") || a.path().is_ident("cfg"));
+    // Every attribute (the doc comment, `cfg`, `allow`, `tracing::instrument`, …) stays on
+    // the function; the tool's type takes the `cfg`s too.
+    let fn_attrs = &func.attrs;
     let cfgs = func.attrs.iter().filter(|a| a.path().is_ident("cfg"));
     let cfgs = quote!(#(#cfgs)*);
     let body = &func.block;
     let ret_check = quote_spanned! {output.span()=>
         <#output as ::subcontract::tool::ToolResult>::Ok
     };
-    let run_doc = format!(
-        "Runs the tool's function directly, as the model's call does after its arguments are \
-         decoded: for tests and for Rust callers. The model calls it as `{name}`."
+    let ty_doc = format!(
+        "The tool `{name}`: the function `{fn_name}` as a `TypedTool`, its arguments \
+         [`{args_ty}`]. Hand it to a host (`HostBuilder::tool({tool_ty})`) and name \
+         it in a spec (`SpecBuilder::tool(&{tool_ty})`)."
     );
-
+    // The function stays a function (callable as written, and its name free for bindings
+    // elsewhere in the module); the tool is a unit type of its own, named in CamelCase.
     Ok(quote! {
-        #(#type_attrs)*
-        #[allow(non_camel_case_types)]
+        #(#fn_attrs)*
+        // A tool's function is async even when it awaits nothing.
+        #[allow(clippy::unused_async)]
+        #vis async fn #fn_name(#(#run_params),*) -> #output #body
+
+        #cfgs
+        #[doc = #ty_doc]
         #[derive(Clone, Copy, Debug, Default)]
-        #vis struct #fn_name;
+        #vis struct #tool_ty;
 
         #cfgs
         #[allow(missing_docs)]
@@ -270,17 +290,8 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
         }
 
         #cfgs
-        impl #fn_name {
-            #[doc = #run_doc]
-            #(#fn_attrs)*
-            // A tool's function is async even when it awaits nothing.
-            #[allow(clippy::unused_async)]
-            #vis async fn run(&self, #(#run_params),*) -> #output #body
-        }
-
-        #cfgs
         #[::subcontract::async_trait::async_trait]
-        impl ::subcontract::TypedTool for #fn_name {
+        impl ::subcontract::TypedTool for #tool_ty {
             type Args = #args_ty;
             type Output = #ret_check;
             fn name(&self) -> &str {
@@ -297,7 +308,7 @@ fn expand_tool(opts: ToolOpts, func: ItemFn) -> syn::Result<TokenStream2> {
                 #validate_call
                 let #args_ty { #(#destructure),* } = __tool_args;
                 let _ = __tool_ctx;
-                ::subcontract::tool::ToolResult::into_tool_result(self.run(#(#call_args),*).await)
+                ::subcontract::tool::ToolResult::into_tool_result(#fn_name(#(#call_args),*).await)
             }
         }
     })
@@ -485,6 +496,9 @@ mod tests {
         assert!(!code.contains("validator"), "{code}");
         assert!(code.contains("\"lookup\""), "{code}");
         assert!(code.contains("pub struct FindArgs"), "{code}");
+        // The function stays a function; the tool is a type of its own.
+        assert!(code.contains("pub async fn find"), "{code}");
+        assert!(code.contains("pub struct FindTool"), "{code}");
     }
 
     #[test]
@@ -566,6 +580,26 @@ mod tests {
                     }
                 ),
                 "unknown option `nme`",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn f(q: &str) -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "not `&str`",
+            ),
+            (
+                quote!(),
+                quote!(
+                    /// D.
+                    async fn submit_output() -> Result<(), String> {
+                        Ok(())
+                    }
+                ),
+                "another (`#[tool(name",
             ),
             (
                 quote!(name = "a b"),

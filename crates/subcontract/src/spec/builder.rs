@@ -260,7 +260,7 @@ impl<I, O> SpecBuilder<I, O> {
         self
     }
     /// Adds one tool it may use, named by the value the host holds: a [`#[tool]`](macro@crate::tool)
-    /// function, any [`TypedTool`](crate::TypedTool), an `Arc<dyn Tool>`, or another spec (a
+    /// function's tool type (`ReadSettingTool` for `read_setting`), any [`TypedTool`](crate::TypedTool), an `Arc<dyn Tool>`, or another spec (a
     /// sub-agent). A name as text works too (`.tool("grep")`).
     ///
     /// ```
@@ -282,7 +282,7 @@ impl<I, O> SpecBuilder<I, O> {
     ///     serde_json::json!({"type": "string", "maxLength": 40}),
     /// )
     /// .description("Answers questions about the settings.")
-    /// .tool(&read_setting)
+    /// .tool(&ReadSettingTool)
     /// .tool("grep")
     /// .build()?;
     /// assert_eq!(spec.tools(), ["read_setting", "grep"]);

@@ -115,8 +115,8 @@ impl<T: Serialize, E: std::fmt::Display> ToolResult for Result<T, E> {
     }
 }
 
-/// Anything a host can hold as a tool: a [`TypedTool`] (a [`#[tool]`](macro@crate::tool) function
-/// among them) or an already erased `Arc<dyn Tool>` ([`FnTool`], a workspace tool, …).
+/// Anything a host can hold as a tool: a [`TypedTool`] (the tool type a
+/// [`#[tool]`](macro@crate::tool) function gets, `LookupOrderTool`, among them) or an already erased `Arc<dyn Tool>` ([`FnTool`], a workspace tool, …).
 /// [`HostBuilder::tool`](crate::host::HostBuilder::tool) takes one.
 pub trait IntoTool {
     /// The tool, erased.
@@ -142,8 +142,8 @@ impl<T: Tool + 'static> IntoTool for Arc<T> {
     }
 }
 
-/// Something a spec's tool list can name: a [`TypedTool`] (a [`#[tool]`](macro@crate::tool)
-/// function among them), a `dyn Tool` or `Arc<dyn Tool>`, a spec (a sub-agent), or a name
+/// Something a spec's tool list can name: a [`TypedTool`] (the tool type a
+/// [`#[tool]`](macro@crate::tool) function gets among them), a `dyn Tool` or `Arc<dyn Tool>`, a spec (a sub-agent), or a name
 /// as text. [`SpecBuilder::tool`](crate::SpecBuilder::tool) takes one by reference, so a
 /// tool written in Rust is named by the value the host holds and a misspelt name cannot
 /// compile.
