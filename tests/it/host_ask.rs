@@ -447,3 +447,84 @@ async fn a_bare_context_prices_calls_with_the_built_in_table() {
     assert_eq!(r.total_cost_usd, price.cost(r.usage));
     assert!(r.total_cost_usd > Decimal::ZERO, "{}", r.total_cost_usd);
 }
+
+/// A tool that asks its own run's model again, which calls the tool again, and so on.
+struct AskAgain {
+    ids: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl subcontract::Tool for AskAgain {
+    fn name(&self) -> &str {
+        "ask_again"
+    }
+    fn description(&self) -> &str {
+        "Asks again."
+    }
+    fn input_schema(&self) -> Arc<serde_json::Value> {
+        Arc::new(json!({"type": "object", "additionalProperties": false}))
+    }
+    async fn call(
+        &self,
+        _args: serde_json::Value,
+        ctx: &subcontract::Ctx,
+    ) -> subcontract::ToolOutput {
+        match ctx.ask("again").run().await {
+            Ok(r) => {
+                self.ids.lock().unwrap().push(r.run_id.clone());
+                subcontract::ToolOutput::text(format!("{} {}", r.run_id, r.outcome))
+            }
+            Err(e) => subcontract::ToolOutput::error(e.to_string()),
+        }
+    }
+}
+
+/// An ask from inside a run is a child of that run: a tool that asks again and again is
+/// stopped by the depth limit (never a stack overflow), and every run has an id of its own.
+#[tokio::test]
+async fn asks_from_inside_a_run_are_children_bounded_by_depth() {
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = calls.clone();
+    let m = Arc::new(ScriptedModel::from_fn("scripted:deep", move |req| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // Call the tool on the first turn (while it is offered), then answer.
+        if req.messages.len() == 1 && req.tools.iter().any(|t| &*t.name == "ask_again") {
+            ScriptStep::tool_call("ask_again", json!({}))
+        } else {
+            ScriptStep::text("done")
+        }
+    }));
+    let ids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let root = subcontract::Ctx::builder(m)
+        .max_depth(3)
+        .tools(
+            subcontract::ToolSet::new()
+                .with(Arc::new(AskAgain { ids: ids.clone() }))
+                .unwrap(),
+        )
+        .build();
+    let r = root.ask("start").run().await.expect("a bounded answer");
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let ids = ids.lock().unwrap().clone();
+    // Three levels of children under the root run, then the depth limit refuses the fourth.
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(ids.iter().any(|i| i.ends_with("-denied")), "{ids:?}");
+    let unique: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) < 20);
+}
+
+/// A text answer of 0 characters (or past the largest) is refused before anything runs.
+#[tokio::test]
+async fn an_answer_limit_of_zero_is_refused_before_any_call() {
+    let m = Arc::new(ScriptedModel::queue("scripted:zero", vec![]));
+    let root = subcontract::Ctx::builder(m).build();
+    for n in [0, subcontract::spec::MAX_TEXT_CHARS + 1] {
+        match root.ask("hi").max_answer_chars(n).await {
+            Err(AskError::Contract(e)) => {
+                assert!(e.to_string().contains("a text output holds 1 to"), "{e}")
+            }
+            other => panic!("{n}: {other:?}"),
+        }
+    }
+}

@@ -502,6 +502,21 @@ impl Ctx {
         }
     }
 
+    /// Whether this is the context of a run under way, which its tools are called with: a
+    /// root run's (made by [`for_root_run`](Self::for_root_run)), or a sub-agent's once its
+    /// run started in it. A child context made and not yet run in (as the MCP server makes
+    /// one per call) is not.
+    pub(crate) fn is_run(&self) -> bool {
+        self.inner.offered.is_some()
+            || (self.inner.depth > 0 && self.inner.runs.load(Ordering::Relaxed) > 0)
+    }
+
+    /// Marks this context's own run id as taken by the run about to start in it, so that a
+    /// root run started later from it (a tool's `ctx.ask`) gets an id of its own.
+    pub(crate) fn take_own_id(&self) {
+        self.inner.runs.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The tool `name` if the run this context belongs to offers it to its model: held, and
     /// in a root run also named by its spec (a child holds only what its spec names). The run
     /// loop runs a call only through this; a tool can ask it about another, as `grep` does

@@ -87,6 +87,7 @@ pub(crate) async fn run_child_checked(
     match parent.for_new_run().await.child(spec) {
         // A child context has a cancellation token of its own, so the run may cancel it.
         Ok(child) => {
+            child.take_own_id();
             let span = crate::telemetry::agent_span(spec, &child);
             run_owned(spec, input, &child, text, check)
                 .instrument(span)
@@ -154,6 +155,13 @@ pub(crate) async fn run_core(
     ctx: &Ctx,
     text: OutputText,
 ) -> RunResult<Decoded> {
+    // Started with the context of a run under way (a tool's `ctx.ask`, or `spec.run` with
+    // the context a tool was given): a child of that run, under its depth limit, budget and
+    // tools. Never a second root at the same depth, which would let a tool recurse without
+    // bound.
+    if ctx.is_run() {
+        return run_child(spec, input, ctx, text).await;
+    }
     // A host whose tools follow changing sources runs with the current ones, fixed from here.
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's. The run has an id and a spend count of its own.

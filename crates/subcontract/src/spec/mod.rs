@@ -8,6 +8,7 @@ mod erased;
 pub(crate) mod file;
 pub(crate) mod load;
 pub(crate) mod text;
+pub use text::MAX_TEXT_CHARS;
 mod typed;
 
 pub use builder::{SpecBuilder, SpecError, SpecLocation, SpecProblem, MAX_TOKENS_PER_TURN};

@@ -14,6 +14,9 @@ use super::core::{Decoder, Source};
 use super::SubAgentSpec;
 use crate::contract::Violation;
 
+/// The most characters a text output may be given ([`SubAgentSpec::text`]): 1 MiB.
+pub const MAX_TEXT_CHARS: usize = 1 << 20;
+
 /// Compact JSON characters a text of `max_chars` characters can take: the quotes, and the
 /// widest escape (`\u0000`) of every character. As the output size limit, it leaves the
 /// `maxLength` alone to decide.
@@ -52,12 +55,24 @@ where
     ///     .unwrap();
     /// assert_eq!(spec.validate_output_json(r#""Short.""#).unwrap(), "Short.");
     /// assert!(spec.validate_output(&serde_json::json!("x".repeat(2001))).is_err());
+    /// // No answer at all is no bound.
+    /// assert!(SubAgentSpec::<Task, String>::text("empty", 0).description("…").build().is_err());
     /// ```
+    ///
+    /// `max_chars` is from 1 to [`MAX_TEXT_CHARS`]; any other is refused when the spec is
+    /// built (an empty answer says nothing; a text past a mebibyte is not a small result).
     pub fn text(name: impl Into<String>, max_chars: usize) -> SpecBuilder<I, String> {
+        let schema = if (1..=MAX_TEXT_CHARS).contains(&max_chars) {
+            Ok(json!({"type": "string", "maxLength": max_chars}))
+        } else {
+            Err(format!(
+                "a text output holds 1 to {MAX_TEXT_CHARS} characters, not {max_chars}"
+            ))
+        };
         SpecBuilder::new(
             name.into(),
             schema_of::<I>(),
-            Ok(json!({"type": "string", "maxLength": max_chars})),
+            schema,
             typed_decoder::<I>(),
             text_decoder(),
         )
