@@ -331,8 +331,13 @@ async fn run_setup(
         )
         .await;
         for attempt in report.cases {
+            assert_eq!(
+                attempt.outcome == Outcome::Completed.as_str(),
+                attempt.output.is_some(),
+                "{} ({setup}): a completed attempt has an output, and only one does: {attempt:?}",
+                task.name()
+            );
             if let Some(out) = &attempt.output {
-                assert_eq!(attempt.outcome, Outcome::Completed.as_str());
                 if let Err(v) = spec.validate_output(out) {
                     panic!(
                         "{} ({setup}): a completed run returned an output that breaks its contract: {v:?}\n{out}",
