@@ -533,10 +533,9 @@ async fn pass_hat_k_needs_every_attempt_to_pass() {
     assert_eq!(attempts, [1, 2, 3, 4, 1, 2, 3, 4]);
 }
 
-#[tokio::test]
-async fn a_judge_runs_under_the_same_budget_and_its_reason_is_the_failure() {
-    let spec = answer_spec("ANSWER");
-    let judge = SubAgentSpec::dynamic(
+/// A judge spec (system prompt `JUDGE`) that outputs `{pass, reason}`.
+fn judge_spec(max_turns: u32, max_tokens_per_turn: Option<u32>) -> SubAgentSpec<Value, Value> {
+    let b = SubAgentSpec::dynamic(
         "judge",
         json!({"type": "object"}),
         json!({"type": "object", "required": ["pass", "reason"], "additionalProperties": false,
@@ -544,9 +543,19 @@ async fn a_judge_runs_under_the_same_budget_and_its_reason_is_the_failure() {
     )
     .description("Judges an answer.")
     .system("JUDGE")
-    .max_turns(2)
+    .max_turns(max_turns);
+    match max_tokens_per_turn {
+        Some(n) => b.max_tokens_per_turn(n),
+        None => b,
+    }
     .build()
-    .unwrap();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_judge_runs_under_the_same_budget_and_its_reason_is_the_failure() {
+    let spec = answer_spec("ANSWER");
+    let judge = judge_spec(2, None);
     let cases = parse_cases(
         "t.jsonl",
         &[
@@ -823,18 +832,7 @@ async fn a_judge_the_budget_cannot_afford_leaves_the_attempt_not_run() {
     .build()
     .unwrap();
     // Its worst case (100,000 output tokens at 1,000 USD a million) is far over the cap.
-    let judge = SubAgentSpec::dynamic(
-        "judge",
-        json!({"type": "object"}),
-        json!({"type": "object", "required": ["pass", "reason"], "additionalProperties": false,
-               "properties": {"pass": {"type": "boolean"}, "reason": {"type": "string", "maxLength": 200}}}),
-    )
-    .description("Judges an answer.")
-    .system("JUDGE")
-    .max_turns(1)
-    .max_tokens_per_turn(100_000)
-    .build()
-    .unwrap();
+    let judge = judge_spec(1, Some(100_000));
     let cases = parse_cases(
         "t.jsonl",
         r#"{"id": "a", "input": {"q": "a"}, "expect": {"judge": "judge.toml"}}"#,
