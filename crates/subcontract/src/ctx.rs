@@ -165,7 +165,9 @@ pub struct CtxBuilder {
     events: Arc<dyn EventSink>,
     model: Arc<dyn Model>,
     resolver: Option<Arc<ModelResolver>>,
-    prices: Arc<PriceTable>,
+    // `None`: the built-in table, resolved at `build` so that a table given instead costs
+    // no parse of it.
+    prices: Option<Arc<PriceTable>>,
     cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
@@ -246,7 +248,7 @@ impl CtxBuilder {
     /// ([`PriceTable::builtin`]), as a [`Host`](crate::host::Host) has. A model with no price
     /// counts its calls as 0 USD, and says so once in a warning.
     pub fn prices(mut self, prices: PriceTable) -> Self {
-        self.prices = Arc::new(prices);
+        self.prices = Some(Arc::new(prices));
         self
     }
     /// Cancelling this token cancels the host and every descendant.
@@ -304,7 +306,7 @@ impl CtxBuilder {
                 model_id: Arc::from(self.model.id()),
                 model: self.model,
                 resolver: self.resolver,
-                prices: self.prices,
+                prices: self.prices.unwrap_or_else(PriceTable::builtin_shared),
                 cancel: self.cancel,
                 fanout_limit: self.fanout_limit,
                 journal: self.journal,
@@ -335,7 +337,7 @@ impl Ctx {
             events: Arc::new(NullSink),
             model,
             resolver: None,
-            prices: Arc::new(PriceTable::builtin()),
+            prices: None,
             cancel: CancellationToken::new(),
             fanout_limit: DEFAULT_FANOUT_LIMIT,
             journal: None,

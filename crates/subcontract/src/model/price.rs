@@ -293,6 +293,15 @@ impl PriceTable {
             .expect("invariant: the built-in prices.toml parses (tested)")
     }
 
+    /// The built-in table, parsed once per process and shared: the default of every context
+    /// ([`CtxBuilder`](crate::CtxBuilder)), so that making one costs no parse.
+    pub(crate) fn builtin_shared() -> std::sync::Arc<Self> {
+        static BUILTIN: std::sync::OnceLock<std::sync::Arc<PriceTable>> = std::sync::OnceLock::new();
+        BUILTIN
+            .get_or_init(|| std::sync::Arc::new(Self::builtin()))
+            .clone()
+    }
+
     /// A table from TOML text: `[prices."provider:model"]` tables with `input_per_mtok` and
     /// `output_per_mtok` as decimal strings, the format of the built-in table, and optionally
     /// `cache_read_per_mtok`, `cache_write_per_mtok` and `cache_write_1h_per_mtok` (defaults:
