@@ -296,7 +296,8 @@ impl PriceTable {
     /// The built-in table, parsed once per process and shared: the default of every context
     /// ([`CtxBuilder`](crate::CtxBuilder)), so that making one costs no parse.
     pub(crate) fn builtin_shared() -> std::sync::Arc<Self> {
-        static BUILTIN: std::sync::OnceLock<std::sync::Arc<PriceTable>> = std::sync::OnceLock::new();
+        static BUILTIN: std::sync::OnceLock<std::sync::Arc<PriceTable>> =
+            std::sync::OnceLock::new();
         BUILTIN
             .get_or_init(|| std::sync::Arc::new(Self::builtin()))
             .clone()
