@@ -78,7 +78,7 @@ pub enum HostError {
     Tools(#[from] ToolSetError),
     /// Specs the host holds name tools it does not hold: each would end `denied` at its first
     /// call, so the host is refused instead.
-    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    #[error("{}", unknown_tools(.0))]
     UnknownTools(Vec<UnknownTool>),
     /// A recording file could not be opened.
     #[error("{path}: {source}")]
@@ -88,6 +88,24 @@ pub enum HostError {
         /// The cause.
         source: std::io::Error,
     },
+}
+
+/// One unknown tool on one line; several under a line that says how many, each indented, so
+/// that a caller's prefix (`error: `) heads the whole.
+fn unknown_tools(all: &[UnknownTool]) -> String {
+    match all {
+        [one] => one.to_string(),
+        many => {
+            let mut s = format!(
+                "{} tools named by specs are not held by this host:",
+                many.len()
+            );
+            for u in many {
+                s.push_str(&format!("\n  {u}"));
+            }
+            s
+        }
+    }
 }
 
 /// A tool a spec names and the host does not hold ([`HostError::UnknownTools`]).
@@ -696,6 +714,24 @@ mod tests {
                 .spec(spec("a", &["serch"])),
         );
         assert_eq!(u[0].suggestion.as_deref(), Some("search"));
+    }
+
+    #[test]
+    fn several_unknown_tools_read_as_one_message_with_a_line_each() {
+        let e = match host().spec(spec("a", &["lookup_ordr", "zzz"])).build() {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("the host was built"),
+        };
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(
+            lines[0], "2 tools named by specs are not held by this host:",
+            "{e}"
+        );
+        assert!(
+            lines[1].starts_with("  spec `a` names the tool `lookup_ordr`"),
+            "{e}"
+        );
+        assert_eq!(lines.len(), 3, "{e}");
     }
 
     #[test]
