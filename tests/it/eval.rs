@@ -653,6 +653,27 @@ async fn a_library_replay_of_a_changed_request_is_stale_and_never_reaches_the_mo
     assert_eq!(calls.load(Ordering::SeqCst), 0);
 }
 
+/// `subcontract eval SPEC` over the recorded real-model cases of `bench/real/eval/`, replayed
+/// (the base URL is never reached: a replay makes no call), with `extra` flags.
+fn replay_real_eval(spec: &str, extra: &[&str]) -> Output {
+    Command::new(BIN)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["eval", spec])
+        .args(["--cases", "bench/real/eval/research_topic.cases.jsonl"])
+        .args(["--workspace", "bench/real/eval/workspace"])
+        .args([
+            "--model",
+            "openai:local",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+        ])
+        .args(["--replay", "bench/real/eval/recordings", "-q"])
+        .args(extra)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("the binary runs")
+}
+
 /// The shipped researcher on the real local model, recorded (`bench/real/eval/`, 2026-12-04)
 /// and replayed here with no server and no network: the same report as the live run, case by
 /// case. A change to the spec's contract or to what its runs send makes the recording stale:
@@ -660,29 +681,7 @@ async fn a_library_replay_of_a_changed_request_is_stale_and_never_reaches_the_mo
 #[test]
 fn the_recorded_real_model_eval_replays_offline_with_the_same_report() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let o = Command::new(BIN)
-        .current_dir(root)
-        .args([
-            "eval",
-            "specs/research_topic.toml",
-            "--cases",
-            "bench/real/eval/research_topic.cases.jsonl",
-            "--workspace",
-            "bench/real/eval/workspace",
-            "--model",
-            "openai:local",
-            // Never reached: a replay makes no call.
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "--replay",
-            "bench/real/eval/recordings",
-            "--format",
-            "json",
-            "-q",
-        ])
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .expect("the binary runs");
+    let o = replay_real_eval("specs/research_topic.toml", &["--format", "json"]);
     assert_ne!(code(&o), 3, "the recording is stale: {}", stderr(&o));
     let live: Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("bench/real/eval/report.json")).expect("the report"),
@@ -712,26 +711,7 @@ fn a_changed_request_setting_makes_the_real_model_recording_stale() {
     assert!(spec.contains("temperature = 0.9"));
     let copy = dir.path().join("research_topic.toml");
     std::fs::write(&copy, spec).unwrap();
-    let o = Command::new(BIN)
-        .current_dir(root)
-        .args([
-            "eval",
-            copy.to_str().unwrap(),
-            "--cases",
-            "bench/real/eval/research_topic.cases.jsonl",
-            "--workspace",
-            "bench/real/eval/workspace",
-            "--model",
-            "openai:local",
-            "--base-url",
-            "http://127.0.0.1:9/v1",
-            "--replay",
-            "bench/real/eval/recordings",
-            "-q",
-        ])
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .expect("the binary runs");
+    let o = replay_real_eval(copy.to_str().unwrap(), &[]);
     let err = stderr(&o);
     assert_eq!(code(&o), 3, "{err}");
     assert!(
@@ -851,14 +831,14 @@ async fn a_judge_the_budget_cannot_afford_leaves_the_attempt_not_run() {
         Price::per_mtok(Decimal::from(1000), Decimal::from(1000)),
     );
     let mut judges = Judges::new();
-    judges.insert("judge.toml".into(), judge);
+    judges.insert("judge.toml".into(), judge.clone());
     let mut opts = EvalOptions::new("scripted:j");
     opts.max_cost_usd = Some(Decimal::from(5));
     let report = run_eval(
-        &[EvalSpec::new(spec)],
+        &[EvalSpec::new(spec.clone())],
         &cases,
         &judges,
-        Ctx::builder(model).prices(prices),
+        Ctx::builder(model.clone()).prices(prices.clone()),
         &opts,
         None,
     )
@@ -872,6 +852,35 @@ async fn a_judge_the_budget_cannot_afford_leaves_the_attempt_not_run() {
     assert_eq!(a.requests, 1, "the answer only: {a:?}");
     let s = &report.summary[0].1;
     assert_eq!((s.not_run, s.wrong_valid_rate), (1, 0.0));
+    // The judge's own cap refusing it is no verdict either.
+    let capped = SubAgentSpec::dynamic(
+        "judge",
+        json!({"type": "object"}),
+        judge.output_contract().schema().as_ref().clone(),
+    )
+    .description("Judges an answer.")
+    .system("JUDGE")
+    .max_tokens_per_turn(100_000)
+    .max_cost_usd(Decimal::from(5))
+    .build()
+    .unwrap();
+    judges.insert("judge.toml".into(), capped);
+    let report = run_eval(
+        &[EvalSpec::new(spec)],
+        &cases,
+        &judges,
+        Ctx::builder(model).prices(prices),
+        &EvalOptions::new("scripted:j"),
+        None,
+    )
+    .await;
+    let a = &report.cases[0];
+    assert_eq!(a.outcome, NOT_RUN, "{a:?}");
+    assert!(
+        a.failed[0].starts_with("not run: the judge `judge` was refused: "),
+        "{a:?}"
+    );
+    assert_eq!(report.summary[0].1.wrong_valid_rate, 0.0);
 }
 
 /// A cap on a model with no price would never bind (every call counts as 0 USD): refused,

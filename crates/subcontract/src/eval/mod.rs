@@ -456,17 +456,11 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
                         Judged::Verdict(failed) => report.failed.extend(failed),
                         // No verdict is not a wrong answer: the attempt could not be
                         // graded, and is reported as not run.
-                        Judged::RefusedByEval => {
+                        Judged::NotRun(why) => {
                             report.outcome = NOT_RUN.into();
                             report.valid = false;
-                            report.failed = vec![format!(
-                                "not run: the eval's budget has no room for the judge `{}`",
-                                judge.name()
-                            )];
+                            report.failed = vec![why];
                         }
-                        Judged::Refused(why) => report
-                            .failed
-                            .push(format!("judge `{}`: {why}", judge.name())),
                     }
                 }
                 None => report.failed.push(format!("judge `{path}`: not loaded")),
@@ -517,10 +511,9 @@ fn stale(mut report: AttemptReport, why: String) -> AttemptReport {
 enum Judged {
     /// The failures it reports (none: the output passed).
     Verdict(Vec<String>),
-    /// The eval's budget had no room for it.
-    RefusedByEval,
-    /// Another budget refused it before any spend (its own cap, or a call cap): why.
-    Refused(String),
+    /// A budget refused it before any spend (the eval's, its own cap, a call cap): why, as
+    /// the attempt's one failure.
+    NotRun(String),
 }
 
 /// Runs the judge on `{case, output}` under the attempt's context (its budget, its model);
@@ -534,12 +527,15 @@ async fn run_judge(
 ) -> (Judged, Decimal) {
     let input = json!({"case": {"id": case.id, "input": case.input}, "output": output});
     let r = judge.run_child(&input, ctx).await;
+    let name = judge.name();
     if refused_by_eval(&r, judge.limits().max_cost_usd, eval_limited) {
-        return (Judged::RefusedByEval, r.total_cost_usd);
+        let why = format!("not run: the eval's budget has no room for the judge `{name}`");
+        return (Judged::NotRun(why), r.total_cost_usd);
     }
     if let Some(f @ Failure::Budget { .. }) = &r.error {
         if f.refused_before_spend() {
-            return (Judged::Refused(f.to_string()), r.total_cost_usd);
+            let why = format!("not run: the judge `{name}` was refused: {f}");
+            return (Judged::NotRun(why), r.total_cost_usd);
         }
     }
     let verdict = match (&r.outcome, &r.output) {
