@@ -179,6 +179,7 @@ fn import_edges() -> BTreeMap<String, BTreeSet<String>> {
     // of `ctx.rs`, not of the crate root, so they are followed to where the item lives.
     let mut aliases: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
     for (file, src) in &sources {
+        let children = child_modules(src);
         // Statements, not lines: a group may span several (`pub use ctx::{` … `};`).
         for stmt in src.split(';') {
             let l = stmt.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -193,7 +194,6 @@ fn import_edges() -> BTreeMap<String, BTreeSet<String>> {
             else {
                 continue;
             };
-            let children = child_modules(src);
             let (from, rest) = if let Some(r) = rest.strip_prefix("crate::") {
                 (From::Crate, r)
             } else if let Some(r) = rest.strip_prefix("super::") {
