@@ -1,4 +1,5 @@
-//! The context a run executes in, and the only way to make a child of it.
+//! The context a run executes in: the host's shared parts, a run's own, and the one way a
+//! run's context is made from its parent's.
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -51,90 +52,133 @@ pub trait Delegate {
 /// Makes models from `provider:model` names (for specs that name their own model).
 pub type ModelResolver = dyn Fn(&str) -> Result<Arc<dyn Model>, ModelError> + Send + Sync;
 
-struct Inner {
-    run_id: Arc<str>,
-    parent_run_id: Option<Arc<str>>,
-    spec: Arc<str>,
-    depth: u32,
+/// What every run under one host shares and never changes: made once by [`CtxBuilder::build`]
+/// and held by every context under it, so that a run's own context holds only what differs.
+struct HostParts {
     max_depth: u32,
-    tools: ToolSet,
-    // The tool names the run's spec lists, in a root run only: it holds the host's whole set,
-    // and offers its model those of it the spec names. A child holds exactly what it offers.
-    offered: Option<Arc<[String]>>,
-    // A host's tools that follow sources which change (MCP servers): a run that starts from
-    // this context gets the current set. `None` in every run's context, whose tools are fixed.
-    live: Option<Arc<LiveTools>>,
-    budget: Budget,
-    gate: Gate,
     events: Arc<dyn EventSink>,
-    model: Arc<dyn Model>,
-    // The model's id, held once per model instead of copied into every `started` event.
-    model_id: Arc<str>,
     resolver: Option<Arc<ModelResolver>>,
     prices: Arc<PriceTable>,
-    cancel: CancellationToken,
     fanout_limit: usize,
     journal: Option<Arc<dyn SpendJournal>>,
     prompt_cache: Option<PromptCache>,
     share_prefix: bool,
+}
+
+/// Who a context is: what every event it emits is stamped with.
+#[derive(Clone)]
+struct Stamp {
+    run_id: Arc<str>,
+    parent_run_id: Option<Arc<str>>,
+    spec: Arc<str>,
+    depth: u32,
+}
+
+/// The tools a context holds, and those of them its run offers its model.
+#[derive(Clone)]
+struct Holding {
+    tools: ToolSet,
+    // The tool names the run's spec lists, in a root run only: it holds the host's whole set
+    // (which its sub-agents draw from) and offers its model those of it the spec names. A
+    // child holds exactly what it offers.
+    offered: Option<Arc<[String]>>,
+    // The host's tools that follow sources which change (MCP servers): a run that starts
+    // from the host gets the current set. `None` in every run's context, whose tools are fixed.
+    live: Option<Arc<LiveTools>>,
+}
+
+/// The model a context's run calls, with its id held once instead of copied into every
+/// `started` event.
+#[derive(Clone)]
+struct RunModel {
+    model: Arc<dyn Model>,
+    id: Arc<str>,
+}
+
+impl RunModel {
+    fn new(model: Arc<dyn Model>) -> Self {
+        RunModel {
+            id: Arc::from(model.id()),
+            model,
+        }
+    }
+}
+
+/// A fan-out's share of one prompt-cache write ([`CtxBuilder::share_fanout_prefix`]).
+#[derive(Clone, Default)]
+struct Fanout {
     // Given to the sub-agents this view of the run starts (one fan-out's siblings of one spec).
     handoff: Option<Arc<SharedPrefix>>,
     // This run's siblings' share, when it was started as one of them.
     siblings: Option<Arc<SharedPrefix>>,
-    // Shared by every view of one run (see `with_stricter_gate`), so child run ids stay unique.
+}
+
+/// The counters that keep run ids unique, shared by every view of one run (see
+/// [`Ctx::with_stricter_gate`]).
+#[derive(Clone, Default)]
+struct Counters {
+    // Children made from this run.
     children: Arc<AtomicU32>,
-    // Root runs started from this context (`for_root_run`), shared by its views likewise, so
-    // that each gets a run id of its own.
+    // Root runs started from this context (`for_root_run`), so that each gets an id of its own.
     runs: Arc<AtomicU32>,
-    // Outputs the contract rejected in this run (for its span); a plain counter, as each run
-    // has an `Inner` of its own.
-    rejected: AtomicU32,
-    // Valid outputs rejected as ungrounded in this run, likewise.
+}
+
+/// Outputs rejected in one run, for its span: a count of its own in each view.
+#[derive(Default)]
+struct Rejections {
+    // Outputs the contract rejected.
+    invalid: AtomicU32,
+    // Valid outputs rejected as ungrounded.
     ungrounded: AtomicU32,
 }
 
-impl Inner {
-    /// Another view of the same run: every field shared (cheap clones of `Arc`s) but the
-    /// rejection count, which the run loop keeps on the view it runs with.
-    fn shared(&self) -> Inner {
-        Inner {
-            run_id: self.run_id.clone(),
-            parent_run_id: self.parent_run_id.clone(),
-            spec: self.spec.clone(),
-            depth: self.depth,
-            max_depth: self.max_depth,
-            tools: self.tools.clone(),
-            offered: self.offered.clone(),
-            live: self.live.clone(),
-            budget: self.budget.clone(),
-            gate: self.gate.clone(),
-            events: self.events.clone(),
-            model: self.model.clone(),
-            model_id: self.model_id.clone(),
-            resolver: self.resolver.clone(),
-            prices: self.prices.clone(),
-            cancel: self.cancel.clone(),
-            fanout_limit: self.fanout_limit,
-            journal: self.journal.clone(),
-            prompt_cache: self.prompt_cache,
-            share_prefix: self.share_prefix,
-            handoff: self.handoff.clone(),
-            siblings: self.siblings.clone(),
-            children: self.children.clone(),
-            runs: self.runs.clone(),
-            rejected: AtomicU32::new(0),
-            ungrounded: AtomicU32::new(0),
-        }
+impl Clone for Rejections {
+    /// A fresh count: the run loop counts on the view it runs with.
+    fn clone(&self) -> Self {
+        Rejections::default()
     }
+}
+
+/// What a run started from a context owns ([`Ctx::fork`]).
+struct Fork {
+    stamp: Stamp,
+    holding: Holding,
+    budget: Budget,
+    model: RunModel,
+    counters: Counters,
+    siblings: Option<Arc<SharedPrefix>>,
+}
+
+/// A run's own context: what differs from one run to the next. The rest is the host's.
+#[derive(Clone)]
+struct Inner {
+    host: Arc<HostParts>,
+    stamp: Stamp,
+    holding: Holding,
+    budget: Budget,
+    gate: Gate,
+    model: RunModel,
+    cancel: CancellationToken,
+    fanout: Fanout,
+    counters: Counters,
+    rejections: Rejections,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
 /// model and cancellation of one run. Cloning is cheap and shares everything.
 ///
-/// Build the host's context with [`Ctx::builder`]; every other context comes from
-/// [`Ctx::child`], which enforces the invariants: a child's tools are a subset of its
-/// parent's, its budget is forked from the parent's remaining budget, its depth is bounded,
-/// its gate is at least as strict, and cancelling the parent cancels it.
+/// Build the host's context with [`Ctx::builder`]: it holds what every run under the host
+/// shares and never changes (event sink, prices, model resolver, depth and fan-out limits,
+/// spend journal, prompt caching), and the host's tools, budget, gate and model. A run's
+/// context holds only what is its own: its ids and depth, the tools it holds and offers, its
+/// budget node, its gate chain, its model, its cancellation and its fan-out share.
+///
+/// A sub-agent's context comes from [`Ctx::child`], which enforces the invariants: a child's
+/// tools are a subset of its parent's, its budget is forked from the parent's remaining
+/// budget, its depth is bounded, its gate is at least as strict, and cancelling the parent
+/// cancels it. A spec run straight from the host's context (a root run, `spec.run(&input,
+/// &host)`) is made the same way at the host's depth: it holds the host's tools, which its
+/// sub-agents draw from, and offers its own model those its spec names.
 #[derive(Clone)]
 pub struct Ctx {
     inner: Arc<Inner>,
@@ -143,10 +187,10 @@ pub struct Ctx {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("run_id", &self.inner.run_id)
-            .field("depth", &self.inner.depth)
-            .field("tools", &self.inner.tools)
-            .field("model", &self.inner.model.id())
+            .field("run_id", &self.inner.stamp.run_id)
+            .field("depth", &self.inner.stamp.depth)
+            .field("tools", &self.inner.holding.tools)
+            .field("model", &self.inner.model.id)
             .finish_non_exhaustive()
     }
 }
@@ -290,34 +334,37 @@ impl CtxBuilder {
 
     /// The context.
     pub fn build(self) -> Ctx {
+        let host = HostParts {
+            max_depth: self.max_depth,
+            events: self.events,
+            resolver: self.resolver,
+            prices: self.prices.unwrap_or_else(PriceTable::builtin_shared),
+            fanout_limit: self.fanout_limit,
+            journal: self.journal,
+            prompt_cache: self.prompt_cache,
+            share_prefix: self.share_prefix,
+        };
         Ctx {
             inner: Arc::new(Inner {
-                run_id: self.run_id.into(),
-                parent_run_id: None,
-                spec: self.spec.into(),
-                depth: 0,
-                max_depth: self.max_depth,
-                tools: self.tools,
-                offered: None,
-                live: self.live,
+                host: Arc::new(host),
+                stamp: Stamp {
+                    run_id: self.run_id.into(),
+                    parent_run_id: None,
+                    spec: self.spec.into(),
+                    depth: 0,
+                },
+                holding: Holding {
+                    tools: self.tools,
+                    offered: None,
+                    live: self.live,
+                },
                 budget: self.budget,
                 gate: self.gate,
-                events: self.events,
-                model_id: Arc::from(self.model.id()),
-                model: self.model,
-                resolver: self.resolver,
-                prices: self.prices.unwrap_or_else(PriceTable::builtin_shared),
+                model: RunModel::new(self.model),
                 cancel: self.cancel,
-                fanout_limit: self.fanout_limit,
-                journal: self.journal,
-                prompt_cache: self.prompt_cache,
-                share_prefix: self.share_prefix,
-                handoff: None,
-                siblings: None,
-                children: Arc::default(),
-                runs: Arc::default(),
-                rejected: AtomicU32::new(0),
-                ungrounded: AtomicU32::new(0),
+                fanout: Fanout::default(),
+                counters: Counters::default(),
+                rejections: Rejections::default(),
             }),
         }
     }
@@ -353,130 +400,64 @@ impl Ctx {
     pub fn child<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
         let spec = spec.terms();
         let p = &self.inner;
-        let depth = p.depth + 1;
-        if depth > p.max_depth {
+        let depth = p.stamp.depth + 1;
+        let max_depth = p.host.max_depth;
+        if depth > max_depth {
             return Err(SpawnError::TooDeep {
                 spec: spec.name.to_string(),
                 depth,
-                max_depth: p.max_depth,
+                max_depth,
             });
         }
         // A host with live tools forks from their latest set (`for_new_run` brings it up to
         // date first, where the caller can wait for that).
-        let latest = p.live.as_ref().map(|l| l.latest());
+        let latest = p.holding.live.as_ref().map(|l| l.latest());
         let tools = latest
             .as_ref()
-            .unwrap_or(&p.tools)
+            .unwrap_or(&p.holding.tools)
             .subset(spec.tools.iter().map(String::as_str))
             .map_err(|missing| SpawnError::CapabilityNotHeld {
                 spec: spec.name.to_string(),
                 missing,
             })?;
-        let (model, model_id) = match spec.model {
-            None => (p.model.clone(), p.model_id.clone()),
-            Some(name) if name == p.model.id() => (p.model.clone(), p.model_id.clone()),
-            Some(name) => match &p.resolver {
-                Some(resolve) => {
-                    let m = resolve(name).map_err(|error| SpawnError::Model {
-                        spec: spec.name.to_string(),
-                        error,
-                    })?;
-                    let id = Arc::from(m.id());
-                    (m, id)
-                }
-                None => {
-                    return Err(SpawnError::Model {
-                        spec: spec.name.to_string(),
-                        error: ModelError::Config(format!(
-                            "the spec asks for model `{name}` and no model resolver is configured"
-                        )),
-                    })
-                }
-            },
+        let model = match spec.model {
+            None => p.model.clone(),
+            Some(name) if name == &*p.model.id => p.model.clone(),
+            Some(name) => RunModel::new(self.resolve(spec.name, name)?),
         };
-        let n = p.children.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = p.counters.children.fetch_add(1, Ordering::Relaxed) + 1;
         // Sized up front (20 = the digits of any u32 and the two separators), so the id costs
         // one buffer and its shared copy, which the budget node shares too.
-        let mut id = String::with_capacity(p.run_id.len() + spec.name.len() + 20);
-        let _ = write!(id, "{}.{}-{}", p.run_id, spec.name, n);
+        let mut id = String::with_capacity(p.stamp.run_id.len() + spec.name.len() + 20);
+        let _ = write!(id, "{}.{}-{}", p.stamp.run_id, spec.name, n);
         let run_id: Arc<str> = id.into();
         let budget = p
             .budget
             .child(run_id.clone(), spec.max_cost_usd, spec.max_model_calls);
-        Ok(Ctx {
-            inner: Arc::new(Inner {
+        Ok(self.fork(Fork {
+            stamp: Stamp {
                 run_id,
-                parent_run_id: Some(p.run_id.clone()),
+                parent_run_id: Some(p.stamp.run_id.clone()),
                 spec: spec.name.clone(),
                 depth,
+            },
+            holding: Holding {
                 tools,
                 offered: None,
                 live: None,
-                budget,
-                model,
-                model_id,
-                cancel: p.cancel.child_token(),
-                children: Arc::default(),
-                runs: Arc::default(),
-                siblings: p.handoff.clone(),
-                handoff: None,
-                ..p.shared()
-            }),
-        })
+            },
+            budget,
+            model,
+            counters: Counters::default(),
+            siblings: p.fanout.handoff.clone(),
+        }))
     }
 
-    /// This context as a run that starts now sees it: for a host with live tools
-    /// ([`CtxBuilder::live_tools`]), a view holding the current set (listed again where a
-    /// source changed) and fixed from then on; any other context as it is.
-    pub(crate) async fn for_new_run(&self) -> Ctx {
-        let Some(live) = &self.inner.live else {
-            return self.clone();
-        };
-        Ctx {
-            inner: Arc::new(Inner {
-                tools: live.current().await,
-                live: None,
-                ..self.inner.shared()
-            }),
-        }
-    }
-
-    /// The same run, its next child one of the siblings sharing `share`.
-    pub(crate) fn with_siblings(&self, share: Arc<SharedPrefix>) -> Ctx {
-        Ctx {
-            inner: Arc::new(Inner {
-                handoff: Some(share),
-                ..self.inner.shared()
-            }),
-        }
-    }
-
-    /// Whether a fan-out's siblings share a prompt-cache write
-    /// ([`CtxBuilder::share_fanout_prefix`]).
-    pub fn shares_fanout_prefix(&self) -> bool {
-        self.inner.share_prefix
-    }
-
-    /// The share of the siblings this run was started among, if any.
-    pub(crate) fn siblings(&self) -> Option<&Arc<SharedPrefix>> {
-        self.inner.siblings.as_ref()
-    }
-
-    /// The same context with `gate` added to its chain: stricter, never looser. Children made
-    /// from the result inherit the stricter chain.
-    pub fn with_stricter_gate(&self, gate: Arc<dyn ApprovalGate>) -> Ctx {
-        Ctx {
-            inner: Arc::new(Inner {
-                gate: self.inner.gate.stricter(gate),
-                ..self.inner.shared()
-            }),
-        }
-    }
-
-    /// The context a root run of a spec listing `offered` runs in: this one with a
-    /// cancellation token of its own, a child of this one (the run loop cancels it to stop its
-    /// own work on a timeout without cancelling the caller's token), that offers the model the
-    /// held tools `offered` names.
+    /// The context a root run of a spec listing `offered` runs in: a run of its own under
+    /// this context, at its depth, that holds every tool this context holds (its sub-agents
+    /// draw from them) and offers its model those `offered` names. Its cancellation token is a
+    /// child of this one's (the run loop cancels it to stop its own work on a timeout without
+    /// cancelling the caller's token).
     ///
     /// Each run started from one context has a run id of its own: the first this context's
     /// id (`root`), the next ones that id with `-2`, `-3`, … (`root-2`), their sub-agents
@@ -484,24 +465,116 @@ impl Ctx {
     /// one ([`Budget::tally`]), so a run's total is its own, never that of its siblings.
     pub(crate) fn for_root_run(&self, offered: &Arc<[String]>) -> Ctx {
         let p = &self.inner;
-        let n = p.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        let n = p.counters.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let (run_id, children): (Arc<str>, _) = if n == 1 {
             // The context's own id: children made from the context itself
             // (`SubAgentSpec::run_child`) share its count, so no child id is given twice.
-            (p.run_id.clone(), p.children.clone())
+            (p.stamp.run_id.clone(), p.counters.children.clone())
         } else {
-            (format!("{}-{n}", p.run_id).into(), Arc::default())
+            (format!("{}-{n}", p.stamp.run_id).into(), Arc::default())
         };
+        self.fork(Fork {
+            budget: p.budget.tally(run_id.clone()),
+            stamp: Stamp {
+                run_id,
+                ..p.stamp.clone()
+            },
+            holding: Holding {
+                offered: Some(offered.clone()),
+                ..p.holding.clone()
+            },
+            model: p.model.clone(),
+            counters: Counters {
+                children,
+                runs: p.counters.runs.clone(),
+            },
+            siblings: p.fanout.siblings.clone(),
+        })
+    }
+
+    /// The context of a run started from this one, child or root: what the run owns, and
+    /// the rest (the host's parts, the gate chain) shared. A run's token is a child of this
+    /// context's, so that cancelling the caller cancels the run, and the run can stop itself.
+    fn fork(&self, run: Fork) -> Ctx {
+        let p = &self.inner;
         Ctx {
             inner: Arc::new(Inner {
-                budget: p.budget.tally(run_id.clone()),
-                run_id,
-                children,
+                host: p.host.clone(),
+                stamp: run.stamp,
+                holding: run.holding,
+                budget: run.budget,
+                gate: p.gate.clone(),
+                model: run.model,
                 cancel: p.cancel.child_token(),
-                offered: Some(offered.clone()),
-                ..p.shared()
+                fanout: Fanout {
+                    handoff: None,
+                    siblings: run.siblings,
+                },
+                counters: run.counters,
+                rejections: Rejections::default(),
             }),
         }
+    }
+
+    /// The model `name` that the spec `spec` asks for, from the host's resolver.
+    fn resolve(&self, spec: &str, name: &str) -> Result<Arc<dyn Model>, SpawnError> {
+        let Some(resolve) = &self.inner.host.resolver else {
+            return Err(SpawnError::Model {
+                spec: spec.to_string(),
+                error: ModelError::Config(format!(
+                    "the spec asks for model `{name}` and no model resolver is configured"
+                )),
+            });
+        };
+        resolve(name).map_err(|error| SpawnError::Model {
+            spec: spec.to_string(),
+            error,
+        })
+    }
+
+    /// Another view of the same run, with `change` made to it.
+    fn view(&self, change: impl FnOnce(&mut Inner)) -> Ctx {
+        let mut inner = (*self.inner).clone();
+        change(&mut inner);
+        Ctx {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// This context as a run that starts now sees it: for a host with live tools
+    /// ([`CtxBuilder::live_tools`]), a view holding the current set (listed again where a
+    /// source changed) and fixed from then on; any other context as it is.
+    pub(crate) async fn for_new_run(&self) -> Ctx {
+        let Some(live) = &self.inner.holding.live else {
+            return self.clone();
+        };
+        let tools = live.current().await;
+        self.view(|v| {
+            v.holding.tools = tools;
+            v.holding.live = None;
+        })
+    }
+
+    /// The same run, its next child one of the siblings sharing `share`.
+    pub(crate) fn with_siblings(&self, share: Arc<SharedPrefix>) -> Ctx {
+        self.view(|v| v.fanout.handoff = Some(share))
+    }
+
+    /// Whether a fan-out's siblings share a prompt-cache write
+    /// ([`CtxBuilder::share_fanout_prefix`]).
+    pub fn shares_fanout_prefix(&self) -> bool {
+        self.inner.host.share_prefix
+    }
+
+    /// The share of the siblings this run was started among, if any.
+    pub(crate) fn siblings(&self) -> Option<&Arc<SharedPrefix>> {
+        self.inner.fanout.siblings.as_ref()
+    }
+
+    /// The same context with `gate` added to its chain: stricter, never looser. Children made
+    /// from the result inherit the stricter chain.
+    pub fn with_stricter_gate(&self, gate: Arc<dyn ApprovalGate>) -> Ctx {
+        self.view(|v| v.gate = v.gate.stricter(gate))
     }
 
     /// Whether this is the context of a run under way, which its tools are called with: a
@@ -509,14 +582,14 @@ impl Ctx {
     /// run started in it. A child context made and not yet run in (as the MCP server makes
     /// one per call) is not.
     pub(crate) fn is_run(&self) -> bool {
-        self.inner.offered.is_some()
-            || (self.inner.depth > 0 && self.inner.runs.load(Ordering::Relaxed) > 0)
+        self.inner.holding.offered.is_some()
+            || (self.inner.stamp.depth > 0 && self.inner.counters.runs.load(Ordering::Relaxed) > 0)
     }
 
     /// Marks this context's own run id as taken by the run about to start in it, so that a
     /// root run started later from it (a tool's `ctx.ask`) gets an id of its own.
     pub(crate) fn take_own_id(&self) {
-        self.inner.runs.fetch_add(1, Ordering::Relaxed);
+        self.inner.counters.runs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The tool `name` if the run this context belongs to offers it to its model: held, and
@@ -524,8 +597,9 @@ impl Ctx {
     /// loop runs a call only through this; a tool can ask it about another, as `grep` does
     /// before it points at `read_file`.
     pub fn offered_tool(&self, name: &str) -> Option<&ToolEntry> {
-        let entry = self.inner.tools.get(name)?;
-        match &self.inner.offered {
+        let holding = &self.inner.holding;
+        let entry = holding.tools.get(name)?;
+        match &holding.offered {
             Some(names) if !entry.named_by(names) => None,
             _ => Some(entry),
         }
@@ -533,28 +607,28 @@ impl Ctx {
 
     /// This run's id.
     pub fn run_id(&self) -> &str {
-        &self.inner.run_id
+        &self.inner.stamp.run_id
     }
     /// The parent run's id (`None` for the host).
     pub fn parent_run_id(&self) -> Option<&str> {
-        self.inner.parent_run_id.as_deref()
+        self.inner.stamp.parent_run_id.as_deref()
     }
     /// The spec this context runs.
     pub fn spec_name(&self) -> &str {
-        &self.inner.spec
+        &self.inner.stamp.spec
     }
     /// Depth (host = 0).
     pub fn depth(&self) -> u32 {
-        self.inner.depth
+        self.inner.stamp.depth
     }
     /// The depth limit.
     pub fn max_depth(&self) -> u32 {
-        self.inner.max_depth
+        self.inner.host.max_depth
     }
     /// The tools this context holds (for a host with live tools, those it was built with;
     /// each run started from it gets the set current then).
     pub fn tools(&self) -> &ToolSet {
-        &self.inner.tools
+        &self.inner.holding.tools
     }
     /// Its budget node.
     pub fn budget(&self) -> &Budget {
@@ -566,15 +640,15 @@ impl Ctx {
     }
     /// Its model.
     pub fn model(&self) -> &Arc<dyn Model> {
-        &self.inner.model
+        &self.inner.model.model
     }
     /// Its model's id, shared.
     pub(crate) fn model_id(&self) -> &Arc<str> {
-        &self.inner.model_id
+        &self.inner.model.id
     }
     /// Its price table.
     pub fn prices(&self) -> &PriceTable {
-        &self.inner.prices
+        &self.inner.host.prices
     }
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {
@@ -591,67 +665,73 @@ impl Ctx {
     }
     /// The host's prompt caching, if it sets one ([`CtxBuilder::prompt_cache`]).
     pub fn prompt_cache(&self) -> Option<PromptCache> {
-        self.inner.prompt_cache
+        self.inner.host.prompt_cache
     }
     /// How many sub-agent calls of one response run at once.
     pub fn fanout_limit(&self) -> usize {
-        self.inner.fanout_limit
+        self.inner.host.fanout_limit
     }
     /// What records the spend at stake before each model call, if anything does.
     pub(crate) fn spend_journal(&self) -> Option<&Arc<dyn SpendJournal>> {
-        self.inner.journal.as_ref()
+        self.inner.host.journal.as_ref()
     }
     /// Its event sink.
     pub fn events(&self) -> &Arc<dyn EventSink> {
-        &self.inner.events
+        &self.inner.host.events
     }
 
     /// Emits an event for a child run of this context that never got a context of its own
     /// (it was refused at spawn).
     pub(crate) fn emit_child(&self, run_id: &str, spec: &Arc<str>, kind: EventKind) {
-        if !self.inner.events.wants_events() {
+        if !self.inner.host.events.wants_events() {
             return;
         }
-        self.inner.events.emit(&Event {
+        self.inner.host.events.emit(&Event {
             ts_ms: crate::events::now_ms(),
             run_id: run_id.into(),
-            parent_run_id: Some(self.inner.run_id.clone()),
+            parent_run_id: Some(self.inner.stamp.run_id.clone()),
             spec: spec.clone(),
-            depth: self.inner.depth + 1,
+            depth: self.inner.stamp.depth + 1,
             kind: kind.redacted(),
         });
     }
 
     /// Outputs the contract rejected so far in this run.
     pub(crate) fn rejected_outputs(&self) -> u32 {
-        self.inner.rejected.load(Ordering::Relaxed)
+        self.inner.rejections.invalid.load(Ordering::Relaxed)
     }
 
     /// Valid outputs rejected as ungrounded so far in this run.
     pub(crate) fn ungrounded_outputs(&self) -> u32 {
-        self.inner.ungrounded.load(Ordering::Relaxed)
+        self.inner.rejections.ungrounded.load(Ordering::Relaxed)
     }
 
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
         match kind {
             EventKind::OutputRejected { .. } => {
-                self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+                self.inner
+                    .rejections
+                    .invalid
+                    .fetch_add(1, Ordering::Relaxed);
             }
             EventKind::OutputUngrounded { .. } => {
-                self.inner.ungrounded.fetch_add(1, Ordering::Relaxed);
+                self.inner
+                    .rejections
+                    .ungrounded
+                    .fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
         }
-        if !self.inner.events.wants_events() {
+        if !self.inner.host.events.wants_events() {
             return;
         }
-        self.inner.events.emit(&Event {
+        self.inner.host.events.emit(&Event {
             ts_ms: crate::events::now_ms(),
-            run_id: self.inner.run_id.clone(),
-            parent_run_id: self.inner.parent_run_id.clone(),
-            spec: self.inner.spec.clone(),
-            depth: self.inner.depth,
+            run_id: self.inner.stamp.run_id.clone(),
+            parent_run_id: self.inner.stamp.parent_run_id.clone(),
+            spec: self.inner.stamp.spec.clone(),
+            depth: self.inner.stamp.depth,
             kind: kind.redacted(),
         });
     }
