@@ -275,26 +275,57 @@ pub struct RunResult<O> {
     pub error: Option<Failure>,
 }
 
+/// What a run consumed, however it ended.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RunStats {
+    pub(crate) turns: u32,
+    pub(crate) usage: Usage,
+    pub(crate) cost_usd: Decimal,
+    pub(crate) total_cost_usd: Decimal,
+    pub(crate) duration: Duration,
+}
+
 impl<O> RunResult<O> {
+    /// The one way the library makes a result: its outcome, output and error all come from
+    /// `ended`, so they agree by construction.
+    pub(crate) fn ended(run_id: String, ended: Result<O, Failure>, stats: RunStats) -> Self {
+        let (outcome, output, error) = match ended {
+            Ok(o) => (Outcome::Completed, Some(o), None),
+            Err(f) => (f.outcome(), None, Some(f)),
+        };
+        RunResult {
+            run_id,
+            outcome,
+            output,
+            turns: stats.turns,
+            usage: stats.usage,
+            cost_usd: stats.cost_usd,
+            total_cost_usd: stats.total_cost_usd,
+            duration: stats.duration,
+            error,
+        }
+    }
+
     /// The same result with its output turned into another type by `f`; an output `f`
     /// refuses ends the result with that failure instead.
     pub(crate) fn map_output<P>(self, f: impl FnOnce(O) -> Result<P, Failure>) -> RunResult<P> {
-        let (output, error) = match self.output.map(f) {
-            None => (None, self.error),
-            Some(Ok(p)) => (Some(p), self.error),
-            Some(Err(e)) => (None, Some(e)),
-        };
-        RunResult {
-            run_id: self.run_id,
-            outcome: error.as_ref().map_or(self.outcome, Failure::outcome),
-            output,
+        let stats = RunStats {
             turns: self.turns,
             usage: self.usage,
             cost_usd: self.cost_usd,
             total_cost_usd: self.total_cost_usd,
             duration: self.duration,
-            error,
-        }
+        };
+        let ended = match (self.output, self.error) {
+            (Some(o), None) => f(o),
+            (_, Some(e)) => Err(e),
+            // Only a caller's own edit of the public fields leaves neither.
+            (None, None) => Err(Failure::OutputType(format!(
+                "the run ended {} without an output",
+                self.outcome
+            ))),
+        };
+        RunResult::ended(self.run_id, ended, stats)
     }
 
     /// The output, or the failure with its outcome.
@@ -327,12 +358,77 @@ impl<O> RunResult<O> {
     }
 }
 
-/// A run that ended without an output.
+/// A run that ended without an output. It reads `run ended: <outcome>: <why>`, or `run ended:
+/// <why>` when the why already begins with the outcome (`cancelled`, `stalled: …`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("run ended: {outcome}: {failure}")]
+#[error("run ended: {}", self.said())]
 pub struct RunError {
     /// How it ended.
     pub outcome: Outcome,
     /// Why.
     pub failure: Failure,
+}
+
+impl RunError {
+    /// The failure, after its outcome unless it names the outcome itself.
+    fn said(&self) -> String {
+        let why = self.failure.to_string();
+        let outcome = self.outcome.as_str();
+        if why
+            .strip_prefix(outcome)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+        {
+            why
+        } else {
+            format!("{outcome}: {why}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(failure: Failure) -> String {
+        RunError {
+            outcome: failure.outcome(),
+            failure,
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_run_error_names_its_outcome_once() {
+        assert_eq!(said(Failure::Cancelled), "run ended: cancelled");
+        let stalled = said(Failure::Stalled {
+            repeating_turns: 2,
+            turn: 3,
+            max_turns: 8,
+        });
+        assert!(
+            stalled.starts_with("run ended: stalled: 2 turns"),
+            "{stalled}"
+        );
+        assert_eq!(
+            said(Failure::MaxTurns { turns: 4 }),
+            "run ended: max_turns: no output within 4 turns"
+        );
+    }
+
+    #[test]
+    fn a_result_agrees_with_how_it_ended() {
+        let ok = RunResult::ended("r".into(), Ok(7), RunStats::default());
+        assert_eq!(
+            (ok.outcome, ok.output, ok.error.is_none()),
+            (Outcome::Completed, Some(7), true)
+        );
+        let failed: RunResult<i32> =
+            RunResult::ended("r".into(), Err(Failure::Cancelled), RunStats::default());
+        assert_eq!(failed.outcome, Outcome::Cancelled);
+        assert!(failed.output.is_none());
+        assert_eq!(
+            failed.into_result().unwrap_err().failure,
+            Failure::Cancelled
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! This module holds a run's beginning and end (the input check, the timeout and cancellation,
 //! the finished event); [`turn`] holds the conversation, [`fanout`] the tool calls of a turn.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ctx::Ctx;
 use crate::events::EventKind;
 use crate::model::Usage;
-use crate::outcome::{Failure, Outcome, RunResult};
+use crate::outcome::{Failure, Outcome, RunResult, RunStats};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use tracing::Instrument;
 
@@ -30,17 +30,11 @@ pub(crate) use wording::ended_without_result;
 
 impl<O> RunResult<O> {
     pub(crate) fn input_not_serialisable(ctx: &Ctx, e: serde_json::Error) -> Self {
-        RunResult {
-            run_id: ctx.run_id().to_string(),
-            outcome: Outcome::InvalidInput,
-            output: None,
-            turns: 0,
-            usage: Usage::default(),
-            cost_usd: Decimal::ZERO,
-            total_cost_usd: Decimal::ZERO,
-            duration: Duration::ZERO,
-            error: Some(Failure::InputNotSerialisable(e.to_string())),
-        }
+        RunResult::ended(
+            ctx.run_id().to_string(),
+            Err(Failure::InputNotSerialisable(e.to_string())),
+            RunStats::default(),
+        )
     }
 }
 
@@ -109,17 +103,7 @@ pub(crate) async fn run_child_checked(
                     error: Some(error.to_string()),
                 },
             );
-            RunResult {
-                run_id,
-                outcome: Outcome::Denied,
-                output: None,
-                turns: 0,
-                usage: Usage::default(),
-                cost_usd: Decimal::ZERO,
-                total_cost_usd: Decimal::ZERO,
-                duration: Duration::ZERO,
-                error: Some(error),
-            }
+            RunResult::ended(run_id, Err(error), RunStats::default())
         }
     }
 }
@@ -200,11 +184,10 @@ async fn run_owned(
             run_until_stopped(spec, ctx, body).await
         }
     };
-    let (outcome, output, error) = match ended {
-        Ok(done) => (Outcome::Completed, Some(done), None),
-        Err(f) => (f.outcome(), None, Some(f)),
-    };
-    let error_text = error.as_ref().map(Failure::to_string);
+    let outcome = ended
+        .as_ref()
+        .map_or_else(Failure::outcome, |_| Outcome::Completed);
+    let error_text = ended.as_ref().err().map(Failure::to_string);
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
     guard.finished = true;
@@ -225,17 +208,17 @@ async fn run_owned(
         total,
         error_text.as_deref(),
     );
-    RunResult {
-        run_id: ctx.run_id().to_string(),
-        outcome,
-        output,
-        turns: st.turns,
-        usage: st.usage,
-        cost_usd: st.cost,
-        total_cost_usd: total,
-        duration,
-        error,
-    }
+    RunResult::ended(
+        ctx.run_id().to_string(),
+        ended,
+        RunStats {
+            turns: st.turns,
+            usage: st.usage,
+            cost_usd: st.cost,
+            total_cost_usd: total,
+            duration,
+        },
+    )
 }
 
 /// Drives `body` until it ends, the run times out, or it is cancelled. A run that stops
