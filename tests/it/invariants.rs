@@ -109,6 +109,90 @@ async fn capabilities_never_widen() {
     assert_eq!(child.tools().names().collect::<Vec<_>>(), vec!["lookup"]);
 }
 
+/// Invariant 1 as `check` and the run loop each apply it, on the same spec files: a spec's
+/// callee may use only tools its caller holds, and a sub-agent holds exactly its spec's tools.
+/// Where `check` says `tool-not-held`, the run refuses the callee the tool; where `check` is
+/// clean, the callee gets it. A spec run as the host itself (a root run, depth 0) holds the
+/// host's tools, which `check` cannot know; it checks every spec as the sub-agent it is when a
+/// host calls it, the stricter case.
+#[tokio::test]
+async fn check_and_the_run_agree_on_what_a_child_holds() {
+    use subcontract::check::{check_sources, CheckOptions};
+    use subcontract::spec::load_spec_str;
+    let file = |name: &str, system: &str, tools: &[&str]| {
+        let tools: Vec<String> = tools.iter().map(|t| format!("\"{t}\"")).collect();
+        let text = format!(
+            "name = \"{name}\"\ndescription = \"d\"\nsystem = \"{system}\"\ntools = [{}]\n\
+             [input]\ntype = \"object\"\n[output]\ntype = \"object\"\n\
+             additionalProperties = false\nproperties.answer = {{ type = \"string\", maxLength = 100 }}\n",
+            tools.join(", ")
+        );
+        (std::path::PathBuf::from(format!("specs/{name}.toml")), text)
+    };
+    for (lead_tools, root) in [
+        (&["helper"][..], false),
+        (&["helper", "grep"][..], false),
+        (&["helper"][..], true),
+    ] {
+        let files = [
+            file("lead", "LEAD", lead_tools),
+            file("helper", "HELPER", &["grep"]),
+        ];
+        let report = check_sources(&files, &CheckOptions::default());
+        let not_held = report.diagnostics.iter().any(|d| d.code == "tool-not-held");
+        assert_eq!(not_held, lead_tools.len() == 1, "{report:?}");
+        let [lead, helper] = files.map(|(path, text)| load_spec_str(&path, &text).unwrap());
+
+        let helper_offered: Seen = Arc::default();
+        let lead_saw: Seen = Arc::default();
+        let (ho, ls) = (helper_offered.clone(), lead_saw.clone());
+        let m = model(move |system, turn, req| match (system, turn) {
+            ("LEAD", 1) => ScriptStep::tool_call("helper", json!({})),
+            ("LEAD", _) => {
+                for (_, content, is_error) in last_tool_results(req) {
+                    ls.lock().unwrap().push(format!("{is_error}:{content}"));
+                }
+                ScriptStep::submit(json!({"answer": "done"}))
+            }
+            ("HELPER", _) => {
+                ho.lock()
+                    .unwrap()
+                    .extend(req.tools.iter().map(|t| t.name.to_string()));
+                ScriptStep::submit(json!({"answer": "helped"}))
+            }
+            _ => ScriptStep::text("unexpected"),
+        });
+        let host = Ctx::builder(m)
+            .tools(tools(vec![
+                lead.as_tool(),
+                helper.as_tool(),
+                lookup_tool("grep"),
+            ]))
+            .build();
+        let r = if root {
+            lead.run(&json!({}), &host).await
+        } else {
+            lead.run_child(&json!({}), &host).await
+        };
+        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+        let saw = lead_saw.lock().unwrap();
+        let refused = saw[0].starts_with("true:") && saw[0].contains("does not hold: grep");
+        if root {
+            // The host holds `grep`, and lends it: the callee runs with it.
+            assert!(saw[0].starts_with("false:"), "{saw:?}");
+            assert_eq!(*helper_offered.lock().unwrap(), ["grep", "submit_output"]);
+        } else {
+            assert_eq!(refused, not_held, "check: {not_held}, run: {saw:?}");
+            let offered = helper_offered.lock().unwrap();
+            if not_held {
+                assert!(offered.is_empty(), "{offered:?}");
+            } else {
+                assert_eq!(*offered, ["grep", "submit_output"]);
+            }
+        }
+    }
+}
+
 /// Invariant 2 through the run loop: a child's spend is charged to the root, a child's limit
 /// is min(own, parent remaining), and exhaustion is a distinct outcome.
 #[tokio::test]
