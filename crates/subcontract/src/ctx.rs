@@ -86,16 +86,10 @@ struct Inner {
     // Root runs started from this context (`for_root_run`), shared by its views likewise, so
     // that each gets a run id of its own.
     runs: Arc<AtomicU32>,
-    // Outputs the contract rejected in this run (for its span); a plain counter, as each run
-    // has an `Inner` of its own.
-    rejected: AtomicU32,
-    // Valid outputs rejected as ungrounded in this run, likewise.
-    ungrounded: AtomicU32,
 }
 
 impl Inner {
-    /// Another view of the same run: every field shared (cheap clones of `Arc`s) but the
-    /// rejection count, which the run loop keeps on the view it runs with.
+    /// Another view of the same run: every field shared (cheap clones of `Arc`s).
     fn shared(&self) -> Inner {
         Inner {
             run_id: self.run_id.clone(),
@@ -122,8 +116,6 @@ impl Inner {
             siblings: self.siblings.clone(),
             children: self.children.clone(),
             runs: self.runs.clone(),
-            rejected: AtomicU32::new(0),
-            ungrounded: AtomicU32::new(0),
         }
     }
 }
@@ -316,8 +308,6 @@ impl CtxBuilder {
                 siblings: None,
                 children: Arc::default(),
                 runs: Arc::default(),
-                rejected: AtomicU32::new(0),
-                ungrounded: AtomicU32::new(0),
             }),
         }
     }
@@ -622,27 +612,8 @@ impl Ctx {
         });
     }
 
-    /// Outputs the contract rejected so far in this run.
-    pub(crate) fn rejected_outputs(&self) -> u32 {
-        self.inner.rejected.load(Ordering::Relaxed)
-    }
-
-    /// Valid outputs rejected as ungrounded so far in this run.
-    pub(crate) fn ungrounded_outputs(&self) -> u32 {
-        self.inner.ungrounded.load(Ordering::Relaxed)
-    }
-
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
-        match kind {
-            EventKind::OutputRejected { .. } => {
-                self.inner.rejected.fetch_add(1, Ordering::Relaxed);
-            }
-            EventKind::OutputUngrounded { .. } => {
-                self.inner.ungrounded.fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
         if !self.inner.events.wants_events() {
             return;
         }
