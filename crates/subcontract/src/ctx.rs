@@ -123,22 +123,6 @@ struct Counters {
     runs: Arc<AtomicU32>,
 }
 
-/// Outputs rejected in one run, for its span: a count of its own in each view.
-#[derive(Default)]
-struct Rejections {
-    // Outputs the contract rejected.
-    invalid: AtomicU32,
-    // Valid outputs rejected as ungrounded.
-    ungrounded: AtomicU32,
-}
-
-impl Clone for Rejections {
-    /// A fresh count: the run loop counts on the view it runs with.
-    fn clone(&self) -> Self {
-        Rejections::default()
-    }
-}
-
 /// What a run started from a context owns ([`Ctx::fork`]).
 struct Fork {
     stamp: Stamp,
@@ -161,7 +145,6 @@ struct Inner {
     cancel: CancellationToken,
     fanout: Fanout,
     counters: Counters,
-    rejections: Rejections,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -364,7 +347,6 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout: Fanout::default(),
                 counters: Counters::default(),
-                rejections: Rejections::default(),
             }),
         }
     }
@@ -511,7 +493,6 @@ impl Ctx {
                     siblings: run.siblings,
                 },
                 counters: run.counters,
-                rejections: Rejections::default(),
             }),
         }
     }
@@ -696,33 +677,8 @@ impl Ctx {
         });
     }
 
-    /// Outputs the contract rejected so far in this run.
-    pub(crate) fn rejected_outputs(&self) -> u32 {
-        self.inner.rejections.invalid.load(Ordering::Relaxed)
-    }
-
-    /// Valid outputs rejected as ungrounded so far in this run.
-    pub(crate) fn ungrounded_outputs(&self) -> u32 {
-        self.inner.rejections.ungrounded.load(Ordering::Relaxed)
-    }
-
     /// Emits an event stamped with this context's ids.
     pub fn emit(&self, kind: EventKind) {
-        match kind {
-            EventKind::OutputRejected { .. } => {
-                self.inner
-                    .rejections
-                    .invalid
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            EventKind::OutputUngrounded { .. } => {
-                self.inner
-                    .rejections
-                    .ungrounded
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            _ => {}
-        }
         if !self.inner.host.events.wants_events() {
             return;
         }

@@ -3,7 +3,9 @@
 //! attributed after the OpenTelemetry GenAI semantic conventions. A sub-agent's
 //! `invoke_agent` is a child of the `execute_tool` span that started it, so the span tree is
 //! the run tree. A host with an OpenTelemetry layer (`tracing-opentelemetry`) gets them with
-//! no call of its own; with no subscriber they cost a check of a cached flag each.
+//! no call of its own; with no subscriber they cost a check of a cached flag each. A span is
+//! opened where its moment begins; its result is recorded by one function from the moment's
+//! event, the same value the event sinks receive.
 //!
 //! The spans have the target [`TARGET`] and level INFO. Their attributes: `gen_ai.operation.name`,
 //! `gen_ai.provider.name`, `gen_ai.agent.name`, `gen_ai.request.model`,
@@ -31,10 +33,10 @@ use tracing::field::Empty;
 use tracing::Span;
 
 use crate::ctx::Ctx;
+use crate::events::EventKind;
 use crate::model::{Message, StopReason, ToolCall, Usage};
 use crate::outcome::Outcome;
 use crate::spec::core::SpecCore;
-use crate::tool::ToolOutput;
 
 /// The `tracing` target of every GenAI span, for a filter that picks them out.
 pub const TARGET: &str = "gen_ai";
@@ -127,39 +129,6 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
     span
 }
 
-/// How a run ended, on its span (the current one: the run's future is instrumented with it).
-pub(crate) fn agent_done(
-    ctx: &Ctx,
-    outcome: Outcome,
-    turns: u32,
-    usage: Usage,
-    cost: Decimal,
-    total: Decimal,
-    error: Option<&str>,
-) {
-    let span = Span::current();
-    if span.is_disabled() {
-        return;
-    }
-    record_usage(&span, usage);
-    span.record("subcontract.turns", turns);
-    span.record("subcontract.cost_usd", usd(cost));
-    span.record("subcontract.total_cost_usd", usd(total));
-    if let Some(r) = ctx.budget().remaining_usd() {
-        span.record("subcontract.budget.remaining_usd", usd(r));
-    }
-    span.record("subcontract.outcome", outcome.as_str());
-    span.record("subcontract.repairs", ctx.rejected_outputs());
-    span.record("subcontract.grounding_rejections", ctx.ungrounded_outputs());
-    if outcome != Outcome::Completed {
-        span.record("error.type", outcome.as_str());
-        span.record("otel.status_code", "error");
-    }
-    if let Some(e) = error {
-        span.record("subcontract.error", crate::redact::redact(e).as_ref());
-    }
-}
-
 /// The span of one model call; `system` and `messages` are recorded only when content is
 /// captured.
 pub(crate) fn chat_span(ctx: &Ctx, system: &str, messages: &[Message], max_tokens: u32) -> Span {
@@ -219,42 +188,6 @@ fn record_usage(span: &Span, usage: Usage) {
     }
 }
 
-/// A finished model call, on its span; the span ends here.
-pub(crate) fn chat_done(
-    span: Span,
-    ctx: &Ctx,
-    usage: Usage,
-    cost: Decimal,
-    stop: StopReason,
-    text: Option<&str>,
-    calls: &[ToolCall],
-) {
-    if span.is_disabled() {
-        return;
-    }
-    let reason = finish_reason(stop);
-    // The model that answered is the one asked: a provider's echo of it is not kept.
-    span.record("gen_ai.response.model", provider_model(ctx.model().id()).1);
-    span.record("gen_ai.response.finish_reasons", reason);
-    record_usage(&span, usage);
-    span.record("subcontract.cost_usd", usd(cost));
-    if capture_content() {
-        let mut m = assistant_json(text, calls);
-        m["finish_reason"] = Value::from(reason);
-        span.record("gen_ai.output.messages", content(&Value::Array(vec![m])));
-    }
-}
-
-/// A model call that failed, on its span; the span ends here.
-pub(crate) fn chat_failed(span: Span, error: &str) {
-    if span.is_disabled() {
-        return;
-    }
-    span.record("error.type", "model_error");
-    span.record("otel.status_code", "error");
-    span.record("subcontract.error", crate::redact::redact(error).as_ref());
-}
-
 /// The span of one tool call (the call's future is instrumented with it, so a sub-agent it
 /// starts is its child).
 pub(crate) fn tool_span(call: &ToolCall) -> Span {
@@ -282,21 +215,108 @@ pub(crate) fn tool_span(call: &ToolCall) -> Span {
     span
 }
 
-/// How a tool call ended, on its span (the current one).
-pub(crate) fn tool_done(output: &ToolOutput) {
-    let span = Span::current();
+/// What a span records of a moment that the moment's event does not hold.
+pub(crate) enum Detail<'a> {
+    /// Nothing beyond the event.
+    None,
+    /// A run's end: its cost with its sub-agents', and the outputs it rejected.
+    Run {
+        /// This run's calls and its sub-agents'.
+        total: Decimal,
+        /// Outputs the contract rejected.
+        repairs: u32,
+        /// Valid outputs rejected as ungrounded.
+        grounding_rejections: u32,
+    },
+    /// A model's answer, for its output messages (recorded only when content is captured).
+    Answer {
+        /// Its text.
+        text: Option<&'a str>,
+        /// Its tool calls.
+        calls: &'a [ToolCall],
+    },
+    /// A tool's result, likewise.
+    Result(&'a str),
+}
+
+/// Records a moment on its span from the moment's event, the same value the sinks receive:
+/// the one place a span's result is written. A run's end goes on its `invoke_agent` span, a
+/// model call on its `chat` span (which ends when its holder drops it), a tool call on its
+/// `execute_tool` span; other events mark no span.
+pub(crate) fn record(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
     if span.is_disabled() {
         return;
     }
-    if output.is_error {
-        span.record("error.type", "tool_error");
-        span.record("otel.status_code", "error");
-    }
-    if capture_content() {
-        span.record(
-            "gen_ai.tool.call.result",
-            crate::redact::redact(&output.content).as_ref(),
-        );
+    match kind {
+        EventKind::Finished {
+            outcome,
+            turns,
+            usage,
+            cost_usd,
+            error,
+            ..
+        } => {
+            record_usage(span, *usage);
+            span.record("subcontract.turns", *turns);
+            span.record("subcontract.cost_usd", usd(*cost_usd));
+            if let Detail::Run {
+                total,
+                repairs,
+                grounding_rejections,
+            } = detail
+            {
+                span.record("subcontract.total_cost_usd", usd(total));
+                span.record("subcontract.repairs", repairs);
+                span.record("subcontract.grounding_rejections", grounding_rejections);
+            }
+            if let Some(r) = ctx.budget().remaining_usd() {
+                span.record("subcontract.budget.remaining_usd", usd(r));
+            }
+            span.record("subcontract.outcome", outcome.as_str());
+            if *outcome != Outcome::Completed {
+                span.record("error.type", outcome.as_str());
+                span.record("otel.status_code", "error");
+            }
+            if let Some(e) = error {
+                span.record("subcontract.error", crate::redact::redact(e).as_ref());
+            }
+        }
+        EventKind::ModelCall { error: Some(e), .. } => {
+            span.record("error.type", "model_error");
+            span.record("otel.status_code", "error");
+            span.record("subcontract.error", crate::redact::redact(e).as_ref());
+        }
+        EventKind::ModelCall {
+            usage,
+            cost_usd,
+            stop_reason,
+            ..
+        } => {
+            let reason = stop_reason.map_or("other", finish_reason);
+            // The model that answered is the one asked: a provider's echo of it is not kept.
+            span.record("gen_ai.response.model", provider_model(ctx.model().id()).1);
+            span.record("gen_ai.response.finish_reasons", reason);
+            record_usage(span, *usage);
+            span.record("subcontract.cost_usd", usd(*cost_usd));
+            if let (Detail::Answer { text, calls }, true) = (detail, capture_content()) {
+                let mut m = assistant_json(text, calls);
+                m["finish_reason"] = Value::from(reason);
+                span.record("gen_ai.output.messages", content(&Value::Array(vec![m])));
+            }
+        }
+        EventKind::ToolCall { is_error, .. } => {
+            if *is_error {
+                span.record("error.type", "tool_error");
+                span.record("otel.status_code", "error");
+            }
+            if let (Detail::Result(result), true) = (detail, capture_content()) {
+                span.record(
+                    "gen_ai.tool.call.result",
+                    crate::redact::redact(result).as_ref(),
+                );
+            }
+        }
+        _ => {}
     }
 }
 

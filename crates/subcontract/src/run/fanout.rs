@@ -4,18 +4,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
+use super::policy::call_tool;
 use super::wording;
 use crate::contract::Contract;
 use crate::ctx::{Ctx, SharedPrefix};
-use crate::events::EventKind;
-use crate::gate::{ApprovalRequest, Decision};
 use crate::ground::Evidence;
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
 use crate::spec::core::{OutputKind, SpecCore};
@@ -148,7 +146,7 @@ pub(super) async fn run_tool_calls(
                     };
                     // Not raced against the cancellation: a sub-agent stops on its own token
                     // (a child of this run's) and is awaited until it has.
-                    invoke(&*tool, name, &contract, args, &ctx, turn)
+                    call_tool(&*tool, name, &contract, args, &ctx, turn)
                         .instrument(span)
                         .await
                 });
@@ -180,7 +178,7 @@ pub(super) async fn run_tool_calls(
             {
                 // An ordinary tool spends no budget, so one in progress when the run stops is
                 // dropped, and the rest do not start.
-                let call = invoke(
+                let call = call_tool(
                     &**tool,
                     name.clone(),
                     contract,
@@ -303,45 +301,4 @@ fn over_chars_limit(max: usize) -> ToolOutput {
 /// The result of a tool call the run stopped before it finished.
 fn not_started() -> ToolOutput {
     ToolOutput::error(wording::NOT_FINISHED)
-}
-
-/// One tool call: arguments validated, gate asked, then the tool run.
-async fn invoke(
-    tool: &dyn Tool,
-    name: Arc<str>,
-    contract: &Contract,
-    args: Value,
-    ctx: &Ctx,
-    turn: u32,
-) -> ToolOutput {
-    let t0 = Instant::now();
-    let output = if let Err(v) = contract.validate(&args) {
-        ToolOutput::error(wording::invalid_arguments(tool.name(), &v))
-    } else {
-        let approval = ctx.gate().approve(ApprovalRequest {
-            run_id: ctx.run_id(),
-            spec: ctx.spec_name(),
-            depth: ctx.depth(),
-            tool: tool.name(),
-            arguments: &args,
-        });
-        // A gate may be waiting on a person; a run that stops does not wait for the answer.
-        let decision = tokio::select! {
-            biased;
-            _ = ctx.cancellation().cancelled() => Decision::Deny(wording::RUN_STOPPED.into()),
-            d = approval => d,
-        };
-        match decision {
-            Decision::Deny(reason) => ToolOutput::error(wording::denied(&reason)),
-            Decision::Allow => tool.call_checked(args, ctx).await,
-        }
-    };
-    crate::telemetry::tool_done(&output);
-    ctx.emit(EventKind::ToolCall {
-        turn,
-        tool: name,
-        is_error: output.is_error,
-        duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
-    });
-    output
 }

@@ -3,7 +3,9 @@
 //! sub-agent calls. Every run ends with one of the [`Outcome`]s, never silently.
 //!
 //! This module holds a run's beginning and end (the input check, the timeout and cancellation,
-//! the finished event); [`turn`] holds the conversation, [`fanout`] the tool calls of a turn.
+//! the finished event); [`turn`] holds the conversation, [`fanout`] the tool calls of a turn,
+//! and [`policy`] the steps every model call and tool call passes through (the budget, the
+//! spend journal, the gate) and the one report of each moment, as an event and on its span.
 
 use std::time::Instant;
 
@@ -19,6 +21,7 @@ use tracing::Instrument;
 
 mod agent_tool;
 mod fanout;
+mod policy;
 mod turn;
 mod wording;
 
@@ -51,11 +54,14 @@ impl RunResult<Decoded> {
     }
 }
 
+/// What a run's loop keeps as it goes, for the run's end: the turns taken, this run's own
+/// usage and cost, and the outputs it rejected.
 #[derive(Default)]
 struct LoopState {
     turns: u32,
     usage: Usage,
     cost: Decimal,
+    rejections: policy::Rejections,
 }
 
 /// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as
@@ -110,7 +116,8 @@ pub(crate) async fn run_child_checked(
 
 /// Emits a `cancelled` finished event for a run whose future was dropped before it finished
 /// (its caller stopped waiting for it; a run that stops itself drains its children instead),
-/// so that no run ends silently in a trace.
+/// so that no run ends silently in a trace. The event alone: the span of a run dropped
+/// unfinished has always ended unrecorded, and exporters see it as they did.
 struct FinishGuard<'a> {
     ctx: &'a Ctx,
     start: Instant,
@@ -191,23 +198,21 @@ async fn run_owned(
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
     guard.finished = true;
-    ctx.emit(EventKind::Finished {
+    let finished = EventKind::Finished {
         outcome,
         turns: st.turns,
         usage: st.usage,
         cost_usd: st.cost,
         duration_ms: duration.as_secs_f64() * 1000.0,
-        error: error_text.clone(),
-    });
-    crate::telemetry::agent_done(
-        ctx,
-        outcome,
-        st.turns,
-        st.usage,
-        st.cost,
+        error: error_text,
+    };
+    // The run's span is the current one: its future is instrumented with it.
+    let detail = crate::telemetry::Detail::Run {
         total,
-        error_text.as_deref(),
-    );
+        repairs: st.rejections.repairs,
+        grounding_rejections: st.rejections.ungrounded,
+    };
+    policy::report(ctx, &tracing::Span::current(), finished, detail);
     RunResult::ended(
         ctx.run_id().to_string(),
         ended,

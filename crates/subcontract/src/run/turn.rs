@@ -1,4 +1,5 @@
-//! One run's conversation, turn by turn: offer the tools, reserve and call the model, read the
+//! One run's conversation, turn by turn: offer the tools, call the model (through the steps of
+//! [`policy`](super::policy): the budget, the journal, the report), read the
 //! answer (a submission, tool calls, or text that holds the output or a call), check an output
 //! against the contract (asking for a repair when it fails), and hand the other tool calls to
 //! [`fanout`](super::fanout).
@@ -16,12 +17,12 @@ mod text;
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::fanout::{run_tool_calls, Prepared};
+use super::policy::{call_model, ModelCall, Rejections};
 use super::wording::{self, answer_again, no_output};
 use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
@@ -30,7 +31,7 @@ use crate::events::{EventKind, Forced, TextRead};
 use crate::ground::{Evidence, GroundKind};
 use crate::model::{
     worst_case_at, Arguments, Message, ModelRequest, ModelResponse, PromptCache, Rates,
-    ResponseFormat, ToolCall, ToolChoice, ToolDefinition, Usage, SUBMIT_TOOL,
+    ResponseFormat, ToolCall, ToolChoice, ToolDefinition, SUBMIT_TOOL,
 };
 use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
@@ -38,11 +39,14 @@ use crate::tool::ToolOutput;
 
 /// Reports a rejected output (an event with where and why, never the output) and returns the
 /// violations, for the run's failure should no turn repair them.
-fn rejected(ctx: &Ctx, turn: u32, v: &[Violation]) -> Vec<Violation> {
-    ctx.emit(EventKind::OutputRejected {
-        turn,
-        violations: v.to_vec(),
-    });
+fn rejected(ctx: &Ctx, tally: &mut Rejections, turn: u32, v: &[Violation]) -> Vec<Violation> {
+    tally.report(
+        ctx,
+        EventKind::OutputRejected {
+            turn,
+            violations: v.to_vec(),
+        },
+    );
     v.to_vec()
 }
 
@@ -245,6 +249,39 @@ impl<'s> Plan<'s> {
         }
     }
 
+    /// The model call of a turn making `req`, at the conversation so far: the request as it
+    /// is sent, and what the policy steps need of it (see [`call_model`]). `first` says no
+    /// call of this run has been answered yet.
+    fn call<'a>(
+        &'a self,
+        spec: &SpecCore,
+        req: &TurnRequest<'a>,
+        convo: &'a Conversation,
+        turn: u32,
+        first: bool,
+    ) -> ModelCall<'a> {
+        let max_tokens = spec.limits.max_tokens_per_turn;
+        let worst = self.rates.map_or(Decimal::ZERO, |(r, input)| {
+            worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
+        });
+        let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
+            .with_sampling(spec.sampling)
+            .with_tool_choice(req.choice)
+            .with_prompt_cache(self.cache);
+        if let Some(f) = req.format {
+            request = request.with_response_format(f);
+        }
+        ModelCall {
+            request,
+            worst,
+            rates: self.rates.map(|(r, _)| r),
+            turn,
+            shares_cache: first && self.caching,
+            output_mode: self.mode.map(|m| Cow::Borrowed(m.as_str())),
+            forced: req.forced,
+        }
+    }
+
     /// The mode whose wording a text answer's repair uses: the turn after it asks for the
     /// output alone, in the response format when `auto` sends one there (so it names no
     /// submission tool).
@@ -324,182 +361,6 @@ impl Reading {
     }
 }
 
-/// One model call: its worst case reserved first, the call (dropped if the run stops), the
-/// actual cost settled and recorded. A provider that billed past the reservation ends the run.
-async fn call_model(
-    spec: &SpecCore,
-    ctx: &Ctx,
-    plan: &Plan<'_>,
-    req: &TurnRequest<'_>,
-    convo: &Conversation,
-    turn: u32,
-    st: &mut LoopState,
-) -> Result<(ModelResponse, Reading), Failure> {
-    let model = ctx.model();
-    let max_tokens = spec.limits.max_tokens_per_turn;
-    let worst = plan.rates.map_or(Decimal::ZERO, |(r, input)| {
-        worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
-    });
-    // A fan-out sibling's first call waits for the first sibling's, to read what it cached;
-    // before its reservation, so that a waiting sibling holds no budget others could use.
-    let _opener = match ctx.siblings().filter(|_| st.turns == 0 && plan.caching) {
-        Some(share) => ctx
-            .unless_cancelled(share.enter())
-            .await
-            .ok_or(Failure::Cancelled)?,
-        None => None,
-    };
-    // A reservation may wait for calls in flight; a run that stops meanwhile stops waiting
-    // (dropping the wait leaves nothing reserved).
-    let reserved = ctx.unless_cancelled(ctx.budget().reserve(worst)).await;
-    let reservation = match reserved.ok_or(Failure::Cancelled)? {
-        Ok(r) => r,
-        Err(error) => return Err(Failure::Budget { error, turn }),
-    };
-    // Recorded before the call, so a process lost during it is still charged for it.
-    if let Some(journal) = ctx.spend_journal() {
-        let recorded = ctx.unless_cancelled(journal.before_call()).await;
-        if let Err(e) = recorded.ok_or(Failure::Cancelled)? {
-            drop(reservation);
-            return Err(Failure::SpendNotRecorded(e));
-        }
-    }
-    let t0 = Instant::now();
-    let chat = crate::telemetry::chat_span(ctx, &plan.system, &convo.messages, max_tokens);
-    let mut request = ModelRequest::new(&plan.system, &convo.messages, req.tools, max_tokens)
-        .with_sampling(spec.sampling)
-        .with_tool_choice(req.choice)
-        .with_prompt_cache(plan.cache);
-    if let Some(f) = req.format {
-        request = request.with_response_format(f);
-    }
-    let call = model.complete(request);
-    // A call in flight when the run stops is dropped, and its reservation released; one is
-    // never first polled (started) after the cancellation.
-    let response = ctx.unless_cancelled(call).await.ok_or(Failure::Cancelled)?;
-    let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
-    let output_mode = plan.mode.map(|m| Cow::Borrowed(m.as_str()));
-    let response = match response {
-        Ok(r) => r,
-        Err(e) => {
-            // A turn counts once the model answered: a call that failed before any answer (a
-            // refused connection, an HTTP error) leaves the count as it was, while one answered
-            // with a usage that cannot be read happened, and counts.
-            if e.cost_unknown() {
-                st.turns = turn;
-            }
-            let end = FailedCall {
-                turn,
-                duration_ms,
-                output_mode,
-                forced: req.forced,
-            };
-            return Err(end.report(e, reservation, st, chat, ctx));
-        }
-    };
-    st.turns = turn;
-    let cost = crate::model::cost_at(plan.rates.map(|(r, _)| r), model.id(), response.usage);
-    let reserved = reservation.amount();
-    // A cost above the worst case exhausts every limited budget above this run.
-    reservation.settle(cost);
-    let over = (cost > reserved).then(|| cost - reserved);
-    st.usage += response.usage;
-    st.cost = st.cost.saturating_add(cost);
-    crate::telemetry::chat_done(
-        chat,
-        ctx,
-        response.usage,
-        cost,
-        response.stop_reason,
-        response.text.as_deref(),
-        &response.tool_calls,
-    );
-    let reading = Reading::of(&response, plan, req);
-    ctx.emit(EventKind::ModelCall {
-        turn,
-        usage: response.usage,
-        cost_usd: cost,
-        duration_ms,
-        stop_reason: Some(response.stop_reason),
-        error: None,
-        over_reserved_usd: over,
-        output_mode,
-        forced: req.forced,
-        text_read_as: reading.event(),
-    });
-    if over.is_some() && ctx.budget().remaining_usd().is_some() {
-        let u = response.usage;
-        let saturated = [
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_read_tokens,
-            u.cache_write_tokens,
-        ]
-        .contains(&u64::MAX);
-        return Err(Failure::Overbilled {
-            turn,
-            billed: cost,
-            reserved,
-            max_tokens,
-            saturated,
-        });
-    }
-    Ok((response, reading))
-}
-
-/// A model call that failed, and what its event says of it.
-struct FailedCall {
-    turn: u32,
-    duration_ms: f64,
-    output_mode: Option<Cow<'static, str>>,
-    forced: Option<Forced>,
-}
-
-impl FailedCall {
-    /// Settles the call's reservation, reports it, and says how the run ends. Cold and out of
-    /// line, so that the turn loop's hot path keeps to fewer cache lines.
-    #[cold]
-    #[inline(never)]
-    fn report(
-        self,
-        e: crate::model::ModelError,
-        reservation: crate::budget::Reservation,
-        st: &mut LoopState,
-        chat: tracing::Span,
-        ctx: &Ctx,
-    ) -> Failure {
-        // A call answered with a usage that cannot be read happened and is billed: it is
-        // charged its whole reservation, its worst case, never nothing.
-        let failure = if e.cost_unknown() {
-            let charged = reservation.amount();
-            reservation.settle(charged);
-            st.cost = st.cost.saturating_add(charged);
-            Failure::UnreadableUsage { error: e, charged }
-        } else {
-            drop(reservation);
-            Failure::Model(e)
-        };
-        let (charged, msg) = match &failure {
-            Failure::UnreadableUsage { charged, .. } => (*charged, failure.to_string()),
-            _ => (Decimal::ZERO, failure.to_string()),
-        };
-        crate::telemetry::chat_failed(chat, &msg);
-        ctx.emit(EventKind::ModelCall {
-            turn: self.turn,
-            usage: Usage::default(),
-            cost_usd: charged,
-            duration_ms: self.duration_ms,
-            stop_reason: None,
-            error: Some(msg),
-            over_reserved_usd: None,
-            output_mode: self.output_mode,
-            forced: self.forced,
-            text_read_as: None,
-        });
-        failure
-    }
-}
-
 /// An output that failed its contract: where and why, reported, and what the model is told.
 struct Rejected {
     /// The violations as one line, for the run's error should no turn repair them.
@@ -510,9 +371,9 @@ struct Rejected {
     ungrounded: bool,
 }
 
-fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
+fn reject(ctx: &Ctx, tally: &mut Rejections, turn: u32, v: &[Violation], hint: &str) -> Rejected {
     Rejected {
-        summary: rejected(ctx, turn, v),
+        summary: rejected(ctx, tally, turn, v),
         repair: repair_message(v, hint),
         ungrounded: false,
     }
@@ -524,6 +385,7 @@ fn reject(ctx: &Ctx, turn: u32, v: &[Violation], hint: &str) -> Rejected {
 fn ungrounded(
     spec: &SpecCore,
     ctx: &Ctx,
+    tally: &mut Rejections,
     turn: u32,
     evidence: Option<&Evidence>,
     v: &Value,
@@ -532,10 +394,13 @@ fn ungrounded(
     let (g, ev) = (spec.grounding.as_deref()?, evidence?);
     let u = g.check(v, ev).err()?;
     let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
-    ctx.emit(EventKind::OutputUngrounded {
-        turn,
-        violations: violations.clone(),
-    });
+    tally.report(
+        ctx,
+        EventKind::OutputUngrounded {
+            turn,
+            violations: violations.clone(),
+        },
+    );
     Some(Rejected {
         summary: violations,
         repair: crate::ground::repair_message(&u, &hint()),
@@ -591,16 +456,20 @@ fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
 /// held. `Err` holds what to tell the model, and the rejection when there was an output to
 /// reject.
 fn answer_in_text(
-    spec: &SpecCore,
-    ctx: &Ctx,
-    turn: u32,
-    plan: &Plan<'_>,
+    check: &Check<'_, '_>,
+    tally: &mut Rejections,
     v: Value,
-    out: OutputText,
     evidence: Option<&Evidence>,
 ) -> Result<Decoded, (String, Option<Vec<Violation>>, bool)> {
+    let Check {
+        spec,
+        ctx,
+        plan,
+        turn,
+        out,
+    } = *check;
     match spec.accept_output(&v, out) {
-        Ok((t, d)) => match ungrounded(spec, ctx, turn, evidence, &v, || {
+        Ok((t, d)) => match ungrounded(spec, ctx, tally, turn, evidence, &v, || {
             let left = spec.limits.max_turns - turn;
             read_then_answer(plan, left, &answer_again(plan.text_answer_mode()))
         }) {
@@ -614,10 +483,21 @@ fn answer_in_text(
             if let Some(name) = text::wrapper_name(&v) {
                 hint = wording::wrapped_text(name, &hint);
             }
-            let r = reject(ctx, turn, &viol, &hint);
+            let r = reject(ctx, tally, turn, &viol, &hint);
             Err((r.repair, Some(r.summary), false))
         }
     }
+}
+
+/// What one turn's output is checked with: the run's spec, context and plan, the turn, and
+/// whether the output's compact JSON is kept.
+#[derive(Clone, Copy)]
+struct Check<'r, 's> {
+    spec: &'r SpecCore,
+    ctx: &'r Ctx,
+    plan: &'r Plan<'s>,
+    turn: u32,
+    out: OutputText,
 }
 
 /// What a turn's submission (a call of the submission tool) came to.
@@ -634,14 +514,18 @@ enum Submission {
 /// them, are checked on the text itself, so a typed output is decoded from it without ever
 /// becoming a `Value`.
 fn submission(
-    spec: &SpecCore,
-    ctx: &Ctx,
-    turn: u32,
-    plan: &Plan<'_>,
+    check: &Check<'_, '_>,
+    tally: &mut Rejections,
     calls: &mut Vec<ToolCall>,
-    out: OutputText,
     evidence: Option<&Evidence>,
 ) -> Submission {
+    let Check {
+        spec,
+        ctx,
+        plan,
+        turn,
+        out,
+    } = *check;
     let Some(i) = calls.iter().position(|c| c.name == SUBMIT_TOOL) else {
         return Submission::None;
     };
@@ -673,9 +557,10 @@ fn submission(
                         path: String::new(),
                         message: wording::UNREADABLE_FOR_GROUNDING.into(),
                     }];
-                    return Submission::Rejected(i, reject(ctx, turn, &viol, &again(turn)));
+                    let r = reject(ctx, tally, turn, &viol, &again(turn));
+                    return Submission::Rejected(i, r);
                 };
-                if let Some(r) = ungrounded(spec, ctx, turn, evidence, v, hint) {
+                if let Some(r) = ungrounded(spec, ctx, tally, turn, evidence, v, hint) {
                     return Submission::Rejected(i, r);
                 }
             }
@@ -702,7 +587,7 @@ fn submission(
                     hint = wording::wrapped_submission(name, &hint);
                 }
             }
-            Submission::Rejected(i, reject(ctx, turn, &viol, &hint))
+            Submission::Rejected(i, reject(ctx, tally, turn, &viol, &hint))
         }
     }
 }
@@ -749,9 +634,19 @@ pub(super) async fn turns(
         };
         force_next = None;
         let req = plan.request(forced);
-        let (response, reading) = match call_model(spec, ctx, &plan, &req, &convo, turn, st).await {
-            Ok(r) => r,
-            Err(end) => return Err(end),
+        let call = plan.call(spec, &req, &convo, turn, st.turns == 0);
+        let (response, reading) = call_model(ctx, call, st, |r| {
+            let reading = Reading::of(r, &plan, &req);
+            let read_as = reading.event();
+            (reading, read_as)
+        })
+        .await?;
+        let check = Check {
+            spec,
+            ctx,
+            plan: &plan,
+            turn,
+            out,
         };
         let ModelResponse {
             text,
@@ -781,7 +676,7 @@ pub(super) async fn turns(
         if let Some(value) = value {
             let mut read_first = false;
             let repair = match value {
-                Ok(v) => match answer_in_text(spec, ctx, turn, &plan, v, out, evidence.as_ref()) {
+                Ok(v) => match answer_in_text(&check, &mut st.rejections, v, evidence.as_ref()) {
                     Ok(done) => return Ok(done),
                     Err((repair, rejected, ungrounded)) => {
                         last_invalid = rejected.or(last_invalid);
@@ -813,9 +708,10 @@ pub(super) async fn turns(
         // The turn's submission judged against the evidence as it stands: what `settle` says.
         let judge = |calls: &mut Vec<ToolCall>,
                      ev: Option<&Evidence>,
+                     tally: &mut Rejections,
                      force_next: &mut Option<Forced>,
                      last_invalid: &mut Option<Vec<Violation>>| {
-            let judged = submission(spec, ctx, turn, &plan, calls, out, ev);
+            let judged = submission(&check, tally, calls, ev);
             settle(judged, &plan, spec, turn, force_next, last_invalid)
         };
         let mut rejected: Option<(usize, ToolOutput)>;
@@ -825,6 +721,7 @@ pub(super) async fn turns(
             match judge(
                 &mut tool_calls,
                 evidence.as_ref(),
+                &mut st.rejections,
                 &mut force_next,
                 &mut last_invalid,
             ) {
@@ -864,6 +761,7 @@ pub(super) async fn turns(
             match judge(
                 &mut tool_calls,
                 evidence.as_ref(),
+                &mut st.rejections,
                 &mut force_next,
                 &mut last_invalid,
             ) {
