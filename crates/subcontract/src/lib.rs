@@ -44,6 +44,9 @@ pub mod docs {
     pub mod invariants {
         #![doc = include_str!("docs/invariants.md")]
     }
+    pub mod architecture {
+        #![doc = include_str!("docs/architecture.md")]
+    }
 }
 
 pub use budget::{Budget, BudgetError};
