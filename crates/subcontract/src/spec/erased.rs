@@ -71,6 +71,14 @@ pub enum ToolFormat {
     Mcp,
 }
 
+/// Itself: so that a function over any spec, taking `impl AsRef<DynSpec>`, takes a `DynSpec`
+/// as it takes a [`SubAgentSpec`](crate::SubAgentSpec).
+impl AsRef<DynSpec> for DynSpec {
+    fn as_ref(&self) -> &DynSpec {
+        self
+    }
+}
+
 /// A spec in another spec's tool list: the sub-agent it may call.
 impl crate::tool::ToolRef for DynSpec {
     fn tool_name(&self) -> &str {
