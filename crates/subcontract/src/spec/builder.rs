@@ -220,6 +220,13 @@ impl<I, O> SpecBuilder<I, O> {
         }
     }
 
+    /// The builder with every setting replaced by `def`'s: how a spec file, whose settings
+    /// the loader reads in one go, is built.
+    pub(crate) fn with_def(mut self, def: SpecDef) -> Self {
+        self.def = def;
+        self
+    }
+
     /// What it is for; hosts read this to decide when to call it.
     pub fn description(mut self, d: impl Into<String>) -> Self {
         self.def.description = d.into();
