@@ -88,12 +88,12 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "invoke_agent",
-        otel.name = %format_args!("invoke_agent {}", spec.name),
+        otel.name = %format_args!("invoke_agent {}", spec.def.name),
         otel.kind = "internal",
         otel.status_code = Empty,
         gen_ai.operation.name = "invoke_agent",
         gen_ai.provider.name = provider,
-        gen_ai.agent.name = %spec.name,
+        gen_ai.agent.name = %spec.def.name,
         gen_ai.agent.description = Empty,
         gen_ai.request.model = model,
         gen_ai.usage.input_tokens = Empty,
@@ -117,8 +117,8 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
     if span.is_disabled() {
         return span;
     }
-    if !spec.description.is_empty() {
-        span.record("gen_ai.agent.description", spec.description.as_str());
+    if !spec.def.description.is_empty() {
+        span.record("gen_ai.agent.description", spec.def.description.as_str());
     }
     if let Some(p) = ctx.parent_run_id() {
         span.record("subcontract.parent_run_id", p);

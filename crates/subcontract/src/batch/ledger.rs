@@ -99,8 +99,16 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// The owner of a batch of `spec` over the input file `inputs`.
-    pub fn new(spec: &crate::spec::DynSpec, inputs: &Path) -> Self {
+    /// The owner of a batch of `spec` (any spec, typed or not) over the input file `inputs`.
+    pub fn new<S>(spec: &S, inputs: &Path) -> Self
+    where
+        S: AsRef<crate::spec::DynSpec> + ?Sized,
+    {
+        Self::of(spec.as_ref(), inputs)
+    }
+
+    /// [`new`](Self::new), compiled once rather than per spec type.
+    fn of(spec: &crate::spec::DynSpec, inputs: &Path) -> Self {
         let mut bytes = spec.name().as_bytes().to_vec();
         for schema in [
             spec.input_contract().schema(),

@@ -28,7 +28,7 @@ pub(super) fn call_over_budget(
     }
     let tools = tool_set(specs, &opts.catalogue);
     for (raw, spec) in specs {
-        let (Some(cap_pos), Some(_)) = (raw.limits.pos("max_cost_usd"), spec.limits().max_cost_usd)
+        let (Some(cap_pos), Some(_)) = (raw.at.pos("max_cost_usd"), spec.limits().max_cost_usd)
         else {
             continue;
         };

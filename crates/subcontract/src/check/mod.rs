@@ -303,7 +303,7 @@ fn check_raw(
     };
     let loc = Locator {
         file: raw.path.display().to_string(),
-        spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
+        spec: crate::tool::is_valid_name(&raw.def.name).then(|| raw.def.name.clone()),
         raw: Some(raw),
     };
     Err(e
@@ -323,7 +323,7 @@ fn check_raw(
 fn contract_findings(raw: &RawSpec) -> Vec<Diagnostic> {
     let loc = Locator {
         file: raw.path.display().to_string(),
-        spec: crate::tool::is_valid_name(&raw.name.value).then(|| raw.name.value.clone()),
+        spec: crate::tool::is_valid_name(&raw.def.name).then(|| raw.def.name.clone()),
         raw: Some(raw),
     };
     let mut out = lint_diagnostics(&loc, "input", &raw.input.value, |at| {
@@ -412,15 +412,15 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     let file = |r: &RawSpec| r.path.display().to_string();
     let err = |r: &RawSpec, pos: Pos, code: &str, message: String| {
         let mut d = Diagnostic::error(file(r), pos, code, message);
-        d.spec = crate::tool::is_valid_name(&r.name.value).then(|| r.name.value.clone());
+        d.spec = crate::tool::is_valid_name(&r.def.name).then(|| r.def.name.clone());
         d
     };
 
     // Names: the first file (in path order) owns a name for the call graph.
     let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, r) in specs.iter().enumerate() {
-        if crate::tool::is_valid_name(&r.name.value) {
-            by_name.entry(r.name.value.as_str()).or_default().push(i);
+        if crate::tool::is_valid_name(&r.def.name) {
+            by_name.entry(r.def.name.as_str()).or_default().push(i);
         }
     }
     for (name, idx) in &by_name {
@@ -433,12 +433,12 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 .filter(|&&j| j != i)
                 .map(|&j| {
                     let o = &specs[j];
-                    format!("{}:{}", file(o), o.name.pos)
+                    format!("{}:{}", file(o), o.at.name)
                 })
                 .collect();
             out.push(err(
                 &specs[i],
-                specs[i].name.pos,
+                specs[i].at.name,
                 codes::DUPLICATE_NAME,
                 format!(
                     "spec name `{name}` is also used by {}; tool names must be unique",
@@ -468,8 +468,8 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     // edges[i] = (callee, index into specs[i].tools)
     let mut edges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); specs.len()];
     for (i, r) in specs.iter().enumerate() {
-        for (k, t) in r.tools.iter().enumerate() {
-            let name = t.value.as_str();
+        for (k, (name, &pos)) in r.def.tools.iter().zip(&r.at.tools).enumerate() {
+            let name = name.as_str();
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
             } else if catalogue.contains(name) {
@@ -489,7 +489,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                     if let Some(best) = crate::spec::file::suggest(name, &known) {
                         message.push_str(&format!("; did you mean `{best}`?"));
                     }
-                    out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
+                    out.push(err(r, pos, codes::UNKNOWN_TOOL, message));
                 }
             } else if name.starts_with("mcp__") && !catalogue.iter().any(|t| t.starts_with("mcp__"))
             {
@@ -497,7 +497,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 // neither an error nor a pass.
                 let mut d = err(
                     r,
-                    t.pos,
+                    pos,
                     codes::MCP_UNCHECKED,
                     format!(
                         "`{name}` is a tool of an MCP server; no server's tools were listed \
@@ -516,7 +516,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 if let Some(best) = crate::spec::file::suggest(name, &known) {
                     message.push_str(&format!("; did you mean `{best}`?"));
                 }
-                out.push(err(r, t.pos, codes::UNKNOWN_TOOL, message));
+                out.push(err(r, pos, codes::UNKNOWN_TOOL, message));
             }
         }
     }
@@ -539,8 +539,8 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
         if !grounds_sources(&grounding[i]) {
             continue;
         }
-        let consults = r.tools.iter().any(|t| {
-            let name = t.value.as_str();
+        let consults = r.def.tools.iter().any(|name| {
+            let name = name.as_str();
             matches!(name, "read_file" | "grep")
                 || name.starts_with("mcp__")
                 || catalogue.contains(name)
@@ -568,7 +568,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                      (read_file, grep, an MCP tool, a catalogue tool, or a spec that grounds \
                      sources): no value could ever hold; add such a tool, or ground it as \
                      \"text\"",
-                    r.name.value
+                    r.def.name
                 ),
             ));
         }
@@ -577,7 +577,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     // Cycles: an edge i → j is on a cycle when j leads back to i.
     let names = |path: &[usize]| {
         path.iter()
-            .map(|&n| specs[n].name.value.as_str())
+            .map(|&n| specs[n].def.name.as_str())
             .collect::<Vec<_>>()
             .join(" → ")
     };
@@ -590,12 +590,12 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 full.extend(path);
                 out.push(err(
                     &specs[i],
-                    specs[i].tools[k].pos,
+                    specs[i].at.tools[k],
                     codes::CALL_CYCLE,
                     format!(
                         "`{}` calls `{}`, which leads back to it: {}",
-                        specs[i].name.value,
-                        specs[j].name.value,
+                        specs[i].def.name,
+                        specs[j].def.name,
                         names(&full)
                     ),
                 ));
@@ -609,25 +609,26 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
             if in_cycle[i] && in_cycle[j] {
                 continue; // already a call-cycle error
             }
-            let held: HashSet<&str> = specs[i].tools.iter().map(|t| t.value.as_str()).collect();
+            let held: HashSet<&str> = specs[i].def.tools.iter().map(String::as_str).collect();
             let missing: Vec<&str> = specs[j]
+                .def
                 .tools
                 .iter()
-                .map(|t| t.value.as_str())
+                .map(String::as_str)
                 .filter(|t| !holds(&held, t, opts.mcp.as_ref()))
                 .collect();
             if !missing.is_empty() {
                 out.push(err(
                     &specs[i],
-                    specs[i].tools[k].pos,
+                    specs[i].at.tools[k],
                     codes::TOOL_NOT_HELD,
                     format!(
                         "`{}` calls `{}`, which uses {}; `{}` does not hold {}: add {} to its \
                          tools (a sub-agent's tools must all be held by its caller)",
-                        specs[i].name.value,
-                        specs[j].name.value,
+                        specs[i].def.name,
+                        specs[j].def.name,
                         quoted(&missing),
-                        specs[i].name.value,
+                        specs[i].def.name,
                         if missing.len() == 1 { "it" } else { "them" },
                         if missing.len() == 1 { "it" } else { "them" },
                     ),
@@ -650,7 +651,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
             let pos = edges[i]
                 .iter()
                 .find(|(j, _)| *j == next)
-                .map_or(specs[i].name.pos, |&(_, k)| specs[i].tools[k].pos);
+                .map_or(specs[i].at.name, |&(_, k)| specs[i].at.tools[k]);
             out.push(err(
                 &specs[i],
                 pos,
@@ -658,7 +659,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 format!(
                     "called by a host, `{}` reaches sub-agent depth {} ({}), deeper than the \
                      limit of {max_depth}",
-                    specs[i].name.value,
+                    specs[i].def.name,
                     chain.len(),
                     names(&chain)
                 ),

@@ -332,8 +332,17 @@ fn expect(raw: RawExpect) -> Result<Expect, Vec<String>> {
 
 /// Checks cases against the spec before any call: each input against the input contract
 /// (unless the case expects `invalid_input`), and each grader's pointer against what the
-/// output contract can produce. `file` names the cases file in errors.
-pub fn check_cases(spec: &DynSpec, file: &str, cases: &[Case]) -> Result<(), CasesError> {
+/// output contract can produce. `file` names the cases file in errors. `spec` is any spec,
+/// typed or not.
+pub fn check_cases<S>(spec: &S, file: &str, cases: &[Case]) -> Result<(), CasesError>
+where
+    S: AsRef<DynSpec> + ?Sized,
+{
+    check_cases_of(spec.as_ref(), file, cases)
+}
+
+/// [`check_cases`], compiled once rather than per spec type.
+fn check_cases_of(spec: &DynSpec, file: &str, cases: &[Case]) -> Result<(), CasesError> {
     let mut errors = Vec::new();
     let schema: &Value = spec.output_contract().schema();
     for c in cases {

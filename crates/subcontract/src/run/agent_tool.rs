@@ -28,10 +28,10 @@ impl AgentTool {
 #[async_trait]
 impl Tool for AgentTool {
     fn name(&self) -> &str {
-        &self.spec.name
+        &self.spec.def.name
     }
     fn description(&self) -> &str {
-        &self.spec.description
+        &self.spec.def.description
     }
     fn input_schema(&self) -> Arc<Value> {
         self.spec.input.schema().clone()
@@ -92,7 +92,7 @@ impl AgentTool {
                 out.with_json_body(attributed)
             }
             (outcome, _) => ToolOutput::error(ended_without_result(
-                &self.spec.name,
+                &self.spec.def.name,
                 outcome,
                 r.turns,
                 r.error.as_ref(),

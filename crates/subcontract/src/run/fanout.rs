@@ -90,15 +90,15 @@ pub(super) async fn run_tool_calls(
             }
             Prepared::Args(args) => args,
         };
-        if taken == spec.limits.max_tool_calls_per_turn {
+        if taken == spec.def.limits.max_tool_calls_per_turn {
             slots.push(Slot::Done(over_call_limit(
-                spec.limits.max_tool_calls_per_turn,
+                spec.def.limits.max_tool_calls_per_turn,
             )));
             continue;
         }
         taken += 1;
         let Some(entry) = ctx.offered_tool(&c.name) else {
-            let mut offered: Vec<&str> = spec.tools.iter().map(String::as_str).collect();
+            let mut offered: Vec<&str> = spec.def.tools.iter().map(String::as_str).collect();
             if spec.output_kind == OutputKind::Json {
                 offered.push(SUBMIT_TOOL);
             }
@@ -157,7 +157,7 @@ pub(super) async fn run_tool_calls(
     }
     let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
 
-    let max_chars = spec.limits.max_tool_result_chars_per_turn;
+    let max_chars = spec.def.limits.max_tool_result_chars_per_turn;
     let seq = async {
         // What these results alone add; once they pass the limit, so do all results up to
         // here, so the later tools' results would be withheld: they do not run.

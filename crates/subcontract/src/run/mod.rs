@@ -95,7 +95,7 @@ pub(crate) async fn run_child_checked(
         }
         Err(e) => {
             let error = Failure::Spawn(e);
-            let run_id = format!("{}.{}-denied", parent.run_id(), spec.name);
+            let run_id = format!("{}.{}-denied", parent.run_id(), spec.def.name);
             // The refused child still appears in the run tree, as a run that ended `denied`.
             parent.emit_child(
                 &run_id,
@@ -156,7 +156,7 @@ pub(crate) async fn run_core(
     // A host whose tools follow changing sources runs with the current ones, fixed from here.
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's. The run has an id and a spend count of its own.
-    let ctx = ctx.for_new_run().await.for_root_run(&spec.tools);
+    let ctx = ctx.for_new_run().await.for_root_run(&spec.def.tools);
     let span = crate::telemetry::agent_span(spec, &ctx);
     run_owned(spec, input, &ctx, text, InputCheck::Full)
         .instrument(span)
@@ -241,7 +241,7 @@ async fn run_until_stopped(
         biased;
         _ = cancel.cancelled() => Failure::Cancelled,
         r = body.as_mut() => return r,
-        _ = tokio::time::sleep(spec.limits.timeout) => Failure::Timeout(spec.limits.timeout),
+        _ = tokio::time::sleep(spec.def.limits.timeout) => Failure::Timeout(spec.def.limits.timeout),
     };
     cancel.cancel();
     // What the body ends with is moot now; only its winding down matters.

@@ -87,7 +87,7 @@ impl Conversation {
         // Two messages per turn after the first. Room for four turns: most sub-agent runs are
         // short, and a history allocated for the turn limit would be a large block per run
         // (which makes malloc consolidate its free lists on every child).
-        let mut messages = Vec::with_capacity((2 * spec.limits.max_turns as usize + 1).min(9));
+        let mut messages = Vec::with_capacity((2 * spec.def.limits.max_turns as usize + 1).min(9));
         // Written into a presized buffer (Display grows its String as it goes); same text.
         messages.push(Message::user(crate::json::to_compact_string(input)));
         let bytes = system_bytes + tools_bytes + message_bytes(&messages[0]);
@@ -141,12 +141,15 @@ impl<'s> Plan<'s> {
     /// ends the run. Definitions are shared, so offering them costs reference counts, not
     /// copies.
     fn new(spec: &'s SpecCore, ctx: &Ctx) -> Result<(Self, usize), Failure> {
-        let mode = (spec.output_kind == OutputKind::Json).then_some(spec.output_mode);
+        let mode = (spec.output_kind == OutputKind::Json).then_some(spec.def.output_mode);
         let tool_modes = matches!(mode, Some(OutputMode::Auto | OutputMode::Tool));
-        let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.tools.len() + 1);
+        let mut offered: Vec<ToolDefinition> = Vec::with_capacity(spec.def.tools.len() + 1);
         let mut bytes = 0;
         // A name may stand for several tools (`mcp__SERVER`: every tool of a server).
-        match ctx.tools().listed(spec.tools.iter().map(String::as_str)) {
+        match ctx
+            .tools()
+            .listed(spec.def.tools.iter().map(String::as_str))
+        {
             Ok(entries) => {
                 for e in entries {
                     let d = &e.definition;
@@ -156,7 +159,7 @@ impl<'s> Plan<'s> {
             }
             Err(missing) => {
                 return Err(Failure::ToolsNotHeld {
-                    spec: spec.name.clone(),
+                    spec: spec.def.name.clone(),
                     missing,
                 })
             }
@@ -168,7 +171,7 @@ impl<'s> Plan<'s> {
             offered.push(d.clone());
             submit_only.push(d.clone());
         }
-        let native_final = mode == Some(OutputMode::Auto) && spec.levers.native_final;
+        let native_final = mode == Some(OutputMode::Auto) && spec.def.levers.native_final;
         let format = (mode == Some(OutputMode::Native) || native_final).then(|| {
             bytes += spec.output_schema_bytes;
             ResponseFormat {
@@ -178,13 +181,13 @@ impl<'s> Plan<'s> {
         });
         let system = match mode {
             Some(OutputMode::Prompted) => Cow::Owned(wording::prompted_system(
-                &spec.system,
+                &spec.def.system,
                 &crate::json::to_compact_string(spec.output.schema()),
             )),
-            _ => Cow::Borrowed(spec.system.as_str()),
+            _ => Cow::Borrowed(spec.def.system.as_str()),
         };
         let model = ctx.model();
-        let cache = spec.prompt_cache.or(ctx.prompt_cache());
+        let cache = spec.def.prompt_cache.or(ctx.prompt_cache());
         let effective_cache = cache.or(model.prompt_cache());
         let rates = ctx
             .prices()
@@ -198,7 +201,7 @@ impl<'s> Plan<'s> {
                 own_tools,
                 submit_only,
                 format,
-                text_calls: spec.levers.text_calls,
+                text_calls: spec.def.levers.text_calls,
                 cache,
                 caching: effective_cache.is_some_and(|c| c != PromptCache::Off),
                 rates,
@@ -260,12 +263,12 @@ impl<'s> Plan<'s> {
         turn: u32,
         first: bool,
     ) -> ModelCall<'a> {
-        let max_tokens = spec.limits.max_tokens_per_turn;
+        let max_tokens = spec.def.limits.max_tokens_per_turn;
         let worst = self.rates.map_or(Decimal::ZERO, |(r, input)| {
             worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
         });
         let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
-            .with_sampling(spec.sampling)
+            .with_sampling(spec.def.sampling)
             .with_tool_choice(req.choice)
             .with_prompt_cache(self.cache);
         if let Some(f) = req.format {
@@ -435,7 +438,7 @@ fn settle(
 /// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its own,
 /// and a turn is left after that one to answer in.
 fn reads_next(plan: &Plan<'_>, spec: &SpecCore, turn: u32) -> bool {
-    plan.own_tools > 0 && turn + 1 < spec.limits.max_turns
+    plan.own_tools > 0 && turn + 1 < spec.def.limits.max_turns
 }
 
 /// How a repair of ungrounded values ends: read first (the next turn requires a call of one of
@@ -470,7 +473,7 @@ fn answer_in_text(
     } = *check;
     match spec.accept_output(&v, out) {
         Ok((t, d)) => match ungrounded(spec, ctx, tally, turn, evidence, &v, || {
-            let left = spec.limits.max_turns - turn;
+            let left = spec.def.limits.max_turns - turn;
             read_then_answer(plan, left, &answer_again(plan.text_answer_mode()))
         }) {
             None => Ok((t, with_value(d, || v))),
@@ -534,7 +537,7 @@ fn submission(
         Arguments::Value(v) => spec.accept_output(v, out).map(|a| (a, true)),
     };
     let again = |turn: u32| {
-        let left = spec.limits.max_turns - turn;
+        let left = spec.def.limits.max_turns - turn;
         wording::submit_again(left)
     };
     match checked {
@@ -549,7 +552,8 @@ fn submission(
                         parsed.as_ref()
                     }
                 };
-                let hint = || read_then_answer(plan, spec.limits.max_turns - turn, &again(turn));
+                let hint =
+                    || read_then_answer(plan, spec.def.limits.max_turns - turn, &again(turn));
                 let Some(v) = v else {
                     // Valid text that cannot be read back (not expected): refused, not waved
                     // through unchecked.
@@ -613,25 +617,25 @@ pub(super) async fn turns(
     let mut calls_so_far = repeat::Calls::default();
     // Why the next turn asks for the output alone, from what this one did.
     let mut force_next: Option<Forced> = None;
-    for turn in 1..=spec.limits.max_turns {
+    for turn in 1..=spec.def.limits.max_turns {
         // No model call starts once the run is stopping.
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
-        let first_call = turn == 1 && spec.require_tool_first && plan.own_tools > 0;
-        let forced = if !spec.levers.forced_output {
-            first_call
-                .then_some(Forced::FirstTurn)
-                .or(force_next.filter(|f| *f == Forced::Ungrounded && turn < spec.limits.max_turns))
-        } else if spec.tools.is_empty() {
-            Some(Forced::NoTools)
-        } else if turn == spec.limits.max_turns {
-            Some(Forced::LastTurn)
-        } else if first_call {
-            Some(Forced::FirstTurn)
-        } else {
-            force_next
-        };
+        let first_call = turn == 1 && spec.def.require_tool_first && plan.own_tools > 0;
+        let forced =
+            if !spec.def.levers.forced_output {
+                first_call.then_some(Forced::FirstTurn).or(force_next
+                    .filter(|f| *f == Forced::Ungrounded && turn < spec.def.limits.max_turns))
+            } else if spec.def.tools.is_empty() {
+                Some(Forced::NoTools)
+            } else if turn == spec.def.limits.max_turns {
+                Some(Forced::LastTurn)
+            } else if first_call {
+                Some(Forced::FirstTurn)
+            } else {
+                force_next
+            };
         force_next = None;
         let req = plan.request(forced);
         let call = plan.call(spec, &req, &convo, turn, st.turns == 0);
@@ -780,7 +784,7 @@ pub(super) async fn turns(
                 return Err(Failure::Stalled {
                     repeating_turns: calls_so_far.repeating_turns,
                     turn,
-                    max_turns: spec.limits.max_turns,
+                    max_turns: spec.def.limits.max_turns,
                 });
             }
             force_next = Some(Forced::RepeatedCall);
@@ -789,7 +793,7 @@ pub(super) async fn turns(
     Err(match last_invalid {
         Some(v) => Failure::InvalidOutput(v),
         None => Failure::MaxTurns {
-            turns: spec.limits.max_turns,
+            turns: spec.def.limits.max_turns,
         },
     })
 }

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 use validator::Validate;
 
-use super::core::{Decoder, Limits, OutputKind, OutputMode, Source, SpecCore};
+use super::core::{Decoder, Limits, OutputKind, OutputMode, Source, SpecCore, SpecDef};
 use super::SubAgentSpec;
 use crate::contract::{violations_from_rules, Contract, Violation};
 use crate::diag::{codes, shown};
@@ -97,23 +97,13 @@ impl SpecError {
 /// Builds a [`SubAgentSpec`]. Obtain one from [`SubAgentSpec::builder`] or
 /// [`SubAgentSpec::dynamic`].
 pub struct SpecBuilder<I, O> {
-    name: String,
-    description: String,
-    system: String,
-    tools: Vec<String>,
-    limits: Limits,
-    model: Option<String>,
-    output_mode: OutputMode,
-    sampling: crate::model::Sampling,
-    prompt_cache: Option<crate::model::PromptCache>,
-    require_tool_first: bool,
-    levers: super::core::Levers,
+    /// The settings, written by the setters and kept as they are by the built spec.
+    def: SpecDef,
     input_schema: Result<Value, String>,
     output_schema: Result<Value, String>,
     decode_input: Box<Decoder>,
     decode_output: Box<Decoder>,
     allow_unbounded: bool,
-    examples: Vec<(Value, Value)>,
     _types: PhantomData<fn(I) -> O>,
 }
 
@@ -220,35 +210,31 @@ impl<I, O> SpecBuilder<I, O> {
         decode_output: Box<Decoder>,
     ) -> Self {
         SpecBuilder {
-            name,
-            description: String::new(),
-            system: String::new(),
-            tools: Vec::new(),
-            limits: Limits::default(),
-            model: None,
-            output_mode: OutputMode::default(),
-            sampling: crate::model::Sampling::default(),
-            prompt_cache: None,
-            require_tool_first: false,
-            levers: super::core::Levers::default(),
+            def: SpecDef::new(name),
             input_schema,
             output_schema,
             decode_input,
             decode_output,
             allow_unbounded: false,
-            examples: Vec::new(),
             _types: PhantomData,
         }
     }
 
+    /// The builder with every setting replaced by `def`'s: how a spec file, whose settings
+    /// the loader reads in one go, is built.
+    pub(crate) fn with_def(mut self, def: SpecDef) -> Self {
+        self.def = def;
+        self
+    }
+
     /// What it is for; hosts read this to decide when to call it.
     pub fn description(mut self, d: impl Into<String>) -> Self {
-        self.description = d.into();
+        self.def.description = d.into();
         self
     }
     /// The system prompt of its fresh conversation.
     pub fn system(mut self, s: impl Into<String>) -> Self {
-        self.system = s.into();
+        self.def.system = s.into();
         self
     }
     /// Adds tools it may use, by name; each must be held by the parent when it runs. A host
@@ -256,7 +242,7 @@ impl<I, O> SpecBuilder<I, O> {
     /// names when it is built, with a "did you mean". A tool written in Rust is better named
     /// by value, with [`tool`](Self::tool).
     pub fn tools<S: Into<String>>(mut self, tools: impl IntoIterator<Item = S>) -> Self {
-        self.tools.extend(tools.into_iter().map(Into::into));
+        self.def.add_tools(tools.into_iter().map(Into::into));
         self
     }
     /// Adds one tool it may use, named by the value the host holds: a [`#[tool]`](macro@crate::tool)
@@ -289,58 +275,58 @@ impl<I, O> SpecBuilder<I, O> {
     /// # Ok::<(), subcontract::SpecError>(())
     /// ```
     pub fn tool<T: crate::tool::ToolRef + ?Sized>(mut self, tool: &T) -> Self {
-        self.tools.push(tool.tool_name().to_owned());
+        self.def.add_tools([tool.tool_name().to_owned()]);
         self
     }
     /// All limits at once.
     pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
+        self.def.limits = limits;
         self
     }
     /// Model turns allowed.
     pub fn max_turns(mut self, n: u32) -> Self {
-        self.limits.max_turns = n;
+        self.def.limits.max_turns = n;
         self
     }
     /// USD it may spend (its sub-agents included).
     pub fn max_cost_usd(mut self, usd: Decimal) -> Self {
-        self.limits.max_cost_usd = Some(usd);
+        self.def.limits.max_cost_usd = Some(usd);
         self
     }
     /// Model calls it may make (its sub-agents included).
     pub fn max_model_calls(mut self, n: u64) -> Self {
-        self.limits.max_model_calls = Some(n);
+        self.def.limits.max_model_calls = Some(n);
         self
     }
     /// Wall time allowed.
     pub fn timeout(mut self, t: Duration) -> Self {
-        self.limits.timeout = t;
+        self.def.limits.timeout = t;
         self
     }
     /// Largest output (compact JSON characters) the parent may receive.
     pub fn max_output_chars(mut self, n: usize) -> Self {
-        self.limits.max_output_chars = n;
+        self.def.limits.max_output_chars = n;
         self
     }
     /// Output tokens per model call.
     pub fn max_tokens_per_turn(mut self, n: u32) -> Self {
-        self.limits.max_tokens_per_turn = n;
+        self.def.limits.max_tokens_per_turn = n;
         self
     }
     /// Tool calls of one model response that run; calls past it get an error result.
     pub fn max_tool_calls_per_turn(mut self, n: usize) -> Self {
-        self.limits.max_tool_calls_per_turn = n;
+        self.def.limits.max_tool_calls_per_turn = n;
         self
     }
     /// Characters the tool results of one turn may add to the conversation; results past it
     /// are errors saying so.
     pub fn max_tool_result_chars_per_turn(mut self, n: usize) -> Self {
-        self.limits.max_tool_result_chars_per_turn = n;
+        self.def.limits.max_tool_result_chars_per_turn = n;
         self
     }
     /// The model it uses (`provider:model`) instead of its parent's.
     pub fn model(mut self, m: impl Into<String>) -> Self {
-        self.model = Some(m.into());
+        self.def.model = Some(m.into());
         self
     }
     /// Accepts an output schema that is unbounded or larger than `max_output_chars`. The size
@@ -351,7 +337,7 @@ impl<I, O> SpecBuilder<I, O> {
     }
     /// How a JSON output travels from the model (default [`OutputMode::Auto`]).
     pub fn output_mode(mut self, mode: OutputMode) -> Self {
-        self.output_mode = mode;
+        self.def.output_mode = mode;
         self
     }
     /// Prompt caching for every model call of the run: `Off`, or a TTL
@@ -359,7 +345,7 @@ impl<I, O> SpecBuilder<I, O> {
     /// CLI's `--prompt-cache`, [`CtxBuilder::prompt_cache`](crate::CtxBuilder::prompt_cache)),
     /// which wins over the model's own (`SUBCONTRACT_PROMPT_CACHE`, default 5 minutes).
     pub fn prompt_cache(mut self, cache: crate::model::PromptCache) -> Self {
-        self.prompt_cache = Some(cache);
+        self.def.prompt_cache = Some(cache);
         self
     }
     /// Whether the first turn of a spec with tools requires a call of one of them (off by
@@ -371,7 +357,7 @@ impl<I, O> SpecBuilder<I, O> {
     /// because the first turn then offers other tools than the later ones, so a provider's
     /// prompt cache written on it is not read on the second turn.
     pub fn require_tool_first(mut self, on: bool) -> Self {
-        self.require_tool_first = on;
+        self.def.require_tool_first = on;
         self
     }
     /// The small-model aids of the run loop, to measure one turned off ([`Levers`]).
@@ -379,40 +365,41 @@ impl<I, O> SpecBuilder<I, O> {
     /// [`Levers`]: super::core::Levers
     #[doc(hidden)]
     pub fn levers(mut self, levers: super::core::Levers) -> Self {
-        self.levers = levers;
+        self.def.levers = levers;
         self
     }
     /// Sampling settings for every model call of the run (default: the provider's).
     pub fn sampling(mut self, sampling: crate::model::Sampling) -> Self {
-        self.sampling = sampling;
+        self.def.sampling = sampling;
         self
     }
     /// The sampling temperature of every model call of the run.
     pub fn temperature(mut self, temperature: f32) -> Self {
-        self.sampling.temperature = Some(temperature);
+        self.def.sampling.temperature = Some(temperature);
         self
     }
     /// A contract example; both sides must validate when the spec is built.
     pub fn example(mut self, input: Value, output: Value) -> Self {
-        self.examples.push((input, output));
+        self.def.examples.push((input, output));
         self
     }
 
     /// Checks everything and compiles the contracts. Fails with every problem found (each with
     /// a stable code and a [`SpecLocation`]), not just the first.
     pub fn build(self) -> Result<SubAgentSpec<I, O>, SpecError> {
+        let def = self.def;
         let mut problems = Vec::new();
         field_problems(
-            &self.name,
-            &self.description,
-            &self.tools,
-            &self.limits,
+            &def.name,
+            &def.description,
+            &def.tools,
+            &def.limits,
             &mut problems,
         );
-        sampling_problems(&self.sampling, &mut problems);
+        sampling_problems(&def.sampling, &mut problems);
         let input = compile("input", self.input_schema, &mut problems);
         let output = compile("output", self.output_schema, &mut problems);
-        let max = self.limits.max_output_chars;
+        let max = def.limits.max_output_chars;
         if let Some(output) = &output {
             if !self.allow_unbounded {
                 problems.extend(output_size_problems(output, max));
@@ -425,11 +412,11 @@ impl<I, O> SpecBuilder<I, O> {
             input.as_ref().map(|c| (c, &*self.decode_input)),
             output.as_ref().map(|c| (c, &*self.decode_output)),
             max,
-            &self.examples,
+            &def.examples,
         ));
         let (Some(input), Some(output), true) = (input, output, problems.is_empty()) else {
             return Err(SpecError {
-                spec: self.name,
+                spec: def.name,
                 problems,
             });
         };
@@ -444,36 +431,21 @@ impl<I, O> SpecBuilder<I, O> {
             description: Arc::from(SUBMIT_DESCRIPTION),
             input_schema: output.schema().clone(),
         });
+        debug_assert!(def
+            .examples
+            .iter()
+            .all(|(_, o)| compact_chars(o) <= def.limits.max_output_chars));
         let core = SpecCore {
-            name_arc: Arc::from(self.name.as_str()),
-            name: self.name,
-            description: self.description,
-            system: self.system,
-            tools: self.tools.into(),
-            limits: self.limits,
-            model: self.model,
+            name_arc: Arc::from(def.name.as_str()),
+            def,
             input,
             output,
             output_kind,
-            output_mode: self.output_mode,
-            sampling: self.sampling,
-            prompt_cache: self.prompt_cache,
-            require_tool_first: self.require_tool_first,
-            levers: self.levers,
             submit_tool,
             output_schema_bytes,
             grounding,
             decode_input: self.decode_input,
             decode_output: self.decode_output,
-            examples: Vec::new(),
-        };
-        debug_assert!(self
-            .examples
-            .iter()
-            .all(|(_, o)| compact_chars(o) <= core.limits.max_output_chars));
-        let core = SpecCore {
-            examples: self.examples,
-            ..core
         };
         Ok(SubAgentSpec::from_core(Arc::new(core)))
     }
@@ -765,13 +737,13 @@ impl<I, O> SubAgentSpec<I, O> {
     /// `allow_unbounded_output`) and examples that do not validate.
     pub(crate) fn contract_problems(&self) -> Vec<SpecProblem> {
         let core = self.core();
-        let max = core.limits.max_output_chars;
+        let max = core.def.limits.max_output_chars;
         let mut out = output_size_problems(&core.output, max);
         out.extend(example_problems(
             Some((&core.input, &*core.decode_input)),
             Some((&core.output, &*core.decode_output)),
             max,
-            &core.examples,
+            &core.def.examples,
         ));
         out
     }

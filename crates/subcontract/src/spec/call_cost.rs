@@ -151,7 +151,7 @@ impl SpecCore {
         let submit = self.submit_tool.as_ref().map_or(0, |_| {
             SUBMIT_TOOL.len() + SUBMIT_DESCRIPTION.len() + self.output_schema_bytes
         });
-        (self.system.len() + submit) as u64 + MESSAGE_OVERHEAD
+        (self.def.system.len() + submit) as u64 + MESSAGE_OVERHEAD
     }
 }
 
@@ -187,7 +187,7 @@ impl<I, O> SubAgentSpec<I, O> {
     /// ```
     pub fn first_call_cost(&self, price: &Price, tools: &ToolSet, input: &Value) -> CallCost {
         let bytes = crate::json::compact_bytes(input) as u64;
-        self.first_call_cost_sized(price, tools, bytes, self.core().prompt_cache)
+        self.first_call_cost_sized(price, tools, bytes, self.core().def.prompt_cache)
     }
 
     /// [`first_call_cost`](Self::first_call_cost) for an input of `input_bytes` bytes of
@@ -203,6 +203,7 @@ impl<I, O> SubAgentSpec<I, O> {
         // The tools the run offers, as it lists them (a group name stands for its tools),
         // each once; names `tools` lacks are left out.
         let held = core
+            .def
             .tools
             .iter()
             .map(String::as_str)
@@ -220,7 +221,7 @@ impl<I, O> SubAgentSpec<I, O> {
             .own_prompt_bytes()
             .saturating_add(tools_bytes)
             .saturating_add(input_bytes);
-        CallCost::at_cached(price, prompt, core.limits.max_tokens_per_turn, cache)
+        CallCost::at_cached(price, prompt, core.def.limits.max_tokens_per_turn, cache)
     }
 
     /// The first call's reservation on `model` (priced from `prices`) when it is over this
@@ -271,13 +272,15 @@ impl<I, O> SubAgentSpec<I, O> {
     /// the model's own).
     pub fn call_over_budget_in(&self, ctx: &crate::Ctx, input: &Value) -> Option<CallOverBudget> {
         let core = self.core();
-        let cap = core.limits.max_cost_usd?;
+        let cap = core.def.limits.max_cost_usd?;
         let model = core
+            .def
             .model
             .as_deref()
             .map_or_else(|| ctx.model().id().to_string(), str::to_string);
         let price = ctx.prices().get(&model)?;
         let cache = core
+            .def
             .prompt_cache
             .or(ctx.prompt_cache())
             .or(ctx.model().prompt_cache());

@@ -1,5 +1,6 @@
-//! The untyped heart of a spec: its limits, its compiled contracts and the checks an output
-//! passes (size, schema, typed rules) before a parent sees it.
+//! The untyped heart of a spec: its settings ([`SpecDef`], declared once), its compiled
+//! contracts and the checks an output passes (size, schema, typed rules) before a parent sees
+//! it.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use serde_json::Value;
 
 use crate::contract::{Contract, Violation};
 use crate::json::tape::Tape;
-use crate::model::ToolDefinition;
+use crate::model::{PromptCache, Sampling, ToolDefinition};
 
 /// Default maximum compact-JSON size of an output, in characters.
 pub const DEFAULT_MAX_OUTPUT_CHARS: usize = 4000;
@@ -179,29 +180,68 @@ pub(crate) enum Source<'a> {
 pub(crate) type Decoder =
     dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
 
-/// The untyped heart of a spec, shared by every typed view of it.
-pub(crate) struct SpecCore {
+/// Everything a spec's author sets, and nothing derived from it. The builder's setters write
+/// these fields, the spec-file loader fills them from its keys, and a built spec keeps them as
+/// they are: a new setting is one field here, its setter, and its file key.
+///
+/// The contracts are not here: they are given as schemas and decoders, and a built spec holds
+/// them compiled ([`SpecCore`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct SpecDef {
+    /// The tool name a host sees.
     pub(crate) name: String,
-    pub(crate) name_arc: Arc<str>,
+    /// What it is for.
     pub(crate) description: String,
+    /// The system prompt.
     pub(crate) system: String,
-    // Shared: every root run's context holds the list too (`Ctx::for_root_run`).
+    /// The tools it may use, by name. Shared: every root run's context holds the list too
+    /// (`Ctx::for_root_run`).
     pub(crate) tools: Arc<[String]>,
     pub(crate) limits: Limits,
+    /// The model it asks for (`provider:model`), if not its parent's.
     pub(crate) model: Option<String>,
-    pub(crate) input: Contract,
-    pub(crate) output: Contract,
-    pub(crate) output_kind: OutputKind,
     /// How the output travels (a JSON output only).
     pub(crate) output_mode: OutputMode,
     /// Sampling settings sent with each model call.
-    pub(crate) sampling: crate::model::Sampling,
+    pub(crate) sampling: Sampling,
     /// Prompt caching for each model call, overriding the host's; `None` leaves it.
-    pub(crate) prompt_cache: Option<crate::model::PromptCache>,
+    pub(crate) prompt_cache: Option<PromptCache>,
     /// Whether the first turn requires a call of one of the spec's own tools.
     pub(crate) require_tool_first: bool,
     /// The small-model aids in use (all by default).
     pub(crate) levers: Levers,
+    /// Contract examples (input, output), each validated when the spec is built.
+    pub(crate) examples: Vec<(Value, Value)>,
+}
+
+impl SpecDef {
+    /// A spec named `name`, every other setting at its default.
+    pub(crate) fn new(name: String) -> Self {
+        SpecDef {
+            name,
+            ..SpecDef::default()
+        }
+    }
+
+    /// Appends tools to the list. Rebuilding the shared list is a copy per call, paid while a
+    /// spec is built, never by a run.
+    pub(crate) fn add_tools(&mut self, more: impl IntoIterator<Item = String>) {
+        let mut tools = self.tools.to_vec();
+        tools.extend(more);
+        self.tools = tools.into();
+    }
+}
+
+/// The untyped heart of a spec, shared by every typed view of it: its settings as written,
+/// and what building it derived from them.
+pub(crate) struct SpecCore {
+    /// The settings, as the builder or the spec file gave them.
+    pub(crate) def: SpecDef,
+    /// The name, shared with every context and trace that names the spec.
+    pub(crate) name_arc: Arc<str>,
+    pub(crate) input: Contract,
+    pub(crate) output: Contract,
+    pub(crate) output_kind: OutputKind,
     /// The submission tool offered for [`OutputKind::Json`], built once: every run offers it.
     pub(crate) submit_tool: Option<ToolDefinition>,
     /// Compact JSON bytes of the output schema, counted once for budget reservations.
@@ -211,16 +251,15 @@ pub(crate) struct SpecCore {
     pub(crate) grounding: Option<Arc<crate::ground::Grounding>>,
     pub(crate) decode_input: Box<Decoder>,
     pub(crate) decode_output: Box<Decoder>,
-    pub(crate) examples: Vec<(Value, Value)>,
 }
 
 impl std::fmt::Debug for SpecCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpecCore")
-            .field("name", &self.name)
-            .field("tools", &self.tools)
-            .field("limits", &self.limits)
-            .field("model", &self.model)
+            .field("name", &self.def.name)
+            .field("tools", &self.def.tools)
+            .field("limits", &self.def.limits)
+            .field("model", &self.def.model)
             .finish_non_exhaustive()
     }
 }
@@ -243,10 +282,10 @@ impl crate::ctx::Delegate for SpecCore {
     fn terms(&self) -> crate::ctx::ChildTerms<'_> {
         crate::ctx::ChildTerms {
             name: &self.name_arc,
-            tools: &self.tools,
-            max_cost_usd: self.limits.max_cost_usd,
-            max_model_calls: self.limits.max_model_calls,
-            model: self.model.as_deref(),
+            tools: &self.def.tools,
+            max_cost_usd: self.def.limits.max_cost_usd,
+            max_model_calls: self.def.limits.max_model_calls,
+            model: self.def.model.as_deref(),
         }
     }
 }
@@ -269,12 +308,12 @@ impl SpecCore {
             }
             OutputText::Skip => (None, crate::json::compact_chars(v)),
         };
-        if chars > self.limits.max_output_chars {
+        if chars > self.def.limits.max_output_chars {
             let mut out = vec![Violation {
                 path: String::new(),
                 message: format!(
                     "the output is {chars} characters of compact JSON; the limit is {}: shorten it",
-                    self.limits.max_output_chars
+                    self.def.limits.max_output_chars
                 ),
             }];
             // The fields that broke their bounds too, so that the repair names them.
@@ -311,7 +350,7 @@ impl SpecCore {
     /// on a tape, or `None` if anything there fails.
     fn accept_tape(&self, text: &str, out: OutputText) -> Option<Accepted> {
         let tape = Tape::parse(text).ok()?;
-        if !crate::json::tape_compact_within(&tape, self.limits.max_output_chars)
+        if !crate::json::tape_compact_within(&tape, self.def.limits.max_output_chars)
             || !self.output.is_valid_tape(&tape)
         {
             return None;

@@ -71,6 +71,14 @@ pub enum ToolFormat {
     Mcp,
 }
 
+/// Itself: so that a function over any spec, taking `impl AsRef<DynSpec>`, takes a `DynSpec`
+/// as it takes a [`SubAgentSpec`](crate::SubAgentSpec).
+impl AsRef<DynSpec> for DynSpec {
+    fn as_ref(&self) -> &DynSpec {
+        self
+    }
+}
+
 /// A spec in another spec's tool list: the sub-agent it may call.
 impl crate::tool::ToolRef for DynSpec {
     fn tool_name(&self) -> &str {
@@ -95,27 +103,27 @@ impl DynSpec {
 
     /// The tool name a host sees.
     pub fn name(&self) -> &str {
-        &self.core.name
+        &self.core.def.name
     }
     /// What it is for.
     pub fn description(&self) -> &str {
-        &self.core.description
+        &self.core.def.description
     }
     /// Its system prompt.
     pub fn system(&self) -> &str {
-        &self.core.system
+        &self.core.def.system
     }
     /// The tools it may use (each must be held by the parent).
     pub fn tools(&self) -> &[String] {
-        &self.core.tools
+        &self.core.def.tools
     }
     /// Its limits.
     pub fn limits(&self) -> &Limits {
-        &self.core.limits
+        &self.core.def.limits
     }
     /// The model it asks for, if not its parent's.
     pub fn model(&self) -> Option<&str> {
-        self.core.model.as_deref()
+        self.core.def.model.as_deref()
     }
     /// The input contract.
     pub fn input_contract(&self) -> &Contract {
@@ -131,24 +139,24 @@ impl DynSpec {
     }
     /// How a JSON output travels from the model.
     pub fn output_mode(&self) -> OutputMode {
-        self.core.output_mode
+        self.core.def.output_mode
     }
     /// Whether the first turn requires a call of one of the spec's own tools
     /// ([`SpecBuilder::require_tool_first`](crate::SpecBuilder::require_tool_first)).
     pub fn require_tool_first(&self) -> bool {
-        self.core.require_tool_first
+        self.core.def.require_tool_first
     }
     /// Prompt caching asked for each model call, if the spec sets it.
     pub fn prompt_cache(&self) -> Option<crate::model::PromptCache> {
-        self.core.prompt_cache
+        self.core.def.prompt_cache
     }
     /// Sampling settings sent with each model call.
     pub fn sampling(&self) -> crate::model::Sampling {
-        self.core.sampling
+        self.core.def.sampling
     }
     /// Contract examples (input, output), each validated when the spec was built.
     pub fn examples(&self) -> &[(Value, Value)] {
-        &self.core.examples
+        &self.core.def.examples
     }
     /// Where its output grounds values ([`x-grounded`](crate::ground)), if anywhere.
     pub fn grounding(&self) -> Option<&crate::ground::Grounding> {

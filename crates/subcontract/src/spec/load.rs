@@ -70,41 +70,27 @@ pub fn load_spec_str(path: &Path, text: &str) -> Result<SubAgentSpec<Value, Valu
     }
 }
 
-/// The builder for a parsed file: its parts as written, limits and sampling settings passed
-/// on unchecked (the builder checks them, once, for files and for Rust alike).
+/// The builder for a parsed file: its settings as written, limits and sampling settings
+/// passed on unchecked (the builder checks them, once, for files and for Rust alike).
 pub(crate) fn builder(raw: &RawSpec) -> SpecBuilder<Value, Value> {
-    let mut b = SubAgentSpec::dynamic(
-        raw.name.value.clone(),
+    let mut def = raw.def.clone();
+    def.examples = raw
+        .examples
+        .iter()
+        .map(|ex| (ex.input.value.clone(), ex.output.value.clone()))
+        .collect();
+    SubAgentSpec::dynamic(
+        def.name.clone(),
         raw.input.value.clone(),
         raw.output.value.clone(),
     )
-    .description(raw.description.value.clone())
-    .system(raw.system.value.clone())
-    .tools(raw.tools.iter().map(|t| t.value.clone()))
-    .limits(raw.limits.to_limits())
-    .sampling(raw.sampling.to_sampling());
-    if let Some(m) = &raw.output_mode {
-        b = b.output_mode(m.value);
-    }
-    if let Some(c) = &raw.prompt_cache {
-        b = b.prompt_cache(c.value);
-    }
-    if let Some(r) = &raw.require_tool_first {
-        b = b.require_tool_first(r.value);
-    }
-    if let Some(m) = &raw.model {
-        b = b.model(m.value.clone());
-    }
-    for ex in &raw.examples {
-        b = b.example(ex.input.value.clone(), ex.output.value.clone());
-    }
-    b
+    .with_def(def)
 }
 
 /// The builder's problems as diagnostics, each at its place in the file.
 pub(crate) fn to_diagnostics(raw: &RawSpec, e: &SpecError) -> Vec<Diagnostic> {
     let file = raw.path.display().to_string();
-    let spec = is_valid_name(&raw.name.value).then(|| raw.name.value.clone());
+    let spec = is_valid_name(&raw.def.name).then(|| raw.def.name.clone());
     e.problems
         .iter()
         .map(|p| {

@@ -42,7 +42,7 @@ impl SpecEntry {
 
     /// Where the spec's name was written.
     pub(super) fn name_pos(&self) -> Pos {
-        self.raw.as_ref().map_or(Pos::START, |r| r.name.pos)
+        self.raw.as_ref().map_or(Pos::START, |r| r.at.name)
     }
 }
 

@@ -139,7 +139,10 @@ fn compare_pair(o: &SpecEntry, n: &SpecEntry) -> Vec<Diagnostic> {
         let pos = n
             .raw
             .as_ref()
-            .and_then(|r| r.tools.iter().find(|x| &x.value == t).map(|x| x.pos))
+            .and_then(|r| {
+                let k = r.def.tools.iter().position(|x| x == t)?;
+                r.at.tools.get(k).copied()
+            })
             .unwrap_or_else(|| n.name_pos());
         out.push(diag(
             n,

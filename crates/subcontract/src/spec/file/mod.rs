@@ -25,6 +25,8 @@ use toml::Spanned;
 
 pub(crate) use crate::diag::shown;
 use crate::diag::{codes, Diagnostic, LineIndex, Pos};
+use crate::spec::core::SpecDef;
+use crate::spec::Limits;
 
 pub(crate) use keys::suggest;
 #[cfg(test)]
@@ -32,7 +34,7 @@ use keys::MODEL_KEYS;
 use keys::{EXAMPLE_KEYS, LIMIT_KEYS, TOP_KEYS};
 use keys::{IN_LIMITS, TOP_LEVEL};
 pub(crate) use positions::PositionMap;
-pub(crate) use raw::{Located, RawExample, RawLimits, RawSampling, RawSpec};
+pub(crate) use raw::{Located, RawExample, RawSpec, Written};
 
 pub(crate) use crate::tool::is_valid_name;
 
@@ -228,29 +230,33 @@ impl Parser<'_> {
         let tools = fields
             .get("tools")
             .map_or_else(Vec::new, |(_, v)| self.tools(v));
-        let model = fields
-            .get("model")
-            .map(|(_, v)| self.model(v))
-            .unwrap_or_default();
-        let output_mode = fields
-            .get("output_mode")
-            .and_then(|(_, v)| self.output_mode(v));
-        let prompt_cache = fields
-            .get("prompt_cache")
-            .and_then(|(_, v)| self.prompt_cache(v));
-        let require_tool_first = fields
-            .get("require_tool_first")
-            .and_then(|(_, v)| self.boolean("require_tool_first", v));
-        let limits = match fields.get("limits") {
-            Some((_, v)) => match v.get_ref() {
-                DeValue::Table(t) => self.limits(t),
-                other => {
-                    self.invalid_type(v, "limits", "a table ([limits])", other);
-                    RawLimits::default()
-                }
-            },
-            None => RawLimits::default(),
-        };
+        let mut def = SpecDef::default();
+        let mut at = Written::default();
+        if let Some((_, v)) = fields.get("model") {
+            self.model(v, &mut def, &mut at);
+        }
+        if let Some((_, v)) = fields.get("output_mode") {
+            let mode = self.output_mode(v);
+            if let Some(mode) = at.put("output_mode", mode) {
+                def.output_mode = mode;
+            }
+        }
+        if let Some((_, v)) = fields.get("prompt_cache") {
+            let cache = self.prompt_cache(v);
+            def.prompt_cache = at.put("prompt_cache", cache);
+        }
+        if let Some((_, v)) = fields.get("require_tool_first") {
+            let on = self.boolean("require_tool_first", v);
+            if let Some(on) = at.put("require_tool_first", on) {
+                def.require_tool_first = on;
+            }
+        }
+        if let Some((_, v)) = fields.get("limits") {
+            match v.get_ref() {
+                DeValue::Table(t) => self.limits(t, &mut def.limits, &mut at),
+                other => self.invalid_type(v, "limits", "a table ([limits])", other),
+            }
+        }
         let input = self.schema("input", fields.get("input").copied());
         let output = self.schema("output", fields.get("output").copied());
         let examples = match fields.get("examples") {
@@ -278,15 +284,16 @@ impl Parser<'_> {
             // Too broken to build, so the builder will not check the limits and sampling
             // settings: ask it here, so one run still shows every mistake.
             let mut problems = Vec::new();
-            crate::spec::builder::limit_problems(&limits.to_limits(), &mut problems);
-            crate::spec::builder::sampling_problems(&model.sampling.to_sampling(), &mut problems);
+            crate::spec::builder::limit_problems(&def.limits, &mut problems);
+            crate::spec::builder::sampling_problems(&def.sampling, &mut problems);
             for p in problems {
-                let (at, table) = match p.at {
-                    crate::spec::SpecLocation::Limit(key) => (limits.pos(key), "limits"),
-                    crate::spec::SpecLocation::Sampling(key) => (model.sampling.pos(key), "model"),
-                    _ => (None, "limits"),
+                let (key, table) = match p.at {
+                    crate::spec::SpecLocation::Limit(key) => (key, "limits"),
+                    crate::spec::SpecLocation::Sampling(key) => (key, "model"),
+                    _ => ("", "limits"),
                 };
                 let pos = at
+                    .pos(key)
                     .or_else(|| positions.locate(&[table]))
                     .unwrap_or(Pos::START);
                 self.error_at(pos, p.code, p.message);
@@ -294,18 +301,16 @@ impl Parser<'_> {
         }
         let spec = match (name, description, system, input, output) {
             (Some(name), Some(description), Some(system), Some(input), Some(output)) => {
+                (def.name, at.name) = (name.value, name.pos);
+                (def.description, at.description) = (description.value, description.pos);
+                (def.system, at.system) = (system.value, system.pos);
+                let (names, pos): (Vec<String>, Vec<Pos>) =
+                    tools.into_iter().map(|t| (t.value, t.pos)).unzip();
+                (def.tools, at.tools) = (names.into(), pos);
                 Some(RawSpec {
                     path: path.to_owned(),
-                    name,
-                    description,
-                    system,
-                    tools,
-                    model: model.name,
-                    sampling: model.sampling,
-                    output_mode,
-                    prompt_cache,
-                    require_tool_first,
-                    limits,
+                    def,
+                    at,
                     input,
                     output,
                     examples,
@@ -430,46 +435,62 @@ impl Parser<'_> {
         }
         tools
     }
-    fn limits(&mut self, table: &DeTable<'_>) -> RawLimits {
-        let mut limits = RawLimits::default();
+    /// The `[limits]` table: each value converted to its [`Limits`] field's type (zero passes:
+    /// the spec builder checks limits) and stored there, its position noted under the field's
+    /// name.
+    fn limits(&mut self, table: &DeTable<'_>, limits: &mut Limits, at: &mut Written) {
+        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        // Read with `u32::MAX` as their most, so the conversion cannot fail.
+        let narrow = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         for (key, v) in table.iter() {
             match key.get_ref().as_ref() {
-                "max_turns" => {
-                    limits.max_turns = self
-                        .limit_int("max_turns", v, u64::from(u32::MAX))
-                        .and_then(|l| {
-                            Some(Located {
-                                value: u32::try_from(l.value).ok()?,
-                                pos: l.pos,
-                            })
-                        });
+                k @ "max_turns" => {
+                    let n = self.limit_int(k, v, u64::from(u32::MAX));
+                    if let Some(n) = at.put("max_turns", n) {
+                        limits.max_turns = narrow(n);
+                    }
                 }
-                "max_cost_usd" => limits.max_cost_usd = self.cost(v),
+                "max_cost_usd" => {
+                    let usd = self.cost(v);
+                    if let Some(usd) = at.put("max_cost_usd", usd) {
+                        limits.max_cost_usd = Some(usd);
+                    }
+                }
                 k @ "max_tokens_per_turn" => {
-                    limits.max_tokens_per_turn =
-                        self.limit_int(k, v, u64::from(u32::MAX)).and_then(|l| {
-                            Some(Located {
-                                value: u32::try_from(l.value).ok()?,
-                                pos: l.pos,
-                            })
-                        });
+                    let n = self.limit_int(k, v, u64::from(u32::MAX));
+                    if let Some(n) = at.put("max_tokens_per_turn", n) {
+                        limits.max_tokens_per_turn = narrow(n);
+                    }
                 }
-                "timeout_secs" => limits.timeout_secs = self.limit_int("timeout_secs", v, u64::MAX),
-                "max_output_chars" => {
-                    limits.max_output_chars = self.limit_int("max_output_chars", v, u64::MAX);
+                k @ "timeout_secs" => {
+                    let secs = self.limit_int(k, v, u64::MAX);
+                    if let Some(secs) = at.put("timeout", secs) {
+                        limits.timeout = std::time::Duration::from_secs(secs);
+                    }
+                }
+                k @ "max_output_chars" => {
+                    let n = self.limit_int(k, v, u64::MAX);
+                    if let Some(n) = at.put("max_output_chars", n) {
+                        limits.max_output_chars = size(n);
+                    }
                 }
                 k @ "max_tool_calls_per_turn" => {
-                    limits.max_tool_calls_per_turn = self.limit_int(k, v, u64::MAX);
+                    let n = self.limit_int(k, v, u64::MAX);
+                    if let Some(n) = at.put("max_tool_calls_per_turn", n) {
+                        limits.max_tool_calls_per_turn = size(n);
+                    }
                 }
                 k @ "max_tool_result_chars_per_turn" => {
-                    limits.max_tool_result_chars_per_turn = self.limit_int(k, v, u64::MAX);
+                    let n = self.limit_int(k, v, u64::MAX);
+                    if let Some(n) = at.put("max_tool_result_chars_per_turn", n) {
+                        limits.max_tool_result_chars_per_turn = size(n);
+                    }
                 }
                 _ => {
                     self.unknown_key(key, LIMIT_KEYS, IN_LIMITS);
                 }
             }
         }
-        limits
     }
     /// `[input]` or `[output]`: a table, converted to JSON.
     fn schema(

@@ -3,13 +3,12 @@
 
 use std::path::PathBuf;
 
-use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::PositionMap;
 use crate::diag::Pos;
-use crate::model::Sampling;
-use crate::spec::{Limits, OutputMode, SpecLocation};
+use crate::spec::core::SpecDef;
+use crate::spec::SpecLocation;
 
 /// A value and the position it was written at (the value's own position, e.g. the opening quote
 /// of a string or the `[input]` header of a table).
@@ -21,60 +20,39 @@ pub(crate) struct Located<T> {
     pub pos: Pos,
 }
 
-/// The `[limits]` table as written, converted to each limit's type but not checked (zero
-/// passes: the spec builder checks limits). A key is `None` when absent or not of its type
-/// (those have a `bad-limits` diagnostic).
+/// Where the settings of a spec file were written: each value's position, for diagnostics.
+/// The values themselves are in the spec's [`SpecDef`].
 #[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct RawLimits {
-    /// Model turns the sub-agent may take.
-    pub max_turns: Option<Located<u32>>,
-    /// Spending cap in US dollars, exact.
-    pub max_cost_usd: Option<Located<Decimal>>,
-    /// Wall-clock limit for one run, in seconds.
-    pub timeout_secs: Option<Located<u64>>,
-    /// Longest compact JSON output the parent may receive, in characters.
-    pub max_output_chars: Option<Located<u64>>,
-    /// Output tokens of one model call (what each call reserves).
-    pub max_tokens_per_turn: Option<Located<u32>>,
-    /// Tool calls of one model response that run.
-    pub max_tool_calls_per_turn: Option<Located<u64>>,
-    /// Characters the tool results of one turn may add to the conversation.
-    pub max_tool_result_chars_per_turn: Option<Located<u64>>,
+pub(crate) struct Written {
+    /// The `name` value.
+    pub name: Pos,
+    /// The `description` value.
+    pub description: Pos,
+    /// The `system` value, or the `system_file` value for a prompt read from a file.
+    pub system: Pos,
+    /// Each tool of [`SpecDef::tools`], by index.
+    pub tools: Vec<Pos>,
+    /// Every other setting written with a value of its type, by its field name in
+    /// [`SpecDef`], [`Limits`](crate::spec::Limits) or [`Sampling`](crate::model::Sampling)
+    /// (`model`, `max_turns`, `timeout`, `temperature`, …): the names [`SpecLocation`] uses.
+    pub settings: Vec<(&'static str, Pos)>,
 }
 
-/// The sampling settings of a `[model]` table, as written, not range-checked (the spec builder
-/// checks them). A key is `None` when absent or not of its type (those have a diagnostic).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(crate) struct RawSampling {
-    /// Sampling temperature.
-    pub temperature: Option<Located<f64>>,
-    /// Nucleus sampling mass.
-    pub top_p: Option<Located<f64>>,
-    /// Sampling seed.
-    pub seed: Option<Located<u64>>,
-}
-
-impl RawSampling {
-    /// The settings as the spec builder takes them. A value is narrowed to `f32` here; one too
-    /// large for it becomes infinite, which the builder's range check refuses.
-    pub(crate) fn to_sampling(&self) -> Sampling {
-        #[allow(clippy::cast_possible_truncation)]
-        let narrow = |v: &Option<Located<f64>>| v.as_ref().map(|v| v.value as f32);
-        Sampling {
-            temperature: narrow(&self.temperature),
-            top_p: narrow(&self.top_p),
-            seed: self.seed.as_ref().map(|v| v.value),
-        }
+impl Written {
+    /// Where the setting with this field name was written, if it was.
+    pub(crate) fn pos(&self, key: &str) -> Option<Pos> {
+        self.settings
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, p)| *p)
     }
 
-    /// Where a setting was written, by its [`Sampling`] field name.
-    pub(crate) fn pos(&self, key: &str) -> Option<Pos> {
-        match key {
-            "temperature" => self.temperature.as_ref().map(|v| v.pos),
-            "top_p" => self.top_p.as_ref().map(|v| v.pos),
-            "seed" => self.seed.as_ref().map(|v| v.pos),
-            _ => None,
-        }
+    /// A value read for the setting `key`: its position noted here, its value handed on for
+    /// the caller to store. `None` (not written, or not of its type) notes nothing.
+    pub(crate) fn put<T>(&mut self, key: &'static str, v: Option<Located<T>>) -> Option<T> {
+        let v = v?;
+        self.settings.push((key, v.pos));
+        Some(v.value)
     }
 }
 
@@ -105,27 +83,14 @@ pub(crate) struct RawExample {
 pub(crate) struct RawSpec {
     /// The spec file's path, as given.
     pub path: PathBuf,
-    /// The tool name a host sees (may be invalid; see the diagnostics).
-    pub name: Located<String>,
-    /// What the tool does, for the host model.
-    pub description: Located<String>,
-    /// The system prompt: `system`, or the contents of `system_file` (positioned at the
-    /// `system_file` value).
-    pub system: Located<String>,
-    /// Tools the sub-agent may use, in file order.
-    pub tools: Vec<Located<String>>,
-    /// `provider:model`, when the spec names one (`model = "…"`, or `name` in `[model]`).
-    pub model: Option<Located<String>>,
-    /// The sampling settings of the `[model]` table.
-    pub sampling: RawSampling,
-    /// `output_mode`, when written.
-    pub output_mode: Option<Located<OutputMode>>,
-    /// `prompt_cache`, when written.
-    pub prompt_cache: Option<Located<crate::model::PromptCache>>,
-    /// `require_tool_first`, when written.
-    pub require_tool_first: Option<Located<bool>>,
-    /// The `[limits]` table.
-    pub limits: RawLimits,
+    /// The settings, as the builder takes them: what the file wrote, each converted to its
+    /// type but not checked (zero limits and out-of-range sampling pass: the builder checks
+    /// them), and the default for a key absent or not of its type (those have a diagnostic).
+    /// The name may be invalid (see the diagnostics). Its `examples` stay empty: each is in
+    /// [`examples`](Self::examples), with where it was written.
+    pub def: SpecDef,
+    /// Where each setting was written.
+    pub at: Written,
     /// The `[input]` JSON Schema, converted from TOML.
     pub input: Located<Value>,
     /// The `[output]` JSON Schema, converted from TOML.
@@ -136,52 +101,6 @@ pub(crate) struct RawSpec {
     pub positions: PositionMap,
 }
 
-impl RawLimits {
-    /// The limits as the spec builder takes them: defaults for what is not written.
-    pub(crate) fn to_limits(&self) -> Limits {
-        let mut limits = Limits::default();
-        let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        if let Some(v) = &self.max_turns {
-            limits.max_turns = v.value;
-        }
-        if let Some(v) = &self.max_cost_usd {
-            limits.max_cost_usd = Some(v.value);
-        }
-        if let Some(v) = &self.timeout_secs {
-            limits.timeout = std::time::Duration::from_secs(v.value);
-        }
-        if let Some(v) = &self.max_output_chars {
-            limits.max_output_chars = size(v.value);
-        }
-        if let Some(v) = &self.max_tokens_per_turn {
-            limits.max_tokens_per_turn = v.value;
-        }
-        if let Some(v) = &self.max_tool_calls_per_turn {
-            limits.max_tool_calls_per_turn = size(v.value);
-        }
-        if let Some(v) = &self.max_tool_result_chars_per_turn {
-            limits.max_tool_result_chars_per_turn = size(v.value);
-        }
-        limits
-    }
-
-    /// Where the value of a limit was written, by its [`Limits`] field name.
-    pub(crate) fn pos(&self, key: &str) -> Option<Pos> {
-        match key {
-            "max_turns" => self.max_turns.as_ref().map(|v| v.pos),
-            "max_cost_usd" => self.max_cost_usd.as_ref().map(|v| v.pos),
-            "timeout" => self.timeout_secs.as_ref().map(|v| v.pos),
-            "max_output_chars" => self.max_output_chars.as_ref().map(|v| v.pos),
-            "max_tokens_per_turn" => self.max_tokens_per_turn.as_ref().map(|v| v.pos),
-            "max_tool_calls_per_turn" => self.max_tool_calls_per_turn.as_ref().map(|v| v.pos),
-            "max_tool_result_chars_per_turn" => {
-                self.max_tool_result_chars_per_turn.as_ref().map(|v| v.pos)
-            }
-            _ => None,
-        }
-    }
-}
-
 impl RawSpec {
     /// The line and column of a builder problem's location in this file: the value written
     /// for a name, tool or limit, the key of a schema location (or its nearest written
@@ -189,19 +108,19 @@ impl RawSpec {
     pub(crate) fn locate(&self, at: &SpecLocation) -> Pos {
         let p = &self.positions;
         match at {
-            SpecLocation::Name => self.name.pos,
-            SpecLocation::Description => self.description.pos,
-            SpecLocation::Tool(i) => self.tools.get(*i).map_or(self.name.pos, |t| t.pos),
+            SpecLocation::Name => self.at.name,
+            SpecLocation::Description => self.at.description,
+            SpecLocation::Tool(i) => self.at.tools.get(*i).copied().unwrap_or(self.at.name),
             SpecLocation::Limit(key) => self
-                .limits
+                .at
                 .pos(key)
                 .or_else(|| p.locate(&["limits"]))
-                .unwrap_or(self.name.pos),
+                .unwrap_or(self.at.name),
             SpecLocation::Sampling(key) => self
-                .sampling
+                .at
                 .pos(key)
                 .or_else(|| p.locate(&["model"]))
-                .unwrap_or(self.name.pos),
+                .unwrap_or(self.at.name),
             SpecLocation::Schema { which, pointer } => p.locate_pointer(which, pointer),
             SpecLocation::MaxOutputChars => p
                 .locate(&["limits", "max_output_chars"])
@@ -218,7 +137,7 @@ impl RawSpec {
     /// violation names. `index` counts the examples this spec kept.
     fn locate_example(&self, index: usize, side: &str, instance_path: &str) -> Pos {
         let Some(x) = self.examples.get(index) else {
-            return self.name.pos;
+            return self.at.name;
         };
         let mut path: Vec<String> = vec!["examples".into(), x.index.to_string(), side.into()];
         let mut best = self

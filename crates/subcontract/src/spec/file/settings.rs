@@ -7,57 +7,64 @@
 use toml::de::DeValue;
 
 use super::keys::{suggest, IN_MODEL, MODEL_KEYS};
-use super::{shown, Item, Located, Parser, RawSampling};
+use super::{shown, Item, Located, Parser, Written};
 use crate::diag::codes;
 use crate::model::PromptCache;
+use crate::spec::core::SpecDef;
 use crate::spec::OutputMode;
-
-/// What the `model` key held.
-#[derive(Default)]
-pub(super) struct ModelSetting {
-    pub(super) name: Option<Located<String>>,
-    pub(super) sampling: RawSampling,
-}
 
 impl Parser<'_> {
     /// `model = "provider:model"` as before, or a `[model]` table of `name` (optional: absent,
-    /// the caller's model is used) and sampling settings.
-    pub(super) fn model(&mut self, v: &Item<'_>) -> ModelSetting {
+    /// the caller's model is used) and sampling settings; each value read into `def`, and
+    /// where it was into `at`.
+    pub(super) fn model(&mut self, v: &Item<'_>, def: &mut SpecDef, at: &mut Written) {
         let expected = "a string such as \"openai:gpt-4.1-mini\", or a [model] table \
                         (name, temperature, top_p, seed)";
+        // Narrowed to `f32` here; a value too large for it becomes infinite, which the
+        // builder's range check refuses.
+        #[allow(clippy::cast_possible_truncation)]
+        let narrow = |x: f64| x as f32;
         match v.get_ref() {
-            DeValue::String(_) => ModelSetting {
-                name: self.model_name("model", v, expected),
-                sampling: RawSampling::default(),
-            },
+            DeValue::String(_) => {
+                let name = self.model_name("model", v, expected);
+                if let Some(m) = at.put("model", name) {
+                    def.model = Some(m);
+                }
+            }
             DeValue::Table(t) => {
-                let mut out = ModelSetting::default();
                 for (key, item) in t.iter() {
                     match key.get_ref().as_ref() {
                         "name" => {
-                            out.name = self.model_name(
-                                "name",
-                                item,
-                                "a string such as \"openai:gpt-4.1-mini\"",
-                            );
+                            let expected = "a string such as \"openai:gpt-4.1-mini\"";
+                            let name = self.model_name("name", item, expected);
+                            if let Some(m) = at.put("model", name) {
+                                def.model = Some(m);
+                            }
                         }
-                        k @ "temperature" => out.sampling.temperature = self.float(k, item),
-                        k @ "top_p" => out.sampling.top_p = self.float(k, item),
+                        k @ "temperature" => {
+                            if let Some(x) = at.put("temperature", self.float(k, item)) {
+                                def.sampling.temperature = Some(narrow(x));
+                            }
+                        }
+                        k @ "top_p" => {
+                            if let Some(x) = at.put("top_p", self.float(k, item)) {
+                                def.sampling.top_p = Some(narrow(x));
+                            }
+                        }
                         k @ "seed" => {
-                            out.sampling.seed = self.int(k, item, u64::MAX, codes::INVALID_VALUE);
+                            let seed = self.int(k, item, u64::MAX, codes::INVALID_VALUE);
+                            if let Some(x) = at.put("seed", seed) {
+                                def.sampling.seed = Some(x);
+                            }
                         }
                         _ => {
                             self.unknown_key(key, MODEL_KEYS, IN_MODEL);
                         }
                     }
                 }
-                out
             }
-            _ if v.span().is_empty() => ModelSetting::default(),
-            other => {
-                self.invalid_type(v, "model", expected, other);
-                ModelSetting::default()
-            }
+            _ if v.span().is_empty() => {}
+            other => self.invalid_type(v, "model", expected, other),
         }
     }
 

@@ -82,7 +82,7 @@ fn the_readmes_spec_parses_cleanly() {
         .expect("the section shows a spec");
     let (spec, diags) = parse(block);
     assert!(diags.is_empty(), "{diags:#?}");
-    assert_eq!(spec.expect("spec").name.value, "research_topic");
+    assert_eq!(spec.expect("spec").def.name, "research_topic");
 }
 
 #[test]
@@ -91,31 +91,27 @@ fn design_example_parses_cleanly() {
     assert!(diags.is_empty(), "{diags:#?}");
     let spec = spec.expect("spec");
     assert_eq!(spec.path, Path::new("specs/t.toml"));
-    assert_eq!(spec.name.value, "research_topic");
-    assert_eq!(spec.name.pos, p(1, 8));
-    assert!(spec.description.value.starts_with("Investigate a topic"));
-    assert_eq!(spec.description.pos, p(2, 15));
-    assert_eq!(spec.system.value, "You are a focused researcher. ...");
+    assert_eq!(spec.def.name, "research_topic");
+    assert_eq!(spec.at.name, p(1, 8));
+    assert!(spec.def.description.starts_with("Investigate a topic"));
+    assert_eq!(spec.at.description, p(2, 15));
+    assert_eq!(spec.def.system, "You are a focused researcher. ...");
     let tools: Vec<_> = spec
+        .def
         .tools
         .iter()
-        .map(|t| (t.value.as_str(), t.pos))
+        .zip(&spec.at.tools)
+        .map(|(t, &pos)| (t.as_str(), pos))
         .collect();
     assert_eq!(tools, [("read_file", p(4, 10)), ("grep", p(4, 23))]);
-    assert_eq!(spec.model.as_ref().unwrap().value, "openai:gpt-4.1-mini");
+    assert_eq!(spec.def.model.as_deref(), Some("openai:gpt-4.1-mini"));
 
-    let l = &spec.limits;
-    assert_eq!(
-        l.max_turns,
-        Some(Located {
-            value: 8,
-            pos: p(8, 13)
-        })
-    );
-    assert_eq!(l.max_cost_usd.as_ref().unwrap().value, Decimal::new(20, 2));
-    assert_eq!(l.max_cost_usd.as_ref().unwrap().pos, p(9, 16));
-    assert_eq!(l.timeout_secs.as_ref().unwrap().value, 120);
-    assert_eq!(l.max_output_chars.as_ref().unwrap().value, 4000);
+    let l = &spec.def.limits;
+    assert_eq!((l.max_turns, spec.at.pos("max_turns")), (8, Some(p(8, 13))));
+    assert_eq!(l.max_cost_usd, Some(Decimal::new(20, 2)));
+    assert_eq!(spec.at.pos("max_cost_usd"), Some(p(9, 16)));
+    assert_eq!(l.timeout, std::time::Duration::from_secs(120));
+    assert_eq!(l.max_output_chars, 4000);
 
     assert_eq!(
         spec.input.value,
@@ -369,7 +365,7 @@ fn invalid_names() {
     // An invalid name is not a "known" name for the spec field.
     assert!(diags.iter().all(|d| d.spec.is_none()));
     let spec = spec.unwrap();
-    let tools: Vec<_> = spec.tools.iter().map(|t| t.value.as_str()).collect();
+    let tools: Vec<_> = spec.def.tools.iter().map(String::as_str).collect();
     assert_eq!(tools, ["ok"]);
 
     let long = "x".repeat(65);
@@ -447,7 +443,7 @@ fn system_and_system_file_are_exclusive() {
     let (spec, diags) = parse(&src);
     assert_eq!(summary(&diags), [("invalid-value", 4, 1)]);
     // The inline prompt is kept so later checks can still run.
-    assert_eq!(spec.unwrap().system.value, "p");
+    assert_eq!(spec.unwrap().def.system, "p");
 }
 
 #[test]
@@ -461,9 +457,9 @@ fn system_file_is_resolved_relative_to_the_spec() {
 
     let (spec, diags) = parse_spec_file(&spec_path).unwrap();
     assert!(diags.is_empty(), "{diags:#?}");
-    let system = spec.unwrap().system;
-    assert_eq!(system.value, "You research.\n");
-    assert_eq!(system.pos, p(3, 15));
+    let spec = spec.unwrap();
+    assert_eq!(spec.def.system, "You research.\n");
+    assert_eq!(spec.at.system, p(3, 15));
 
     let missing = MINIMAL.replace("system = \"p\"", "system_file = \"prompts/nope.md\"");
     let (spec, diags) = parse_spec(&spec_path, &missing);
@@ -488,16 +484,7 @@ max_output_chars = 0
     // problem lands on its value.
     let (spec, diags) = parse(&format!("{MINIMAL}{src}"));
     assert!(diags.is_empty(), "{diags:#?}");
-    assert_eq!(
-        spec.as_ref()
-            .unwrap()
-            .limits
-            .max_turns
-            .as_ref()
-            .unwrap()
-            .value,
-        0
-    );
+    assert_eq!(spec.as_ref().unwrap().def.limits.max_turns, 0);
     let diags = crate::spec::load_spec_str(Path::new("specs/t.toml"), &format!("{MINIMAL}{src}"))
         .unwrap_err()
         .diagnostics
@@ -541,9 +528,9 @@ max_output_chars = 1.5
         diags[1].message,
         "`timeout_secs` must be a positive integer, found string"
     );
-    let limits = spec.unwrap().limits;
-    assert_eq!(limits.max_cost_usd.unwrap().value, Decimal::new(-15, 1));
-    assert_eq!(limits.max_turns, None);
+    let spec = spec.unwrap();
+    assert_eq!(spec.def.limits.max_cost_usd, Some(Decimal::new(-15, 1)));
+    assert_eq!(spec.at.pos("max_turns"), None);
 
     let src = "[limits]\nmax_turns = 4294967296\nmax_cost_usd = \"twenty cents\"\n";
     let (_, diags) = parse(&format!("{MINIMAL}{src}"));
@@ -560,7 +547,7 @@ fn cost_as_decimal_string_and_as_number() {
     let cost = |v: &str| {
         let (spec, diags) = parse(&format!("{MINIMAL}[limits]\nmax_cost_usd = {v}\n"));
         assert!(diags.is_empty(), "{v}: {diags:#?}");
-        spec.unwrap().limits.max_cost_usd.unwrap().value
+        spec.unwrap().def.limits.max_cost_usd.unwrap()
     };
     let d = cost("\"0.20\"");
     assert_eq!((d, d.scale()), (Decimal::new(20, 2), 2));
@@ -740,7 +727,7 @@ fn huge_file() {
     let (spec, diags) = parse(&src);
     assert!(diags.is_empty(), "{:?}", summary(&diags));
     let spec = spec.unwrap();
-    assert_eq!(spec.description.value.len(), 5_000_000);
+    assert_eq!(spec.def.description.len(), 5_000_000);
     assert_eq!(
         spec.positions.locate(&["output", "properties", "p199999"]),
         Some(p(200_011, 1))
@@ -846,10 +833,10 @@ fn model_as_a_string_or_a_table_with_sampling_settings() {
     let (raw, diags) = parse(&src);
     assert!(diags.is_empty(), "{diags:#?}");
     let raw = raw.unwrap();
-    assert_eq!(raw.model.as_ref().unwrap().pos, p(12, 8));
-    assert_eq!(raw.sampling.temperature.as_ref().unwrap().pos, p(13, 15));
-    assert_eq!(raw.sampling.top_p.as_ref().unwrap().value, 1.0);
-    assert_eq!(raw.sampling.seed.as_ref().unwrap().pos, p(15, 8));
+    assert_eq!(raw.at.pos("model"), Some(p(12, 8)));
+    assert_eq!(raw.at.pos("temperature"), Some(p(13, 15)));
+    assert_eq!(raw.def.sampling.top_p, Some(1.0));
+    assert_eq!(raw.at.pos("seed"), Some(p(15, 8)));
     let spec = crate::spec::load_spec_str(Path::new("t.toml"), &src).expect("valid");
     assert_eq!(spec.model(), Some("anthropic:claude-sonnet-4-5"));
     assert_eq!(
@@ -1142,7 +1129,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     let (spec, diags) = parse(&src);
     assert!(diags.is_empty(), "{diags:#?}");
     let raw = spec.unwrap();
-    assert_eq!(raw.limits.to_limits().max_tool_result_chars_per_turn, 1);
+    assert_eq!(raw.def.limits.max_tool_result_chars_per_turn, 1);
     assert!(crate::spec::load_spec_str(Path::new("t.toml"), &src).is_ok());
     let exclusive = ["system_file"]; // with `system`, an error of its own (tested above)
     for key in LIMIT_KEYS
