@@ -83,8 +83,9 @@ fn content(v: &Value) -> String {
 
 /// The span of one run (not entered: the run's future is instrumented with it).
 pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
-    // Field values are evaluated only when a subscriber wants the span.
-    let (provider, model) = provider_model(ctx.model().id());
+    // Field values are evaluated only when a subscriber wants the span, so the model's id is
+    // split there: a run with no subscriber does not pay for it.
+    let id: &str = ctx.model_id();
     let span = tracing::info_span!(
         target: TARGET,
         "invoke_agent",
@@ -92,10 +93,10 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
         otel.kind = "internal",
         otel.status_code = Empty,
         gen_ai.operation.name = "invoke_agent",
-        gen_ai.provider.name = provider,
+        gen_ai.provider.name = provider_model(id).0,
         gen_ai.agent.name = %spec.def.name,
         gen_ai.agent.description = Empty,
-        gen_ai.request.model = model,
+        gen_ai.request.model = provider_model(id).1,
         gen_ai.usage.input_tokens = Empty,
         gen_ai.usage.output_tokens = Empty,
         gen_ai.usage.cache_read.input_tokens = Empty,
@@ -132,16 +133,17 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
 /// The span of one model call; `system` and `messages` are recorded only when content is
 /// captured.
 pub(crate) fn chat_span(ctx: &Ctx, system: &str, messages: &[Message], max_tokens: u32) -> Span {
-    let (provider, model) = provider_model(ctx.model().id());
+    // Split where a subscriber wants the span only, as in `agent_span`.
+    let id: &str = ctx.model_id();
     let span = tracing::info_span!(
         target: TARGET,
         "chat",
-        otel.name = %format_args!("chat {model}"),
+        otel.name = %format_args!("chat {}", provider_model(id).1),
         otel.kind = "client",
         otel.status_code = Empty,
         gen_ai.operation.name = "chat",
-        gen_ai.provider.name = provider,
-        gen_ai.request.model = model,
+        gen_ai.provider.name = provider_model(id).0,
+        gen_ai.request.model = provider_model(id).1,
         gen_ai.request.max_tokens = max_tokens,
         gen_ai.response.model = Empty,
         gen_ai.response.finish_reasons = Empty,
@@ -243,10 +245,17 @@ pub(crate) enum Detail<'a> {
 /// the one place a span's result is written. A run's end goes on its `invoke_agent` span, a
 /// model call on its `chat` span (which ends when its holder drops it), a tool call on its
 /// `execute_tool` span; other events mark no span.
+///
+/// Inlined down to the check, so that a span no subscriber wants costs a branch.
+#[inline]
 pub(crate) fn record(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
-    if span.is_disabled() {
-        return;
+    if !span.is_disabled() {
+        record_on(span, ctx, kind, detail);
     }
+}
+
+/// [`record`] on a span a subscriber wants.
+fn record_on(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
     match kind {
         EventKind::Finished {
             outcome,

@@ -41,6 +41,7 @@ use crate::tool::{Tool, ToolOutput};
 
 /// Reports a moment: its span's result recorded from its event, then the event handed to the
 /// sinks. Both come from the one value, so they cannot disagree.
+#[inline]
 pub(super) fn report(ctx: &Ctx, span: &Span, kind: EventKind, detail: Detail<'_>) {
     telemetry::record(span, ctx, &kind, detail);
     ctx.emit(kind);
@@ -186,6 +187,7 @@ async fn reserve(ctx: &Ctx, worst: Decimal, turn: u32) -> Result<Reservation, Fa
 /// The budget step after an answered call: its actual cost settled. The amount reserved, and
 /// what the cost went past it by, if it did (a cost above the worst case exhausts every
 /// limited budget above this run).
+#[inline]
 fn settle(reservation: Reservation, cost: Decimal) -> (Decimal, Option<Decimal>) {
     let reserved = reservation.amount();
     reservation.settle(cost);
@@ -292,7 +294,22 @@ pub(super) async fn call_tool(
     let output = if let Err(v) = contract.validate(&args) {
         ToolOutput::error(wording::invalid_arguments(tool.name(), &v))
     } else {
-        match ask_gate(tool, &args, ctx).await {
+        // The gate step. A gate may be waiting on a person; a run that stops does not wait
+        // for the answer. (Written out here, not as a function of its own: an async step
+        // would be one more future to move on every call.)
+        let approval = ctx.gate().approve(ApprovalRequest {
+            run_id: ctx.run_id(),
+            spec: ctx.spec_name(),
+            depth: ctx.depth(),
+            tool: tool.name(),
+            arguments: &args,
+        });
+        let decision = tokio::select! {
+            biased;
+            _ = ctx.cancellation().cancelled() => Decision::Deny(wording::RUN_STOPPED.into()),
+            d = approval => d,
+        };
+        match decision {
             Decision::Deny(reason) => ToolOutput::error(wording::denied(&reason)),
             Decision::Allow => tool.call_checked(args, ctx).await,
         }
@@ -306,21 +323,4 @@ pub(super) async fn call_tool(
     let result = Detail::Result(&output.content);
     report(ctx, &Span::current(), event, result);
     output
-}
-
-/// The gate step: whether the call may run. A gate may be waiting on a person; a run that
-/// stops does not wait for the answer.
-async fn ask_gate(tool: &dyn Tool, args: &Value, ctx: &Ctx) -> Decision {
-    let approval = ctx.gate().approve(ApprovalRequest {
-        run_id: ctx.run_id(),
-        spec: ctx.spec_name(),
-        depth: ctx.depth(),
-        tool: tool.name(),
-        arguments: args,
-    });
-    tokio::select! {
-        biased;
-        _ = ctx.cancellation().cancelled() => Decision::Deny(wording::RUN_STOPPED.into()),
-        d = approval => d,
-    }
 }

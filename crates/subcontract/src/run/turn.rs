@@ -255,6 +255,8 @@ impl<'s> Plan<'s> {
     /// The model call of a turn making `req`, at the conversation so far: the request as it
     /// is sent, and what the policy steps need of it (see [`call_model`]). `first` says no
     /// call of this run has been answered yet.
+    // Inlined: its result is moved into the call's future at once, so built in place there.
+    #[inline]
     fn call<'a>(
         &'a self,
         spec: &SpecCore,
