@@ -159,6 +159,17 @@ struct Node {
     queue: Arc<Mutex<Queue>>,
 }
 
+/// `d`, or zero if it is negative: `Decimal::max` compares at a common scale, which costs more
+/// than this sign test on every model call's reservation and settlement.
+#[inline]
+fn non_negative(d: Decimal) -> Decimal {
+    if d.is_sign_negative() {
+        Decimal::ZERO
+    } else {
+        d
+    }
+}
+
 /// Locks `m`. Nothing panics while holding a budget lock in the middle of an update (each
 /// update is a handful of saturating additions), so a poisoned lock is still consistent.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -168,6 +179,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Node {
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Whether the node has a limit of its own, USD or calls.
+    fn is_limited(&self) -> bool {
+        self.limit_usd.is_some() || self.limit_calls.is_some()
     }
 
     /// This node and its ancestors, leaf first. Locks are always taken in this order (deeper
@@ -327,7 +343,7 @@ impl Budget {
     /// the next waiter through. Do not hold a [`Reservation`] of the same tree while awaiting
     /// this: the wait could be for that very reservation.
     pub async fn reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
-        let usd = usd.max(Decimal::ZERO);
+        let usd = non_negative(usd);
         let (id, rx) = {
             let mut q = lock(&self.node.queue);
             if let Some(e) = impossible(&self.node, usd) {
@@ -364,7 +380,7 @@ impl Budget {
     /// [`BudgetError::Usd`] (calls in flight hold too much) or [`BudgetError::Waiting`]
     /// (earlier reservations are waiting).
     pub fn try_reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
-        let usd = usd.max(Decimal::ZERO);
+        let usd = non_negative(usd);
         let q = lock(&self.node.queue);
         if let Some(e) = impossible(&self.node, usd) {
             return Err(e);
@@ -444,7 +460,9 @@ impl Drop for Unqueue<'_> {
 fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
     // The leaf-most refusal, unless an overspend anywhere explains it better.
     let mut refusal = None;
-    for n in node.chain() {
+    // A node with no limit can refuse nothing: an overspend is marked only on limited nodes.
+    // Skipped without its lock, which most nodes are (a run's tally, an unlimited root).
+    for n in node.chain().filter(|n| n.is_limited()) {
         let s = n.lock();
         if let Some(o) = s.overspent {
             return Some(BudgetError::Overspent {
@@ -556,7 +574,7 @@ fn settle_chain(node: &Node, usd: Decimal, actual: Option<Decimal>) {
     let mut cur = Some(node);
     while let Some(n) = cur {
         let mut s = n.lock();
-        s.reserved_usd = s.reserved_usd.saturating_sub(usd).max(Decimal::ZERO);
+        s.reserved_usd = non_negative(s.reserved_usd.saturating_sub(usd));
         s.reserved_calls = s.reserved_calls.saturating_sub(1);
         if let Some(a) = actual {
             s.spent_usd = s.spent_usd.saturating_add(a);
@@ -594,7 +612,7 @@ impl Reservation {
     /// USD limit is exhausted: its limit can no longer be guaranteed, so no further
     /// reservation under it succeeds ([`BudgetError::Overspent`]), and its waiters fail.
     pub fn settle(mut self, actual: Decimal) {
-        self.finish(Some(actual.max(Decimal::ZERO)));
+        self.finish(Some(non_negative(actual)));
     }
 
     fn finish(&mut self, actual: Option<Decimal>) {
