@@ -319,7 +319,8 @@ impl<O> RunResult<O> {
         let ended = match (self.output, self.error) {
             (Some(o), None) => f(o),
             (_, Some(e)) => Err(e),
-            // Only a caller's own edit of the public fields leaves neither.
+            // Unreachable from the library, whose results come from `ended`; kept total since
+            // the fields are public.
             (None, None) => Err(Failure::OutputType(format!(
                 "the run ended {} without an output",
                 self.outcome

@@ -212,7 +212,7 @@ async fn run_owned(
         repairs: st.rejections.repairs,
         grounding_rejections: st.rejections.ungrounded,
     };
-    policy::report(ctx, &tracing::Span::current(), finished, detail);
+    policy::report(ctx, tracing::Span::current(), finished, detail);
     RunResult::ended(
         ctx.run_id().to_string(),
         ended,

@@ -16,8 +16,10 @@
 //! A tool call ([`call_tool`]), run inside its `execute_tool` span: its arguments checked
 //! against the tool's contract, the gate asked, the tool run, its end reported.
 //!
-//! Every moment is reported once, as one [`EventKind`]: [`report`] records the span's result
-//! from that value ([`telemetry::record`]) and hands it to the sinks.
+//! The end of each model call, tool call and run is reported once, as one [`EventKind`]:
+//! [`report`] records its span's result from that value ([`telemetry::record`]), lets the
+//! span go, and hands the value to the sinks. (Other events, a run's start and its rejected
+//! outputs, mark no span and go to the sinks alone.)
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -39,11 +41,13 @@ use crate::outcome::Failure;
 use crate::telemetry::{self, Detail};
 use crate::tool::{Tool, ToolOutput};
 
-/// Reports a moment: its span's result recorded from its event, then the event handed to the
+/// Reports a moment: its span's result recorded from its event, the span let go (a model
+/// call's ends here, so its time is the call's, not the sinks'), then the event handed to the
 /// sinks. Both come from the one value, so they cannot disagree.
 #[inline]
-pub(super) fn report(ctx: &Ctx, span: &Span, kind: EventKind, detail: Detail<'_>) {
-    telemetry::record(span, ctx, &kind, detail);
+pub(super) fn report(ctx: &Ctx, span: Span, kind: EventKind, detail: Detail<'_>) {
+    telemetry::record(&span, ctx, &kind, detail);
+    drop(span);
     ctx.emit(kind);
 }
 
@@ -139,7 +143,7 @@ pub(super) async fn call_model<R>(
                 output_mode,
                 forced,
             };
-            return Err(failed.report(e, reservation, st, &chat, ctx));
+            return Err(failed.report(e, reservation, st, chat, ctx));
         }
     };
     st.turns = turn;
@@ -166,7 +170,7 @@ pub(super) async fn call_model<R>(
         forced,
         text_read_as,
     };
-    report(ctx, &chat, event, answer);
+    report(ctx, chat, event, answer);
     // 2. Budget, last.
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
         return Err(overbilled(response.usage, turn, cost, reserved, max_tokens));
@@ -245,7 +249,7 @@ impl FailedCall {
         e: ModelError,
         reservation: Reservation,
         st: &mut LoopState,
-        chat: &Span,
+        chat: Span,
         ctx: &Ctx,
     ) -> Failure {
         // A turn counts once the model answered: a call that failed before any answer (a
@@ -321,6 +325,6 @@ pub(super) async fn call_tool(
         duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
     };
     let result = Detail::Result(&output.content);
-    report(ctx, &Span::current(), event, result);
+    report(ctx, Span::current(), event, result);
     output
 }

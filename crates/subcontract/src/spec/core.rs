@@ -180,12 +180,13 @@ pub(crate) enum Source<'a> {
 pub(crate) type Decoder =
     dyn Fn(Source<'_>) -> Result<Box<dyn Any + Send>, Vec<Violation>> + Send + Sync;
 
-/// Everything a spec's author sets, and nothing derived from it. The builder's setters write
+/// What a spec's author sets, and nothing derived from it. The builder's setters write
 /// these fields, the spec-file loader fills them from its keys, and a built spec keeps them as
-/// they are: a new setting is one field here, its setter, and its file key.
+/// they are: a new setting is one field here, its setter, and (if files set it) its file key.
 ///
-/// The contracts are not here: they are given as schemas and decoders, and a built spec holds
-/// them compiled ([`SpecCore`]).
+/// Not here: the contracts, given as schemas and decoders and held compiled by a built spec
+/// ([`SpecCore`]), and the builder's `allow_unbounded_output`, a permission its build checks
+/// the output's bound against rather than a setting the spec keeps.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct SpecDef {
     /// The tool name a host sees.

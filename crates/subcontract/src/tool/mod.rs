@@ -1,6 +1,6 @@
 //! Tools: what a model can call. A sub-agent wrapped with [`SubAgentSpec::as_tool`] is one too.
 //!
-//! [`SubAgentSpec::as_tool`]: crate::spec::DynSpec::as_tool
+//! [`SubAgentSpec::as_tool`]: crate::SubAgentSpec::as_tool
 
 mod live;
 #[cfg(feature = "mcp-client")]
