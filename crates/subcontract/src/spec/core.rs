@@ -198,6 +198,7 @@ pub(crate) struct SpecDef {
     /// The tools it may use, by name. Shared: every root run's context holds the list too
     /// (`Ctx::for_root_run`).
     pub(crate) tools: Arc<[String]>,
+    /// Turns, money, time and size.
     pub(crate) limits: Limits,
     /// The model it asks for (`provider:model`), if not its parent's.
     pub(crate) model: Option<String>,
@@ -209,7 +210,7 @@ pub(crate) struct SpecDef {
     pub(crate) prompt_cache: Option<PromptCache>,
     /// Whether the first turn requires a call of one of the spec's own tools.
     pub(crate) require_tool_first: bool,
-    /// The small-model aids in use (all by default).
+    /// The small-model aids in use ([`Levers`] says which are on by default).
     pub(crate) levers: Levers,
     /// Contract examples (input, output), each validated when the spec is built.
     pub(crate) examples: Vec<(Value, Value)>,
