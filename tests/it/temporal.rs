@@ -135,42 +135,65 @@ impl Probe {
 /// A development server of its own, in memory, on free ports; ready when it answers.
 struct DevServer {
     probe: Probe,
-    _process: Killed,
+    process: Killed,
 }
 
 impl DevServer {
+    /// Starts one and waits until it answers. A server that exits before it answers (a port
+    /// another test's server took between our probe for a free one and its bind) is started
+    /// again on other ports, up to three times; one that neither answers nor exits fails the
+    /// test after 180 s (two cores shared with a language model can slow its start, never
+    /// this much).
     fn start() -> DevServer {
         let cli = temporal_cli();
-        let port = free_port();
-        let address = format!("127.0.0.1:{port}");
-        let process = Command::new(&cli)
-            .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
-            .args(["--http-port", &free_port().to_string()])
-            .args(["--metrics-port", &free_port().to_string()])
-            .args(["--log-level", "error"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the Temporal CLI starts");
-        let server = DevServer {
-            probe: Probe { cli, address },
-            _process: Killed(process),
-        };
-        let deadline = Instant::now() + Duration::from_secs(90);
-        while !server
-            .probe
-            .temporal(&["operator", "namespace", "describe", "default"])
-            .status
-            .success()
-        {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        let mut exits = Vec::new();
+        loop {
+            let port = free_port();
+            let address = format!("127.0.0.1:{port}");
+            let process = Command::new(&cli)
+                .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
+                .args(["--port", &port.to_string()])
+                .args(["--http-port", &free_port().to_string()])
+                .args(["--metrics-port", &free_port().to_string()])
+                .args(["--log-level", "error"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("the Temporal CLI starts");
+            let mut server = DevServer {
+                probe: Probe {
+                    cli: cli.clone(),
+                    address,
+                },
+                process: Killed(process),
+            };
+            loop {
+                if server
+                    .probe
+                    .temporal(&["operator", "namespace", "describe", "default"])
+                    .status
+                    .success()
+                {
+                    return server;
+                }
+                if let Ok(Some(status)) = server.process.0.try_wait() {
+                    exits.push(status.to_string());
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the Temporal development server did not answer within 180 s"
+                );
+                std::thread::sleep(Duration::from_millis(500));
+            }
             assert!(
-                Instant::now() < deadline,
-                "the Temporal development server did not answer within 90 s"
+                exits.len() < 3 && Instant::now() < deadline,
+                "the Temporal development server exited before it answered, {} times: {}",
+                exits.len(),
+                exits.join("; ")
             );
-            std::thread::sleep(Duration::from_millis(500));
         }
-        server
     }
 
     fn engine(&self) -> String {
