@@ -65,8 +65,6 @@ impl AgentTool {
                 // never turned back into a `Value` just for this copy (see `ToolOutput`).
                 let structured = value.downcast::<Value>().ok().map(|v| *v);
                 // The sources the child's output cites were checked against what the child
-                // read: the parent has consulted them through it, and may cite them too.
-                // The sources the child's output cites were checked against what the child
                 // read: the parent has consulted them through it, and may cite them too; a
                 // text the child grounded beside a citation is that source's for the parent.
                 let (cited, attributed) = match &self.spec.grounding {

@@ -56,12 +56,22 @@ impl RunResult<Decoded> {
 
 /// What a run's loop keeps as it goes, for the run's end: the turns taken, this run's own
 /// usage and cost, and the outputs it rejected.
+/// The outputs a run rejected, for its span's end (the events that report them mark no span
+/// of their own).
+#[derive(Debug, Default, Clone, Copy)]
+struct Rejections {
+    /// Outputs the contract rejected.
+    repairs: u32,
+    /// Valid outputs rejected as ungrounded.
+    ungrounded: u32,
+}
+
 #[derive(Default)]
 struct LoopState {
     turns: u32,
     usage: Usage,
     cost: Decimal,
-    rejections: policy::Rejections,
+    rejections: Rejections,
 }
 
 /// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as

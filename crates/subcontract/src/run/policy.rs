@@ -51,29 +51,6 @@ pub(super) fn report(ctx: &Ctx, span: Span, kind: EventKind, detail: Detail<'_>)
     ctx.emit(kind);
 }
 
-/// The outputs a run rejected, counted from their events as they are reported: its span's end
-/// reports the counts.
-#[derive(Debug, Default, Clone, Copy)]
-pub(super) struct Rejections {
-    /// Outputs the contract rejected.
-    pub(super) repairs: u32,
-    /// Valid outputs rejected as ungrounded.
-    pub(super) ungrounded: u32,
-}
-
-impl Rejections {
-    /// Reports a rejected output's event, and counts it. Such an event marks no span of its
-    /// own: the run's span reports the counts when the run ends.
-    pub(super) fn report(&mut self, ctx: &Ctx, kind: EventKind) {
-        match kind {
-            EventKind::OutputRejected { .. } => self.repairs += 1,
-            EventKind::OutputUngrounded { .. } => self.ungrounded += 1,
-            _ => {}
-        }
-        ctx.emit(kind);
-    }
-}
-
 /// One model call as the turn loop asks for it.
 pub(super) struct ModelCall<'a> {
     /// The request, as it is sent.

@@ -22,8 +22,9 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use super::fanout::{run_tool_calls, Prepared};
-use super::policy::{call_model, ModelCall, Rejections};
+use super::policy::{call_model, ModelCall};
 use super::wording::{self, answer_again, no_output};
+use super::Rejections;
 use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
@@ -36,19 +37,6 @@ use crate::model::{
 use crate::outcome::Failure;
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
 use crate::tool::ToolOutput;
-
-/// Reports a rejected output (an event with where and why, never the output) and returns the
-/// violations, for the run's failure should no turn repair them.
-fn rejected(ctx: &Ctx, tally: &mut Rejections, turn: u32, v: &[Violation]) -> Vec<Violation> {
-    tally.report(
-        ctx,
-        EventKind::OutputRejected {
-            turn,
-            violations: v.to_vec(),
-        },
-    );
-    v.to_vec()
-}
 
 /// Bytes of a message as the provider will see them, plus a per-message allowance for
 /// framing: a token never spans less than one byte, so bytes bound tokens from above and make
@@ -376,9 +364,15 @@ struct Rejected {
     ungrounded: bool,
 }
 
+/// Reports a rejected output (an event with where and why, never the output) and counts it.
 fn reject(ctx: &Ctx, tally: &mut Rejections, turn: u32, v: &[Violation], hint: &str) -> Rejected {
+    tally.repairs += 1;
+    ctx.emit(EventKind::OutputRejected {
+        turn,
+        violations: v.to_vec(),
+    });
     Rejected {
-        summary: rejected(ctx, tally, turn, v),
+        summary: v.to_vec(),
         repair: repair_message(v, hint),
         ungrounded: false,
     }
@@ -399,13 +393,11 @@ fn ungrounded(
     let (g, ev) = (spec.grounding.as_deref()?, evidence?);
     let u = g.check(v, ev).err()?;
     let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
-    tally.report(
-        ctx,
-        EventKind::OutputUngrounded {
-            turn,
-            violations: violations.clone(),
-        },
-    );
+    tally.ungrounded += 1;
+    ctx.emit(EventKind::OutputUngrounded {
+        turn,
+        violations: violations.clone(),
+    });
     Some(Rejected {
         summary: violations,
         repair: crate::ground::repair_message(&u, &hint()),
