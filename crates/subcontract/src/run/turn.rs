@@ -364,139 +364,6 @@ struct Rejected {
     ungrounded: bool,
 }
 
-/// Reports a rejected output (an event with where and why, never the output) and counts it.
-fn reject(ctx: &Ctx, tally: &mut Rejections, turn: u32, v: &[Violation], hint: &str) -> Rejected {
-    tally.repairs += 1;
-    ctx.emit(EventKind::OutputRejected {
-        turn,
-        violations: v.to_vec(),
-    });
-    Rejected {
-        summary: v.to_vec(),
-        repair: repair_message(v, hint),
-        ungrounded: false,
-    }
-}
-
-/// Checks a valid output's grounded values against the run's evidence: the rejection, if
-/// some value is backed by nothing the run read. A spec that grounds nothing keeps no
-/// evidence, and this is `None` at once.
-fn ungrounded(
-    spec: &SpecCore,
-    ctx: &Ctx,
-    tally: &mut Rejections,
-    turn: u32,
-    evidence: Option<&Evidence>,
-    v: &Value,
-    hint: impl FnOnce() -> String,
-) -> Option<Rejected> {
-    let (g, ev) = (spec.grounding.as_deref()?, evidence?);
-    let u = g.check(v, ev).err()?;
-    let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
-    tally.ungrounded += 1;
-    ctx.emit(EventKind::OutputUngrounded {
-        turn,
-        violations: violations.clone(),
-    });
-    Some(Rejected {
-        summary: violations,
-        repair: crate::ground::repair_message(&u, &hint()),
-        ungrounded: true,
-    })
-}
-
-/// What a turn's submission leaves: `Err` with the output that ends the run, or the index and
-/// repair request of a rejected one (its violations kept for the run's failure should no turn
-/// repair them; an ungrounded one makes the next turn ask for a read), or nothing.
-fn settle(
-    judged: Submission,
-    plan: &Plan<'_>,
-    spec: &SpecCore,
-    turn: u32,
-    force_next: &mut Option<Forced>,
-    last_invalid: &mut Option<Vec<Violation>>,
-) -> Result<Option<(usize, String)>, Decoded> {
-    match judged {
-        Submission::Accepted(done) => Err(done),
-        Submission::Rejected(i, r) => {
-            if r.ungrounded && reads_next(plan, spec, turn) {
-                *force_next = Some(Forced::Ungrounded);
-            }
-            *last_invalid = Some(r.summary);
-            Ok(Some((i, r.repair)))
-        }
-        Submission::None => Ok(None),
-    }
-}
-
-/// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its own,
-/// and a turn is left after that one to answer in.
-fn reads_next(plan: &Plan<'_>, spec: &SpecCore, turn: u32) -> bool {
-    plan.own_tools > 0 && turn + 1 < spec.def.limits.max_turns
-}
-
-/// How a repair of ungrounded values ends: read first (the next turn requires a call of one of
-/// the spec's own tools, when it has any), then answer with the values as written.
-fn read_then_answer(plan: &Plan<'_>, left: u32, answer: &str) -> String {
-    let own: Vec<String> = plan.offered[..plan.own_tools]
-        .iter()
-        .map(|d| format!("`{}`", d.name))
-        .collect();
-    // With one turn left there is no turn to read in: that turn asks for the answer.
-    if own.is_empty() || left <= 1 {
-        return answer.to_owned();
-    }
-    wording::read_then_answer(&own, left)
-}
-
-/// A text answer checked as the output: the text itself (a text output), or the JSON value it
-/// held. `Err` holds what to tell the model, and the rejection when there was an output to
-/// reject.
-fn answer_in_text(
-    check: &Check<'_, '_>,
-    tally: &mut Rejections,
-    v: Value,
-    evidence: Option<&Evidence>,
-) -> Result<Decoded, (String, Option<Vec<Violation>>, bool)> {
-    let Check {
-        spec,
-        ctx,
-        plan,
-        turn,
-        out,
-    } = *check;
-    match spec.accept_output(&v, out) {
-        Ok((t, d)) => match ungrounded(spec, ctx, tally, turn, evidence, &v, || {
-            let left = spec.def.limits.max_turns - turn;
-            read_then_answer(plan, left, &answer_again(plan.text_answer_mode()))
-        }) {
-            None => Ok((t, with_value(d, || v))),
-            Some(r) => Err((r.repair, Some(r.summary), true)),
-        },
-        Err(viol) => {
-            let mut hint = answer_again(plan.text_answer_mode());
-            // A wrapper around the answer fails the schema as a whole; say what it is, or the
-            // model sends the same wrapper again.
-            if let Some(name) = text::wrapper_name(&v) {
-                hint = wording::wrapped_text(name, &hint);
-            }
-            let r = reject(ctx, tally, turn, &viol, &hint);
-            Err((r.repair, Some(r.summary), false))
-        }
-    }
-}
-
-/// What one turn's output is checked with: the run's spec, context and plan, the turn, and
-/// whether the output's compact JSON is kept.
-#[derive(Clone, Copy)]
-struct Check<'r, 's> {
-    spec: &'r SpecCore,
-    ctx: &'r Ctx,
-    plan: &'r Plan<'s>,
-    turn: u32,
-    out: OutputText,
-}
-
 /// What a turn's submission (a call of the submission tool) came to.
 enum Submission {
     /// There was none.
@@ -507,86 +374,430 @@ enum Submission {
     Rejected(usize, Rejected),
 }
 
-/// Checks the submission among `calls`, if any. Arguments sent as text, as providers send
-/// them, are checked on the text itself, so a typed output is decoded from it without ever
-/// becoming a `Value`.
-fn submission(
-    check: &Check<'_, '_>,
-    tally: &mut Rejections,
-    calls: &mut Vec<ToolCall>,
-    evidence: Option<&Evidence>,
-) -> Submission {
-    let Check {
-        spec,
-        ctx,
-        plan,
-        turn,
-        out,
-    } = *check;
-    let Some(i) = calls.iter().position(|c| c.name == SUBMIT_TOOL) else {
-        return Submission::None;
-    };
-    let checked = match &calls[i].arguments {
-        Arguments::Text(s) => spec.accept_output_json(s, out).map(|a| (a, false)),
-        Arguments::Value(v) => spec.accept_output(v, out).map(|a| (a, true)),
-    };
-    let again = |turn: u32| {
-        let left = spec.def.limits.max_turns - turn;
-        wording::submit_again(left)
-    };
-    match checked {
-        Ok(((t, d), from_value)) => {
-            if let (Some(_), Some(_)) = (&spec.grounding, evidence) {
-                // Grounding reads the value; text that passed the schema is valid JSON.
-                let parsed;
-                let v = match &calls[i].arguments {
-                    Arguments::Value(v) => Some(v),
-                    Arguments::Text(s) => {
-                        parsed = serde_json::from_str::<Value>(s).ok();
-                        parsed.as_ref()
-                    }
-                };
-                let hint =
-                    || read_then_answer(plan, spec.def.limits.max_turns - turn, &again(turn));
-                let Some(v) = v else {
-                    // Valid text that cannot be read back (not expected): refused, not waved
-                    // through unchecked.
-                    let viol = [Violation {
-                        path: String::new(),
-                        message: wording::UNREADABLE_FOR_GROUNDING.into(),
-                    }];
-                    let r = reject(ctx, tally, turn, &viol, &again(turn));
-                    return Submission::Rejected(i, r);
-                };
-                if let Some(r) = ungrounded(spec, ctx, tally, turn, evidence, v, hint) {
-                    return Submission::Rejected(i, r);
-                }
-            }
-            // (A grounded spec ran them first: it judges such a submission after them.)
-            if calls.len() > 1 && evidence.is_none() {
-                tracing::debug!(
-                    run_id = ctx.run_id(),
-                    "tool calls made beside a valid submission were not run"
-                );
-            }
-            // The run ends here, so the calls are not kept: an output the provider sent as an
-            // object is moved out, not copied.
-            let d = if from_value {
-                with_value(d, || calls.swap_remove(i).arguments.into_value())
-            } else {
-                d
-            };
-            Submission::Accepted((t, d))
+/// The judge of one turn's output: the run's spec, context and plan, the turn, and whether
+/// the output's compact JSON is kept. It checks an output against the contract and, for a
+/// grounded spec, against what the run has read; it reports and counts each rejection.
+#[derive(Clone, Copy)]
+struct Check<'r, 's> {
+    spec: &'r SpecCore,
+    ctx: &'r Ctx,
+    plan: &'r Plan<'s>,
+    turn: u32,
+    out: OutputText,
+}
+
+impl Check<'_, '_> {
+    /// Turns left after this one.
+    fn left(&self) -> u32 {
+        self.spec.def.limits.max_turns - self.turn
+    }
+
+    /// Reports a rejected output (an event with where and why, never the output) and counts it.
+    fn reject(&self, tally: &mut Rejections, v: &[Violation], hint: &str) -> Rejected {
+        tally.repairs += 1;
+        self.ctx.emit(EventKind::OutputRejected {
+            turn: self.turn,
+            violations: v.to_vec(),
+        });
+        Rejected {
+            summary: v.to_vec(),
+            repair: repair_message(v, hint),
+            ungrounded: false,
         }
-        Err(viol) => {
-            let mut hint = again(turn);
-            if let Ok(v) = calls[i].arguments.parse() {
+    }
+
+    /// Checks a valid output's grounded values against the run's evidence: the rejection, if
+    /// some value is backed by nothing the run read. A spec that grounds nothing keeps no
+    /// evidence, and this is `None` at once.
+    fn ungrounded(
+        &self,
+        tally: &mut Rejections,
+        evidence: Option<&Evidence>,
+        v: &Value,
+        hint: impl FnOnce() -> String,
+    ) -> Option<Rejected> {
+        let (g, ev) = (self.spec.grounding.as_deref()?, evidence?);
+        let u = g.check(v, ev).err()?;
+        let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
+        tally.ungrounded += 1;
+        self.ctx.emit(EventKind::OutputUngrounded {
+            turn: self.turn,
+            violations: violations.clone(),
+        });
+        Some(Rejected {
+            summary: violations,
+            repair: crate::ground::repair_message(&u, &hint()),
+            ungrounded: true,
+        })
+    }
+
+    /// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its
+    /// own, and a turn is left after that one to answer in.
+    fn reads_next(&self) -> bool {
+        self.plan.own_tools > 0 && self.turn + 1 < self.spec.def.limits.max_turns
+    }
+
+    /// How a repair of ungrounded values ends: read first (the next turn requires a call of one
+    /// of the spec's own tools, when it has any), then answer with the values as written.
+    fn read_then_answer(&self, answer: &str) -> String {
+        let plan = self.plan;
+        let own: Vec<String> = plan.offered[..plan.own_tools]
+            .iter()
+            .map(|d| format!("`{}`", d.name))
+            .collect();
+        // With one turn left there is no turn to read in: that turn asks for the answer.
+        if own.is_empty() || self.left() <= 1 {
+            return answer.to_owned();
+        }
+        wording::read_then_answer(&own, self.left())
+    }
+
+    /// A text answer checked as the output: the text itself (a text output), or the JSON
+    /// value it held. A rejected one is returned to be answered.
+    fn text_output(
+        &self,
+        tally: &mut Rejections,
+        v: Value,
+        evidence: Option<&Evidence>,
+    ) -> Result<Decoded, Rejected> {
+        let mode = self.plan.text_answer_mode();
+        match self.spec.accept_output(&v, self.out) {
+            Ok((t, d)) => match self.ungrounded(tally, evidence, &v, || {
+                self.read_then_answer(&answer_again(mode))
+            }) {
+                None => Ok((t, with_value(d, || v))),
+                Some(r) => Err(r),
+            },
+            Err(viol) => {
+                let mut hint = answer_again(mode);
+                // A wrapper around the answer fails the schema as a whole; say what it is, or
+                // the model sends the same wrapper again.
                 if let Some(name) = text::wrapper_name(&v) {
-                    hint = wording::wrapped_submission(name, &hint);
+                    hint = wording::wrapped_text(name, &hint);
+                }
+                Err(self.reject(tally, &viol, &hint))
+            }
+        }
+    }
+
+    /// Checks the submission among `calls`, if any. Arguments sent as text, as providers send
+    /// them, are checked on the text itself, so a typed output is decoded from it without ever
+    /// becoming a `Value`.
+    fn submission(
+        &self,
+        tally: &mut Rejections,
+        calls: &mut Vec<ToolCall>,
+        evidence: Option<&Evidence>,
+    ) -> Submission {
+        let spec = self.spec;
+        let Some(i) = calls.iter().position(|c| c.name == SUBMIT_TOOL) else {
+            return Submission::None;
+        };
+        let checked = match &calls[i].arguments {
+            Arguments::Text(s) => spec.accept_output_json(s, self.out).map(|a| (a, false)),
+            Arguments::Value(v) => spec.accept_output(v, self.out).map(|a| (a, true)),
+        };
+        let again = || wording::submit_again(self.left());
+        match checked {
+            Ok(((t, d), from_value)) => {
+                if let (Some(_), Some(_)) = (&spec.grounding, evidence) {
+                    // Grounding reads the value; text that passed the schema is valid JSON.
+                    let parsed;
+                    let v = match &calls[i].arguments {
+                        Arguments::Value(v) => Some(v),
+                        Arguments::Text(s) => {
+                            parsed = serde_json::from_str::<Value>(s).ok();
+                            parsed.as_ref()
+                        }
+                    };
+                    let Some(v) = v else {
+                        // Valid text that cannot be read back (not expected): refused, not
+                        // waved through unchecked.
+                        let viol = [Violation {
+                            path: String::new(),
+                            message: wording::UNREADABLE_FOR_GROUNDING.into(),
+                        }];
+                        return Submission::Rejected(i, self.reject(tally, &viol, &again()));
+                    };
+                    let hint = || self.read_then_answer(&again());
+                    if let Some(r) = self.ungrounded(tally, evidence, v, hint) {
+                        return Submission::Rejected(i, r);
+                    }
+                }
+                // (A grounded spec ran them first: it judges such a submission after them.)
+                if calls.len() > 1 && evidence.is_none() {
+                    tracing::debug!(
+                        run_id = self.ctx.run_id(),
+                        "tool calls made beside a valid submission were not run"
+                    );
+                }
+                // The run ends here, so the calls are not kept: an output the provider sent as
+                // an object is moved out, not copied.
+                let d = if from_value {
+                    with_value(d, || calls.swap_remove(i).arguments.into_value())
+                } else {
+                    d
+                };
+                Submission::Accepted((t, d))
+            }
+            Err(viol) => {
+                let mut hint = again();
+                if let Ok(v) = calls[i].arguments.parse() {
+                    if let Some(name) = text::wrapper_name(&v) {
+                        hint = wording::wrapped_submission(name, &hint);
+                    }
+                }
+                Submission::Rejected(i, self.reject(tally, &viol, &hint))
+            }
+        }
+    }
+}
+
+/// A model's answer as a turn acts on it: text that is (or was to hold) the output, or tool
+/// calls to run.
+enum Answer {
+    /// Text, and the output it holds, or `Err` with the count of JSON blocks when it held
+    /// several (`None`: it held none).
+    Text {
+        text: Option<String>,
+        value: Result<Value, Option<usize>>,
+    },
+    /// Tool calls (a call written as text among them), and any text beside them.
+    Calls {
+        text: Option<String>,
+        calls: Vec<ToolCall>,
+    },
+}
+
+impl Answer {
+    /// `response`, as `reading` read it in `turn`.
+    fn of(response: ModelResponse, reading: Reading, plan: &Plan<'_>, turn: u32) -> Answer {
+        let ModelResponse {
+            text,
+            mut tool_calls,
+            ..
+        } = response;
+        let value = match reading {
+            Reading::Calls => {
+                return Answer::Calls {
+                    text,
+                    calls: tool_calls,
                 }
             }
-            Submission::Rejected(i, reject(ctx, tally, turn, &viol, &hint))
+            Reading::TextCall(call, _) => {
+                // Kept as the call it is: the history shows the model a real call and its
+                // result, in whatever form the server's template gives calls.
+                tool_calls.push(ToolCall {
+                    id: format!("text-call-{turn}"),
+                    name: call.name,
+                    arguments: Arguments::Value(call.arguments),
+                });
+                return Answer::Calls {
+                    text: None,
+                    calls: tool_calls,
+                };
+            }
+            Reading::Output(v, _) => Ok(v),
+            Reading::Several(n) => Err(Some(n)),
+            Reading::Text if plan.mode.is_none() => {
+                Ok(Value::String(text.clone().unwrap_or_default()))
+            }
+            Reading::Text => Err(None),
+        };
+        Answer::Text { text, value }
+    }
+}
+
+/// What a run carries from one turn to the next.
+struct Progress {
+    convo: Conversation,
+    /// What the run has read, kept only when its output grounds a value.
+    evidence: Option<Evidence>,
+    /// The violations of the last rejected output: the run's failure, should no turn repair
+    /// them.
+    last_invalid: Option<Vec<Violation>>,
+    /// The tool calls so far, to tell a repeated one.
+    calls: repeat::Calls,
+    /// Why the next turn asks for the output alone, from what this one did.
+    force_next: Option<Forced>,
+}
+
+impl Progress {
+    /// Why `turn` asks for the output alone, if it does (what the turn before asked for is
+    /// used up here).
+    fn forced(&mut self, spec: &SpecCore, plan: &Plan<'_>, turn: u32) -> Option<Forced> {
+        let next = self.force_next.take();
+        let max_turns = spec.def.limits.max_turns;
+        let first_call = turn == 1 && spec.def.require_tool_first && plan.own_tools > 0;
+        if !spec.def.levers.forced_output {
+            first_call
+                .then_some(Forced::FirstTurn)
+                .or(next.filter(|f| *f == Forced::Ungrounded && turn < max_turns))
+        } else if spec.def.tools.is_empty() {
+            Some(Forced::NoTools)
+        } else if turn == max_turns {
+            Some(Forced::LastTurn)
+        } else if first_call {
+            Some(Forced::FirstTurn)
+        } else {
+            next
         }
+    }
+
+    /// A text answer: the run's output, or the conversation told what to send instead (and
+    /// the next turn asks for the output alone, or for a read first).
+    fn text_answer(
+        &mut self,
+        check: &Check<'_, '_>,
+        tally: &mut Rejections,
+        text: Option<String>,
+        value: Result<Value, Option<usize>>,
+    ) -> Option<Decoded> {
+        let plan = check.plan;
+        let mut read_first = false;
+        let repair = match value {
+            Ok(v) => match check.text_output(tally, v, self.evidence.as_ref()) {
+                Ok(done) => return Some(done),
+                Err(r) => {
+                    read_first = r.ungrounded && check.reads_next();
+                    self.last_invalid = Some(r.summary);
+                    r.repair
+                }
+            },
+            Err(several) => no_output(plan.text_answer_mode(), several),
+        };
+        if read_first {
+            self.force_next = Some(Forced::Ungrounded);
+        } else if plan.mode.is_some() {
+            self.force_next = Some(Forced::TextAnswer);
+        }
+        let assistant = Message::Assistant {
+            text,
+            tool_calls: Vec::new(),
+        };
+        self.convo.push(assistant, Message::user(repair));
+        None
+    }
+
+    /// The turn's submission judged against the evidence as it stands: `Err` with the output
+    /// that ends the run, or the index and repair request of a rejected one (an ungrounded
+    /// one makes the next turn ask for a read), or nothing.
+    fn judge(
+        &mut self,
+        check: &Check<'_, '_>,
+        tally: &mut Rejections,
+        calls: &mut Vec<ToolCall>,
+    ) -> Result<Option<(usize, String)>, Decoded> {
+        match check.submission(tally, calls, self.evidence.as_ref()) {
+            Submission::Accepted(done) => Err(done),
+            Submission::Rejected(i, r) => {
+                if r.ungrounded && check.reads_next() {
+                    self.force_next = Some(Forced::Ungrounded);
+                }
+                self.last_invalid = Some(r.summary);
+                Ok(Some((i, r.repair)))
+            }
+            Submission::None => Ok(None),
+        }
+    }
+
+    /// A turn of tool calls: the submission judged, the other calls run, their results added
+    /// to the conversation. The run's output if a submission was accepted; a run that keeps
+    /// repeating its calls ends stalled.
+    async fn tool_calls(
+        &mut self,
+        check: &Check<'_, '_>,
+        tally: &mut Rejections,
+        req: &TurnRequest<'_>,
+        text: Option<String>,
+        mut calls: Vec<ToolCall>,
+    ) -> Result<Option<Decoded>, Failure> {
+        let Check {
+            spec, ctx, turn, ..
+        } = *check;
+        // A grounded submission made beside other calls is judged after they run: what they
+        // return is read in this run, so a model may read and answer in one response.
+        let deferred = if self.evidence.is_some() && calls.len() > 1 {
+            calls.iter().position(|c| c.name == SUBMIT_TOOL)
+        } else {
+            None
+        };
+        let rejected = match deferred {
+            Some(i) => Some((i, ToolOutput::error("checked after the other calls"))),
+            None => match self.judge(check, tally, &mut calls) {
+                Err(done) => return Ok(Some(done)),
+                Ok(repair) => repair.map(|(i, text)| (i, ToolOutput::error(text))),
+            },
+        };
+        let (prepared, repeated) = self.prepare(check, req, &calls, rejected);
+        let (mut results, note) =
+            run_tool_calls(spec, &calls, prepared, ctx, turn, self.evidence.as_mut()).await;
+        if let Some(i) = deferred {
+            match self.judge(check, tally, &mut calls) {
+                Err(done) => return Ok(Some(done)),
+                Ok(Some((_, text))) => results[i].content = text,
+                Ok(None) => {}
+            }
+        }
+        for &(i, first) in &repeated {
+            results[i].content.push_str(&wording::repeated_note(first));
+        }
+        let assistant = Message::Assistant {
+            text,
+            tool_calls: calls,
+        };
+        self.convo
+            .push(assistant, Message::ToolResults { results, note });
+        if !repeated.is_empty() {
+            if self.calls.repeated_in_turn() {
+                return Err(Failure::Stalled {
+                    repeating_turns: self.calls.repeating_turns,
+                    turn,
+                    max_turns: spec.def.limits.max_turns,
+                });
+            }
+            self.force_next = Some(Forced::RepeatedCall);
+        }
+        Ok(None)
+    }
+
+    /// The calls as the tool loop takes them: the rejected submission answered with its
+    /// repair request, a call of a tool this turn did not offer (a forced turn offers the
+    /// output alone) answered without running, the rest with their arguments parsed; and the
+    /// calls that repeat one of an earlier turn, with that turn.
+    fn prepare(
+        &mut self,
+        check: &Check<'_, '_>,
+        req: &TurnRequest<'_>,
+        calls: &[ToolCall],
+        mut rejected: Option<(usize, ToolOutput)>,
+    ) -> (Vec<Prepared>, Vec<(usize, u32)>) {
+        let output_alone = req
+            .forced
+            .is_some_and(|f| !matches!(f, Forced::FirstTurn | Forced::Ungrounded));
+        let mut repeated: Vec<(usize, u32)> = Vec::new();
+        let mut prepared = Vec::with_capacity(calls.len());
+        for (i, c) in calls.iter().enumerate() {
+            if let Some((_, o)) = rejected.take_if(|(r, _)| *r == i) {
+                prepared.push(Prepared::Answered(o));
+                continue;
+            }
+            if output_alone && !req.tools.iter().any(|d| *d.name == *c.name) {
+                prepared.push(Prepared::Answered(ToolOutput::error(
+                    wording::not_run_answer_now(check.plan.text_answer_mode()),
+                )));
+                continue;
+            }
+            // The history keeps the call as sent, so the tool gets its own copy of a value.
+            let args = c.arguments.parse().map(Cow::into_owned);
+            if let Ok(args) = &args {
+                if let Some(first) = self.calls.record(&c.name, args, check.turn) {
+                    repeated.push((i, first));
+                }
+            }
+            prepared.push(Prepared::Args(args));
+        }
+        (prepared, repeated)
     }
 }
 
@@ -600,39 +811,25 @@ pub(super) async fn turns(
     st: &mut LoopState,
 ) -> TurnsResult {
     let (plan, tools_bytes) = Plan::new(spec, ctx)?;
-    let mut convo = Conversation::new(spec, plan.system.len(), tools_bytes, &input);
-    // What the run has read, kept only when its output grounds a value.
-    let mut evidence = spec.grounding.as_ref().map(|g| {
-        let mut ev = Evidence::new(g.grounds(GroundKind::Number));
-        ev.add_input(&input);
-        ev
-    });
-    let mut last_invalid: Option<Vec<Violation>> = None;
-    let mut calls_so_far = repeat::Calls::default();
-    // Why the next turn asks for the output alone, from what this one did.
-    let mut force_next: Option<Forced> = None;
+    let mut progress = Progress {
+        convo: Conversation::new(spec, plan.system.len(), tools_bytes, &input),
+        evidence: spec.grounding.as_ref().map(|g| {
+            let mut ev = Evidence::new(g.grounds(GroundKind::Number));
+            ev.add_input(&input);
+            ev
+        }),
+        last_invalid: None,
+        calls: repeat::Calls::default(),
+        force_next: None,
+    };
     for turn in 1..=spec.def.limits.max_turns {
         // No model call starts once the run is stopping.
         if ctx.cancellation().is_cancelled() {
             return Err(Failure::Cancelled);
         }
-        let first_call = turn == 1 && spec.def.require_tool_first && plan.own_tools > 0;
-        let forced =
-            if !spec.def.levers.forced_output {
-                first_call.then_some(Forced::FirstTurn).or(force_next
-                    .filter(|f| *f == Forced::Ungrounded && turn < spec.def.limits.max_turns))
-            } else if spec.def.tools.is_empty() {
-                Some(Forced::NoTools)
-            } else if turn == spec.def.limits.max_turns {
-                Some(Forced::LastTurn)
-            } else if first_call {
-                Some(Forced::FirstTurn)
-            } else {
-                force_next
-            };
-        force_next = None;
+        let forced = progress.forced(spec, &plan, turn);
         let req = plan.request(forced);
-        let call = plan.call(spec, &req, &convo, turn, st.turns == 0);
+        let call = plan.call(spec, &req, &progress.convo, turn, st.turns == 0);
         let (response, reading) = call_model(ctx, call, st, |r| {
             let reading = Reading::of(r, &plan, &req);
             let read_as = reading.event();
@@ -646,145 +843,20 @@ pub(super) async fn turns(
             turn,
             out,
         };
-        let ModelResponse {
-            text,
-            mut tool_calls,
-            ..
-        } = response;
-        let (text, value) = match reading {
-            Reading::Calls => (text, None),
-            Reading::TextCall(call, _) => {
-                // Kept as the call it is: the history shows the model a real call and its
-                // result, in whatever form the server's template gives calls.
-                tool_calls.push(ToolCall {
-                    id: format!("text-call-{turn}"),
-                    name: call.name,
-                    arguments: Arguments::Value(call.arguments),
-                });
-                (None, None)
+        let tally = &mut st.rejections;
+        let done = match Answer::of(response, reading, &plan, turn) {
+            Answer::Text { text, value } => progress.text_answer(&check, tally, text, value),
+            Answer::Calls { text, calls } => {
+                progress
+                    .tool_calls(&check, tally, &req, text, calls)
+                    .await?
             }
-            Reading::Output(v, _) => (text, Some(Ok(v))),
-            Reading::Several(n) => (text, Some(Err(Some(n)))),
-            Reading::Text if plan.mode.is_none() => {
-                let t = text.clone().unwrap_or_default();
-                (text, Some(Ok(Value::String(t))))
-            }
-            Reading::Text => (text, Some(Err(None))),
         };
-        if let Some(value) = value {
-            let mut read_first = false;
-            let repair = match value {
-                Ok(v) => match answer_in_text(&check, &mut st.rejections, v, evidence.as_ref()) {
-                    Ok(done) => return Ok(done),
-                    Err((repair, rejected, ungrounded)) => {
-                        last_invalid = rejected.or(last_invalid);
-                        read_first = ungrounded && reads_next(&plan, spec, turn);
-                        repair
-                    }
-                },
-                Err(several) => no_output(plan.text_answer_mode(), several),
-            };
-            if read_first {
-                force_next = Some(Forced::Ungrounded);
-            } else if plan.mode.is_some() {
-                force_next = Some(Forced::TextAnswer);
-            }
-            let assistant = Message::Assistant {
-                text,
-                tool_calls: Vec::new(),
-            };
-            convo.push(assistant, Message::user(repair));
-            continue;
-        }
-        // A grounded submission made beside other calls is judged after they run: what they
-        // return is read in this run, so a model may read and answer in one response.
-        let deferred = if evidence.is_some() && tool_calls.len() > 1 {
-            tool_calls.iter().position(|c| c.name == SUBMIT_TOOL)
-        } else {
-            None
-        };
-        // The turn's submission judged against the evidence as it stands: what `settle` says.
-        let judge = |calls: &mut Vec<ToolCall>,
-                     ev: Option<&Evidence>,
-                     tally: &mut Rejections,
-                     force_next: &mut Option<Forced>,
-                     last_invalid: &mut Option<Vec<Violation>>| {
-            let judged = submission(&check, tally, calls, ev);
-            settle(judged, &plan, spec, turn, force_next, last_invalid)
-        };
-        let mut rejected: Option<(usize, ToolOutput)>;
-        if let Some(i) = deferred {
-            rejected = Some((i, ToolOutput::error("checked after the other calls")));
-        } else {
-            match judge(
-                &mut tool_calls,
-                evidence.as_ref(),
-                &mut st.rejections,
-                &mut force_next,
-                &mut last_invalid,
-            ) {
-                Err(done) => return Ok(done),
-                Ok(repair) => rejected = repair.map(|(i, text)| (i, ToolOutput::error(text))),
-            }
-        }
-        // Calls of tools this turn did not offer (a forced turn offers the output alone) are
-        // answered, not run; the repeats among the rest are noted.
-        let output_alone =
-            forced.is_some_and(|f| !matches!(f, Forced::FirstTurn | Forced::Ungrounded));
-        let mut repeated: Vec<(usize, u32)> = Vec::new();
-        let mut prepared = Vec::with_capacity(tool_calls.len());
-        for (i, c) in tool_calls.iter().enumerate() {
-            if let Some((_, o)) = rejected.take_if(|(r, _)| *r == i) {
-                prepared.push(Prepared::Answered(o));
-                continue;
-            }
-            if output_alone && !req.tools.iter().any(|d| *d.name == *c.name) {
-                prepared.push(Prepared::Answered(ToolOutput::error(
-                    wording::not_run_answer_now(plan.text_answer_mode()),
-                )));
-                continue;
-            }
-            // The history keeps the call as sent, so the tool gets its own copy of a value.
-            let args = c.arguments.parse().map(Cow::into_owned);
-            if let Ok(args) = &args {
-                if let Some(first) = calls_so_far.record(&c.name, args, turn) {
-                    repeated.push((i, first));
-                }
-            }
-            prepared.push(Prepared::Args(args));
-        }
-        let (mut results, note) =
-            run_tool_calls(spec, &tool_calls, prepared, ctx, turn, evidence.as_mut()).await;
-        if let Some(i) = deferred {
-            match judge(
-                &mut tool_calls,
-                evidence.as_ref(),
-                &mut st.rejections,
-                &mut force_next,
-                &mut last_invalid,
-            ) {
-                Err(done) => return Ok(done),
-                Ok(Some((_, text))) => results[i].content = text,
-                Ok(None) => {}
-            }
-        }
-        for &(i, first) in &repeated {
-            results[i].content.push_str(&wording::repeated_note(first));
-        }
-        let assistant = Message::Assistant { text, tool_calls };
-        convo.push(assistant, Message::ToolResults { results, note });
-        if !repeated.is_empty() {
-            if calls_so_far.repeated_in_turn() {
-                return Err(Failure::Stalled {
-                    repeating_turns: calls_so_far.repeating_turns,
-                    turn,
-                    max_turns: spec.def.limits.max_turns,
-                });
-            }
-            force_next = Some(Forced::RepeatedCall);
+        if let Some(done) = done {
+            return Ok(done);
         }
     }
-    Err(match last_invalid {
+    Err(match progress.last_invalid {
         Some(v) => Failure::InvalidOutput(v),
         None => Failure::MaxTurns {
             turns: spec.def.limits.max_turns,
