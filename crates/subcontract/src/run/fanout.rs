@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 use super::policy::call_tool;
 use super::wording;
@@ -26,16 +26,35 @@ enum Slot {
     /// tool, unparsable arguments), or run.
     Done(ToolOutput),
     /// An ordinary tool, to run in call order.
-    Run {
-        tool: Arc<dyn Tool>,
-        name: Arc<str>,
-        contract: Contract,
-        args: Value,
-    },
+    Run(Ready),
     /// A sub-agent call, running as a task.
     Spawned,
     /// The output of a call that ran: what counts towards the turn's result size.
     Ran(ToolOutput),
+}
+
+/// One call, ready to run: the tool, its name as called, its input contract and arguments.
+struct Ready {
+    tool: Arc<dyn Tool>,
+    name: Arc<str>,
+    contract: Contract,
+    args: Value,
+}
+
+impl Ready {
+    /// The call through the tool-call policy ([`call_tool`]), inside its span: the one place a
+    /// turn's calls, ordinary or sub-agent, enter it.
+    async fn run(self, ctx: &Ctx, turn: u32, span: Span) -> ToolOutput {
+        let Ready {
+            tool,
+            name,
+            contract,
+            args,
+        } = self;
+        call_tool(&*tool, name, &contract, args, ctx, turn)
+            .instrument(span)
+            .await
+    }
 }
 
 /// One call of a response as the turn hands it over: answered without running, or its
@@ -45,6 +64,62 @@ pub(super) enum Prepared {
     Answered(ToolOutput),
     /// The arguments as a value, or the message for text that is not JSON.
     Args(Result<Value, String>),
+}
+
+/// The sub-agent calls of one response, running as tasks, each with its call's index; made
+/// on the first sub-agent call, so a turn of ordinary tools pays for none of it.
+#[derive(Default)]
+struct Spawned {
+    set: JoinSet<ToolOutput>,
+    index: HashMap<tokio::task::Id, usize>,
+}
+
+impl Spawned {
+    /// Starts call `i` as a task that waits for one of `permits`, unless the run stops first.
+    fn spawn(
+        &mut self,
+        i: usize,
+        ready: Ready,
+        ctx: Ctx,
+        permits: Arc<Semaphore>,
+        turn: u32,
+        span: Span,
+    ) {
+        let handle = self.set.spawn(async move {
+            // The semaphore is never closed, so acquiring only waits; a call still waiting
+            // when the run stops never starts.
+            let _permit = tokio::select! {
+                biased;
+                _ = ctx.cancellation().cancelled() => return not_started(),
+                p = permits.acquire_owned() => p,
+            };
+            // Not raced against the cancellation: a sub-agent stops on its own token (a
+            // child of this run's) and is awaited until it has.
+            ready.run(&ctx, turn, span).await
+        });
+        self.index.insert(handle.id(), i);
+    }
+
+    /// Every task's output with its call's index, as they finish.
+    async fn join(mut self) -> Vec<(usize, ToolOutput)> {
+        let mut out = Vec::with_capacity(self.index.len());
+        while let Some(joined) = self.set.join_next_with_id().await {
+            match joined {
+                Ok((id, output)) => {
+                    if let Some(&i) = self.index.get(&id) {
+                        out.push((i, output));
+                    }
+                }
+                Err(e) => {
+                    if let Some(&i) = self.index.get(&e.id()) {
+                        let lost = wording::sub_agent_lost(e.is_panic());
+                        out.push((i, ToolOutput::error(lost)));
+                    }
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Runs the tool calls of one response: sub-agent calls concurrently (at most
@@ -57,30 +132,51 @@ pub(super) async fn run_tool_calls(
     prepared: Vec<Prepared>,
     ctx: &Ctx,
     turn: u32,
-    mut evidence: Option<&mut Evidence>,
+    evidence: Option<&mut Evidence>,
 ) -> (Vec<ToolResult>, Option<String>) {
-    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
-    // Sub-agent tasks, their call indices, and the fan-out permits; made on the first
-    // sub-agent call, so a turn of ordinary tools pays for none of it.
-    let mut tasks: Option<(JoinSet<ToolOutput>, HashMap<tokio::task::Id, usize>)> = None;
-    let mut permits: Option<Arc<Semaphore>> = None;
-    // One share per spec called more than once here, when siblings share their prefix.
-    let mut shares: HashMap<&str, Arc<SharedPrefix>> = HashMap::new();
-    if calls.len() > 1 && ctx.shares_fanout_prefix() {
-        let mut seen = HashSet::new();
-        for c in calls {
-            let sub_agent = ctx
-                .tools()
-                .get(&c.name)
-                .is_some_and(|e| e.tool.kind() == ToolKind::SubAgent);
-            // The second call of a spec makes the first and itself siblings.
-            if sub_agent && !seen.insert(c.name.as_str()) {
-                shares
-                    .entry(c.name.as_str())
-                    .or_insert_with(SharedPrefix::new);
-            }
+    let (mut slots, spawned) = dispatch(spec, calls, prepared, ctx, turn);
+    let n_sub = spawned.as_ref().map_or(0, |s| s.index.len());
+    let max_chars = spec.def.limits.max_tool_result_chars_per_turn;
+    let spawned = async {
+        match spawned {
+            Some(s) => s.join().await,
+            None => Vec::new(),
         }
+    };
+    let ((), finished) = tokio::join!(
+        run_in_order(&mut slots, calls, ctx, turn, max_chars),
+        spawned
+    );
+    // Each spawned call reports at most once, so the calls that failed are those that did not
+    // report a success.
+    let mut failed = n_sub;
+    for (i, o) in finished {
+        if !o.is_error {
+            failed -= 1;
+        }
+        slots[i] = Slot::Ran(o);
     }
+    bound_results(&mut slots, max_chars);
+    let results = results(calls, slots, evidence);
+    let note = (failed > 0).then(|| wording::sub_agents_failed(failed, n_sub));
+    (results, note)
+}
+
+/// A slot per call: answered (prepared so, past the turn's call limit, an unknown tool,
+/// arguments that are not JSON), an ordinary tool ready to run, or a sub-agent call spawned
+/// under the fan-out limit.
+fn dispatch(
+    spec: &SpecCore,
+    calls: &[ToolCall],
+    prepared: Vec<Prepared>,
+    ctx: &Ctx,
+    turn: u32,
+) -> (Vec<Slot>, Option<Spawned>) {
+    let max_calls = spec.def.limits.max_tool_calls_per_turn;
+    let mut slots: Vec<Slot> = Vec::with_capacity(calls.len());
+    let mut spawned: Option<Spawned> = None;
+    let mut permits: Option<Arc<Semaphore>> = None;
+    let shares = sibling_shares(calls, ctx);
     let mut taken = 0;
     for (i, (c, prepared)) in calls.iter().zip(prepared).enumerate() {
         let args = match prepared {
@@ -90,10 +186,10 @@ pub(super) async fn run_tool_calls(
             }
             Prepared::Args(args) => args,
         };
-        if taken == spec.def.limits.max_tool_calls_per_turn {
-            slots.push(Slot::Done(over_call_limit(
-                spec.def.limits.max_tool_calls_per_turn,
-            )));
+        if taken == max_calls {
+            slots.push(Slot::Done(ToolOutput::error(wording::over_call_limit(
+                max_calls,
+            ))));
             continue;
         }
         taken += 1;
@@ -114,18 +210,14 @@ pub(super) async fn run_tool_calls(
                 continue;
             }
         };
-        let (tool, name, contract) = (
-            entry.tool.clone(),
-            entry.definition.name.clone(),
-            entry.input.clone(),
-        );
+        let ready = Ready {
+            tool: entry.tool.clone(),
+            name: entry.definition.name.clone(),
+            contract: entry.input.clone(),
+            args,
+        };
         match entry.tool.kind() {
-            ToolKind::Function => slots.push(Slot::Run {
-                tool,
-                name,
-                contract,
-                args,
-            }),
+            ToolKind::Function => slots.push(Slot::Run(ready)),
             ToolKind::SubAgent => {
                 let permits = permits
                     .get_or_insert_with(|| Arc::new(Semaphore::new(ctx.fanout_limit())))
@@ -134,106 +226,85 @@ pub(super) async fn run_tool_calls(
                     Some(share) => ctx.with_siblings(share.clone()),
                     None => ctx.clone(),
                 };
-                let (set, ids) = tasks.get_or_insert_with(Default::default);
                 let span = crate::telemetry::tool_span(c);
-                let handle = set.spawn(async move {
-                    // The semaphore is never closed, so acquiring only waits; a call still
-                    // waiting when the run stops never starts.
-                    let _permit = tokio::select! {
-                        biased;
-                        _ = ctx.cancellation().cancelled() => return not_started(),
-                        p = permits.acquire_owned() => p,
-                    };
-                    // Not raced against the cancellation: a sub-agent stops on its own token
-                    // (a child of this run's) and is awaited until it has.
-                    call_tool(&*tool, name, &contract, args, &ctx, turn)
-                        .instrument(span)
-                        .await
-                });
-                ids.insert(handle.id(), i);
+                let s = spawned.get_or_insert_with(Default::default);
+                s.spawn(i, ready, ctx, permits, turn, span);
                 slots.push(Slot::Spawned);
             }
         }
     }
-    let n_sub = tasks.as_ref().map_or(0, |(_, ids)| ids.len());
+    (slots, spawned)
+}
 
-    let max_chars = spec.def.limits.max_tool_result_chars_per_turn;
-    let seq = async {
-        // What these results alone add; once they pass the limit, so do all results up to
-        // here, so the later tools' results would be withheld: they do not run.
-        let mut seq_chars = ResultChars::default();
-        for (slot, c) in slots.iter_mut().zip(calls) {
-            if seq_chars.full {
-                if let Slot::Run { .. } = slot {
-                    *slot = Slot::Done(over_chars_limit(max_chars));
-                }
+/// One share per spec called more than once among `calls`, when siblings share their prefix
+/// ([`Ctx::shares_fanout_prefix`]).
+fn sibling_shares<'c>(calls: &'c [ToolCall], ctx: &Ctx) -> HashMap<&'c str, Arc<SharedPrefix>> {
+    let mut shares = HashMap::new();
+    if calls.len() < 2 || !ctx.shares_fanout_prefix() {
+        return shares;
+    }
+    let mut seen = HashSet::new();
+    for c in calls {
+        let sub_agent = ctx
+            .tools()
+            .get(&c.name)
+            .is_some_and(|e| e.tool.kind() == ToolKind::SubAgent);
+        // The second call of a spec makes the first and itself siblings.
+        if sub_agent && !seen.insert(c.name.as_str()) {
+            shares
+                .entry(c.name.as_str())
+                .or_insert_with(SharedPrefix::new);
+        }
+    }
+    shares
+}
+
+/// Runs the ordinary tools among `slots`, one after another in call order. Once their
+/// results alone pass the turn's character limit, so do all results up to there, so the later
+/// tools' results would be withheld: they do not run.
+async fn run_in_order(
+    slots: &mut [Slot],
+    calls: &[ToolCall],
+    ctx: &Ctx,
+    turn: u32,
+    max_chars: usize,
+) {
+    let mut chars = ResultChars::default();
+    for (slot, c) in slots.iter_mut().zip(calls) {
+        let ready = match std::mem::replace(slot, Slot::Spawned) {
+            Slot::Run(ready) => ready,
+            other => {
+                *slot = other;
                 continue;
             }
-            if let Slot::Run {
-                tool,
-                name,
-                contract,
-                args,
-            } = slot
-            {
-                // An ordinary tool spends no budget, so one in progress when the run stops is
-                // dropped, and the rest do not start.
-                let call = call_tool(
-                    &**tool,
-                    name.clone(),
-                    contract,
-                    std::mem::take(args),
-                    ctx,
-                    turn,
-                )
-                .instrument(crate::telemetry::tool_span(c));
-                let output = ctx.unless_cancelled(call).await.unwrap_or_else(not_started);
-                seq_chars.admit(&output, max_chars);
-                *slot = Slot::Ran(output);
-            }
-        }
-    };
-    let conc = async {
-        let mut out = Vec::new();
-        let Some((set, ids)) = tasks.as_mut() else {
-            return out;
         };
-        out.reserve_exact(ids.len());
-        while let Some(joined) = set.join_next_with_id().await {
-            match joined {
-                Ok((id, output)) => {
-                    if let Some(&i) = ids.get(&id) {
-                        out.push((i, output));
-                    }
-                }
-                Err(e) => {
-                    if let Some(&i) = ids.get(&e.id()) {
-                        let lost = wording::sub_agent_lost(e.is_panic());
-                        out.push((i, ToolOutput::error(lost)));
-                    }
-                }
-            }
+        if chars.full {
+            *slot = Slot::Done(ToolOutput::error(wording::over_chars_limit(max_chars)));
+            continue;
         }
-        out
-    };
-    let ((), finished) = tokio::join!(seq, conc);
-    // Each spawned call reports at most once, so the calls that failed are those that did not
-    // report a success.
-    let mut failed = n_sub;
-    for (i, o) in finished {
-        if !o.is_error {
-            failed -= 1;
-        }
-        slots[i] = Slot::Ran(o);
+        // An ordinary tool spends no budget, so one in progress when the run stops is
+        // dropped, and the rest do not start.
+        let call = ready.run(ctx, turn, crate::telemetry::tool_span(c));
+        let output = ctx.unless_cancelled(call).await.unwrap_or_else(not_started);
+        chars.admit(&output, max_chars);
+        *slot = Slot::Ran(output);
     }
-    bound_results(&mut slots, max_chars);
-    let results = calls
+}
+
+/// The results in call order, as the model will read them; each that is not an error added
+/// to a grounded run's evidence.
+fn results(
+    calls: &[ToolCall],
+    slots: Vec<Slot>,
+    mut evidence: Option<&mut Evidence>,
+) -> Vec<ToolResult> {
+    calls
         .iter()
         .zip(slots)
         .map(|(c, slot)| {
             let o = match slot {
                 Slot::Done(o) | Slot::Ran(o) => o,
-                Slot::Run { .. } | Slot::Spawned => ToolOutput::error("the call did not run"),
+                Slot::Run(_) | Slot::Spawned => ToolOutput::error("the call did not run"),
             };
             // What the model reads of a result is evidence for a grounded output; an error
             // (a failed call, a withheld result) is the tool's or the loop's own words.
@@ -246,9 +317,7 @@ pub(super) async fn run_tool_calls(
                 is_error: o.is_error,
             }
         })
-        .collect();
-    let note = (failed > 0).then(|| wording::sub_agents_failed(failed, n_sub));
-    (results, note)
+        .collect()
 }
 
 /// Characters the results of one turn have added so far, in call order.
@@ -286,16 +355,6 @@ fn bound_results(slots: &mut [Slot], max_chars: usize) {
             }
         }
     }
-}
-
-/// The result of a call past the turn's tool-call limit; short, as there may be many.
-fn over_call_limit(max: usize) -> ToolOutput {
-    ToolOutput::error(wording::over_call_limit(max))
-}
-
-/// The result of an ordinary tool not run because the turn's results were already full.
-fn over_chars_limit(max: usize) -> ToolOutput {
-    ToolOutput::error(wording::over_chars_limit(max))
 }
 
 /// The result of a tool call the run stopped before it finished.
