@@ -528,3 +528,55 @@ async fn an_answer_limit_of_zero_is_refused_before_any_call() {
         }
     }
 }
+
+/// A source whose tools change every time anyone looks: each version lists one tool, named
+/// for that version (`t1`, `t2`, …).
+struct Churning(std::sync::atomic::AtomicU64);
+
+#[subcontract::async_trait::async_trait]
+impl subcontract::tool::ToolSource for Churning {
+    fn version(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
+    }
+    fn listed(&self) -> subcontract::tool::Listing {
+        let v = self.0.load(std::sync::atomic::Ordering::SeqCst);
+        let t: Arc<dyn subcontract::Tool> = subcontract::FnTool::new(
+            format!("t{v}"),
+            "Changes.",
+            json!({"type": "object"}),
+            |_| async { subcontract::ToolOutput::text("x") },
+        );
+        subcontract::tool::Listing {
+            version: v,
+            tools: Arc::new([t]),
+        }
+    }
+    async fn refresh(&self) -> Result<subcontract::tool::Listing, subcontract::tool::BoxError> {
+        Ok(self.listed())
+    }
+}
+
+#[tokio::test]
+async fn an_ask_runs_with_the_tools_it_listed_though_its_sources_change_meanwhile() {
+    let offered: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let seen = offered.clone();
+    let m = model(move |_, _, req| {
+        *seen.lock().unwrap() = req.tools.iter().map(|t| t.name.to_string()).collect();
+        ScriptStep::text("done")
+    });
+    let live = subcontract::tool::LiveTools::new(
+        subcontract::ToolSet::new(),
+        vec![Arc::new(Churning(Default::default()))],
+    )
+    .expect("a live set");
+    let host = subcontract::Ctx::builder(m)
+        .live_tools(Arc::new(live))
+        .build();
+    // The ask lists the host's tools once and runs with that set: had the run looked again,
+    // it would hold a set without the tool the ask's spec names, and end `tools not held`.
+    let r = host.ask("hi").run().await.expect("an ask");
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let offered = offered.lock().unwrap();
+    assert_eq!(offered.len(), 1, "{offered:?}");
+    assert!(offered[0].starts_with('t'), "{offered:?}");
+}

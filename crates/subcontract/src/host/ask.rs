@@ -185,10 +185,10 @@ impl<'a> Ask<'a> {
     /// answer's contract could not be built, before anything ran.
     pub async fn run(self) -> Result<RunResult<String>, SpecError> {
         let n = self.max_answer_chars;
-        let (ctx, prompt) = (self.ctx, Prompt(self.prompt.clone()));
+        let prompt = Prompt(self.prompt.clone());
         let spec = SubAgentSpec::<Prompt, String>::text(self.name(), n);
-        let spec = self.terms(spec, text_json_chars(n)).await?;
-        Ok(spec.run(&prompt, ctx).await)
+        let (spec, ctx) = self.terms(spec, text_json_chars(n)).await?;
+        Ok(spec.run(&prompt, &ctx).await)
     }
 
     /// The name of the spec the prompt runs as: the context's spec name (`host` unless its
@@ -199,13 +199,15 @@ impl<'a> Ask<'a> {
             .unwrap_or("host")
     }
 
-    /// The spec the prompt runs as: the ask's system prompt and limits, every tool the
-    /// context holds now (a host whose tools follow changing sources: its current ones).
+    /// The spec the prompt runs as (the ask's system prompt and limits, every tool the
+    /// context holds now), and the context it runs in: for a host whose tools follow changing
+    /// sources, the view holding the set the spec lists, so that a source changing between
+    /// the two cannot leave the spec naming a tool its run does not hold.
     async fn terms<I, O>(
         self,
         builder: crate::spec::SpecBuilder<I, O>,
         max_output_chars: usize,
-    ) -> Result<SubAgentSpec<I, O>, SpecError> {
+    ) -> Result<(SubAgentSpec<I, O>, Ctx), SpecError> {
         let ctx = self.ctx.for_new_run().await;
         let tools: Vec<String> = ctx.tools().names().map(str::to_owned).collect();
         let limits = Limits {
@@ -223,6 +225,7 @@ impl<'a> Ask<'a> {
             .tools(tools)
             .limits(limits)
             .build()
+            .map(|spec| (spec, ctx))
     }
 }
 
@@ -248,11 +251,11 @@ where
     /// ran.
     pub async fn run(self) -> Result<RunResult<O>, SpecError> {
         let ask = self.ask;
-        let (ctx, prompt) = (ask.ctx, Prompt(ask.prompt.clone()));
+        let prompt = Prompt(ask.prompt.clone());
         let json_chars = ask.max_answer_chars;
         let spec = SubAgentSpec::<Prompt, O>::builder(ask.name());
-        let spec = ask.terms(spec, json_chars).await?;
-        Ok(spec.run(&prompt, ctx).await)
+        let (spec, ctx) = ask.terms(spec, json_chars).await?;
+        Ok(spec.run(&prompt, &ctx).await)
     }
 }
 
