@@ -3,11 +3,13 @@
 //! conversation bounded.
 
 use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tracing::instrument::Instrumented;
 use tracing::{Instrument, Span};
 
 use super::policy::call_tool;
@@ -43,17 +45,24 @@ struct Ready {
 
 impl Ready {
     /// The call through the tool-call policy ([`call_tool`]), inside its span: the one place a
-    /// turn's calls, ordinary or sub-agent, enter it.
-    async fn run(self, ctx: &Ctx, turn: u32, span: Span) -> ToolOutput {
-        let Ready {
-            tool,
-            name,
-            contract,
+    /// turn's calls, ordinary or sub-agent, enter it. The call takes the arguments; the slot
+    /// keeps the tool, which the call borrows.
+    fn run<'a>(
+        &'a mut self,
+        ctx: &'a Ctx,
+        turn: u32,
+        span: Span,
+    ) -> Instrumented<impl Future<Output = ToolOutput> + 'a> {
+        let args = std::mem::take(&mut self.args);
+        call_tool(
+            &*self.tool,
+            self.name.clone(),
+            &self.contract,
             args,
-        } = self;
-        call_tool(&*tool, name, &contract, args, ctx, turn)
-            .instrument(span)
-            .await
+            ctx,
+            turn,
+        )
+        .instrument(span)
     }
 }
 
@@ -95,6 +104,7 @@ impl Spawned {
             };
             // Not raced against the cancellation: a sub-agent stops on its own token (a
             // child of this run's) and is awaited until it has.
+            let mut ready = ready;
             ready.run(&ctx, turn, span).await
         });
         self.index.insert(handle.id(), i);
@@ -271,12 +281,8 @@ async fn run_in_order(
 ) {
     let mut chars = ResultChars::default();
     for (slot, c) in slots.iter_mut().zip(calls) {
-        let ready = match std::mem::replace(slot, Slot::Spawned) {
-            Slot::Run(ready) => ready,
-            other => {
-                *slot = other;
-                continue;
-            }
+        let Slot::Run(ready) = slot else {
+            continue;
         };
         if chars.full {
             *slot = Slot::Done(ToolOutput::error(wording::over_chars_limit(max_chars)));
