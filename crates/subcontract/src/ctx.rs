@@ -15,6 +15,8 @@ use crate::outcome::SpawnError;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
 mod shared_prefix;
+#[cfg(test)]
+mod tests;
 mod unless_cancelled;
 
 pub(crate) use shared_prefix::SharedPrefix;
