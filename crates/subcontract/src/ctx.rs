@@ -15,6 +15,8 @@ use crate::outcome::SpawnError;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
 mod shared_prefix;
+#[cfg(test)]
+mod tests;
 mod unless_cancelled;
 
 pub(crate) use shared_prefix::SharedPrefix;
@@ -65,13 +67,30 @@ struct HostParts {
     share_prefix: bool,
 }
 
-/// Who a context is: what every event it emits is stamped with.
+/// Who a context is: its ids and depth, which every event it emits is stamped with, and
+/// whether a run is under way in it.
 #[derive(Clone)]
 struct Stamp {
     run_id: Arc<str>,
     parent_run_id: Option<Arc<str>>,
     spec: Arc<str>,
     depth: u32,
+    role: Role,
+}
+
+/// What a spec run in a context starts: a root run of its own, or a child of the run under
+/// way. Set where the context is made, never changed after, so that no run can turn a context
+/// it did not make into another kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Runs start from it, each a root run of its own with its own id
+    /// ([`Ctx::for_root_run`]): the host's context, or a child context made by [`Ctx::child`]
+    /// for a caller to run a spec in (as the MCP server makes one per call).
+    Host,
+    /// The context of a run under way, which its tools are called with: a spec run in it is a
+    /// child of that run, one level deeper. Never a second root at the same depth, which would
+    /// let a tool recurse without bound.
+    Run,
 }
 
 /// The tools a context holds, and those of them its run offers its model.
@@ -162,6 +181,13 @@ struct Inner {
 /// cancels it. A spec run straight from the host's context (a root run, `spec.run(&input,
 /// &host)`) is made the same way at the host's depth: it holds the host's tools, which its
 /// sub-agents draw from, and offers its own model those its spec names.
+///
+/// Whether a run is under way in a context is set where the context is made, and decides what
+/// a spec run in it starts. In the host's context, or a child context made by [`Ctx::child`]
+/// and handed to a caller, none is: each spec run in it is a root run of its own. In a run's
+/// context (a root run's, a sub-agent's, and every view of either), which the run's tools are
+/// called with, one is: a spec run in it is a child of that run, one level deeper, so a tool
+/// that runs a spec again and again is stopped by the depth limit.
 #[derive(Clone)]
 pub struct Ctx {
     inner: Arc<Inner>,
@@ -335,6 +361,7 @@ impl CtxBuilder {
                     parent_run_id: None,
                     spec: self.spec.into(),
                     depth: 0,
+                    role: Role::Host,
                 },
                 holding: Holding {
                     tools: self.tools,
@@ -379,7 +406,26 @@ impl Ctx {
     /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
     /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
     /// This is the only way a child context is made.
+    ///
+    /// No run is under way in it: a spec run in it is a root run at its depth, whose id is the
+    /// child's (a later one's `<id>-2`, …), as when the MCP server runs a call in the child it
+    /// made for it. A parent's run starts each sub-agent in the same fork, made the context of
+    /// a run under way at once.
     pub fn child<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
+        self.fork_child(spec, Role::Host)
+    }
+
+    /// The context a sub-agent's run of `spec` runs in, started by this context's run: the
+    /// fork [`child`](Self::child) makes, a run's from the start. No context of the child that
+    /// is not a run's ever exists, and only such a context starts a root run, so none can take
+    /// the child's own id again and it needs no reservation: a spec run in it (a tool's
+    /// `ctx.ask`) is its child, numbered by its own count.
+    pub(crate) fn child_run<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
+        self.fork_child(spec, Role::Run)
+    }
+
+    /// [`child`](Self::child), its context of `role`.
+    fn fork_child<S: Delegate + ?Sized>(&self, spec: &S, role: Role) -> Result<Ctx, SpawnError> {
         let spec = spec.terms();
         let p = &self.inner;
         let depth = p.stamp.depth + 1;
@@ -422,6 +468,7 @@ impl Ctx {
                 parent_run_id: Some(p.stamp.run_id.clone()),
                 spec: spec.name.clone(),
                 depth,
+                role,
             },
             holding: Holding {
                 tools,
@@ -445,7 +492,14 @@ impl Ctx {
     /// id (`root`), the next ones that id with `-2`, `-3`, … (`root-2`), their sub-agents
     /// `root-2.<spec>-<n>`. Each counts its spend in a budget node of its own under this
     /// one ([`Budget::tally`]), so a run's total is its own, never that of its siblings.
+    ///
+    /// Only a context no run is under way in starts one ([`is_run`](Self::is_run)); the
+    /// context made is a run's, so a spec run in it is a child of this run, never another root.
     pub(crate) fn for_root_run(&self, offered: &Arc<[String]>) -> Ctx {
+        debug_assert!(
+            !self.is_run(),
+            "a root run starts only from a host's context"
+        );
         let p = &self.inner;
         let n = p.counters.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let (run_id, children): (Arc<str>, _) = if n == 1 {
@@ -459,6 +513,7 @@ impl Ctx {
             budget: p.budget.tally(run_id.clone()),
             stamp: Stamp {
                 run_id,
+                role: Role::Run,
                 ..p.stamp.clone()
             },
             holding: Holding {
@@ -513,7 +568,7 @@ impl Ctx {
         })
     }
 
-    /// Another view of the same run, with `change` made to it.
+    /// Another view of the same run, with `change` made to it (its role too: the same run).
     fn view(&self, change: impl FnOnce(&mut Inner)) -> Ctx {
         let mut inner = (*self.inner).clone();
         change(&mut inner);
@@ -559,18 +614,12 @@ impl Ctx {
     }
 
     /// Whether this is the context of a run under way, which its tools are called with: a
-    /// root run's (made by [`for_root_run`](Self::for_root_run)), or a sub-agent's once its
-    /// run started in it. A child context made and not yet run in (as the MCP server makes
-    /// one per call) is not.
+    /// root run's (made by [`for_root_run`](Self::for_root_run)) or a sub-agent's (made by
+    /// [`child_run`](Self::child_run)), and every view of either. A spec run in it is a child
+    /// of that run. The host's context is not, nor a child context made by
+    /// [`child`](Self::child), however many runs started from it: each of those is a root run.
     pub(crate) fn is_run(&self) -> bool {
-        self.inner.holding.offered.is_some()
-            || (self.inner.stamp.depth > 0 && self.inner.counters.runs.load(Ordering::Relaxed) > 0)
-    }
-
-    /// Marks this context's own run id as taken by the run about to start in it, so that a
-    /// root run started later from it (a tool's `ctx.ask`) gets an id of its own.
-    pub(crate) fn take_own_id(&self) {
-        self.inner.counters.runs.fetch_add(1, Ordering::Relaxed);
+        self.inner.stamp.role == Role::Run
     }
 
     /// The tool `name` if the run this context belongs to offers it to its model: held, and

@@ -93,11 +93,11 @@ pub(crate) async fn run_child_checked(
     text: OutputText,
     check: InputCheck,
 ) -> RunResult<Decoded> {
-    // A host whose tools follow changing sources gives the child the current ones.
-    match parent.for_new_run().await.child(spec) {
+    // A host whose tools follow changing sources gives the child the current ones. The
+    // child's context is a run's from the start: a spec its tools run in it is its child.
+    match parent.for_new_run().await.child_run(spec) {
         // A child context has a cancellation token of its own, so the run may cancel it.
         Ok(child) => {
-            child.take_own_id();
             let span = crate::telemetry::agent_span(spec, &child);
             run_owned(spec, input, &child, text, check)
                 .instrument(span)
