@@ -405,12 +405,13 @@ impl Ctx {
     /// Makes the context a sub-agent runs in: tools = the spec's tools, each of which this
     /// context must hold; budget forked with the spec's `max_cost_usd`; depth + 1 under the
     /// limit; run id `<this run id>.<spec>-<n>`; the same gate; a child cancellation token.
-    /// This is the only way a child context is made.
+    /// Every child context is made by this one fork, under these invariants: this one, and
+    /// each sub-agent's that a parent's run starts (there, the context of a run under way
+    /// from the start).
     ///
-    /// No run is under way in it: a spec run in it is a root run at its depth, whose id is the
-    /// child's (a later one's `<id>-2`, …), as when the MCP server runs a call in the child it
-    /// made for it. A parent's run starts each sub-agent in the same fork, made the context of
-    /// a run under way at once.
+    /// No run is under way in the context this returns: a spec run in it is a root run at its
+    /// depth, whose id is the child's (a later one's `<id>-2`, …), as when the MCP server runs
+    /// a call in the child it made for it.
     pub fn child<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
         self.fork_child(spec, Role::Host)
     }
