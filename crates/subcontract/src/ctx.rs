@@ -78,19 +78,30 @@ struct Stamp {
     role: Role,
 }
 
-/// What a spec run in a context starts: a root run of its own, or a child of the run under
-/// way. Set where the context is made, never changed after, so that no run can turn a context
-/// it did not make into another kind.
+/// What a context is, which decides what a spec run in it starts ([`Ctx::next_run`]). Set
+/// where the context is made, never changed after.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// Runs start from it, each a root run of its own with its own id
-    /// ([`Ctx::for_root_run`]): the host's context, or a child context made by [`Ctx::child`]
-    /// for a caller to run a spec in (as the MCP server makes one per call).
+    /// The host's: each spec run in it is a root run of its own, with an id of its own
+    /// (`root`, `root-2`, …).
     Host,
+    /// A child context made for a caller by [`Ctx::child`] (as the MCP server makes one per
+    /// call): the first spec run in it is the child's own run, with the child's id; from then
+    /// on it is that run's context, and a later spec run in it is that run's child.
+    Child,
     /// The context of a run under way, which its tools are called with: a spec run in it is a
     /// child of that run, one level deeper. Never a second root at the same depth, which would
     /// let a tool recurse without bound.
     Run,
+}
+
+/// What a spec run in a context starts ([`Ctx::next_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NextRun {
+    /// A root run, the `n`th started from the context ([`Ctx::for_root_run`]).
+    Root(u32),
+    /// A child of the run under way in the context ([`Ctx::child_run`]).
+    Child,
 }
 
 /// The tools a context holds, and those of them its run offers its model.
@@ -138,7 +149,8 @@ struct Fanout {
 struct Counters {
     // Children made from this run.
     children: Arc<AtomicU32>,
-    // Root runs started from this context (`for_root_run`), so that each gets an id of its own.
+    // Runs started from this context as root runs (`next_run`), so that each gets an id of its
+    // own; in a child context made for a caller, whether its own run has started.
     runs: Arc<AtomicU32>,
 }
 
@@ -182,12 +194,12 @@ struct Inner {
 /// &host)`) is made the same way at the host's depth: it holds the host's tools, which its
 /// sub-agents draw from, and offers its own model those its spec names.
 ///
-/// Whether a run is under way in a context is set where the context is made, and decides what
-/// a spec run in it starts. In the host's context, or a child context made by [`Ctx::child`]
-/// and handed to a caller, none is: each spec run in it is a root run of its own. In a run's
-/// context (a root run's, a sub-agent's, and every view of either), which the run's tools are
-/// called with, one is: a spec run in it is a child of that run, one level deeper, so a tool
-/// that runs a spec again and again is stopped by the depth limit.
+/// What a spec run in a context starts follows from what the context is, set where it is
+/// made. In the host's context: a root run of its own. In a child context
+/// made by [`Ctx::child`] and handed to a caller: the child's own run the first time, then
+/// children of that run. In a run's context (a root run's, a sub-agent's, and every view of
+/// either), which the run's tools are called with: a child of that run, one level deeper, so
+/// a tool that runs a spec again and again is stopped by the depth limit.
 #[derive(Clone)]
 pub struct Ctx {
     inner: Arc<Inner>,
@@ -409,11 +421,11 @@ impl Ctx {
     /// each sub-agent's that a parent's run starts (there, the context of a run under way
     /// from the start).
     ///
-    /// No run is under way in the context this returns: a spec run in it is a root run at its
-    /// depth, whose id is the child's (a later one's `<id>-2`, …), as when the MCP server runs
-    /// a call in the child it made for it.
+    /// No run is under way in the context this returns: the first spec run in it is the
+    /// child's own, at its depth and with its id, as when the MCP server runs a call in the
+    /// child it made for it; a later one is a child of that run, one level deeper.
     pub fn child<S: Delegate + ?Sized>(&self, spec: &S) -> Result<Ctx, SpawnError> {
-        self.fork_child(spec, Role::Host)
+        self.fork_child(spec, Role::Child)
     }
 
     /// The context a sub-agent's run of `spec` runs in, started by this context's run: the
@@ -489,20 +501,15 @@ impl Ctx {
     /// child of this one's (the run loop cancels it to stop its own work on a timeout without
     /// cancelling the caller's token).
     ///
-    /// Each run started from one context has a run id of its own: the first this context's
-    /// id (`root`), the next ones that id with `-2`, `-3`, … (`root-2`), their sub-agents
-    /// `root-2.<spec>-<n>`. Each counts its spend in a budget node of its own under this
-    /// one ([`Budget::tally`]), so a run's total is its own, never that of its siblings.
-    ///
-    /// Only a context no run is under way in starts one ([`is_run`](Self::is_run)); the
-    /// context made is a run's, so a spec run in it is a child of this run, never another root.
-    pub(crate) fn for_root_run(&self, offered: &Arc<[String]>) -> Ctx {
-        debug_assert!(
-            !self.is_run(),
-            "a root run starts only from a host's context"
-        );
+    /// `n` is the run's place among those started from this context, as
+    /// [`next_run`](Self::next_run) gave it: the first has this context's id (`root`), the
+    /// next ones that id with `-2`, `-3`, … (`root-2`; only a host's context starts more than
+    /// one), their sub-agents `root-2.<spec>-<n>`. Each counts its spend in a budget node of
+    /// its own under this one ([`Budget::tally`]), so a run's total is its own, never that of
+    /// its siblings. The context made is a run's: a spec run in it is a child of this run,
+    /// never another root.
+    pub(crate) fn for_root_run(&self, offered: &Arc<[String]>, n: u32) -> Ctx {
         let p = &self.inner;
-        let n = p.counters.runs.fetch_add(1, Ordering::Relaxed) + 1;
         let (run_id, children): (Arc<str>, _) = if n == 1 {
             // The context's own id: children made from the context itself
             // (`SubAgentSpec::run_child`) share its count, so no child id is given twice.
@@ -614,13 +621,34 @@ impl Ctx {
         self.view(|v| v.gate = v.gate.stricter(gate))
     }
 
-    /// Whether this is the context of a run under way, which its tools are called with: a
-    /// root run's (made by [`for_root_run`](Self::for_root_run)) or a sub-agent's (made by
-    /// [`child_run`](Self::child_run)), and every view of either. A spec run in it is a child
-    /// of that run. The host's context is not, nor a child context made by
-    /// [`child`](Self::child), however many runs started from it: each of those is a root run.
+    /// What a spec run started in this context is, claimed at once so that two runs started
+    /// together cannot both take one id: in the host's context, the next root run; in a
+    /// child context made by [`child`](Self::child), the child's own run the first time, then
+    /// a child of that run; in a run's context (a root run's, a sub-agent's, any view of
+    /// either), a child of that run.
+    pub(crate) fn next_run(&self) -> NextRun {
+        let runs = &self.inner.counters.runs;
+        match self.inner.stamp.role {
+            Role::Host => NextRun::Root(runs.fetch_add(1, Ordering::Relaxed) + 1),
+            Role::Child => {
+                match runs.compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => NextRun::Root(1),
+                    Err(_) => NextRun::Child,
+                }
+            }
+            Role::Run => NextRun::Child,
+        }
+    }
+
+    /// Whether a spec run in this context would be a child of a run under way in it (what
+    /// [`next_run`](Self::next_run) would say, without claiming anything).
+    #[cfg(test)]
     pub(crate) fn is_run(&self) -> bool {
-        self.inner.stamp.role == Role::Run
+        match self.inner.stamp.role {
+            Role::Host => false,
+            Role::Child => self.inner.counters.runs.load(Ordering::Relaxed) > 0,
+            Role::Run => true,
+        }
     }
 
     /// The tool `name` if the run this context belongs to offers it to its model: held, and

@@ -2,7 +2,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 
-use super::Ctx;
+use super::{Ctx, NextRun};
 use crate::events::{EventKind, MemorySink};
 use crate::model::{ScriptStep, ScriptedModel};
 use crate::{Outcome, SubAgentSpec, Tool, ToolOutput, ToolSet};
@@ -90,7 +90,10 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
         .build();
     assert!(!host.is_run(), "the host's context");
     let offered: Arc<[String]> = Arc::from(vec!["probe".to_string()]);
-    let root = host.for_root_run(&offered);
+    let NextRun::Root(n) = host.next_run() else {
+        panic!("a host's context starts root runs")
+    };
+    let root = host.for_root_run(&offered, n);
     assert!(root.is_run(), "a root run's context");
     assert!(root
         .with_stricter_gate(Arc::new(crate::DenyTools::new(["x"])))
@@ -128,26 +131,46 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
         ]
     );
 
-    // From a child context (as the MCP server runs a call): a root run at its depth with its
-    // id, and the next one from it another root, `-2`, never a child of the first.
-    for id in ["root.outer-1", "root.outer-1-2"] {
-        let r = outer.run(&json!({}), &child).await;
-        assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-        assert_eq!(r.run_id, id);
-        let mut got = std::mem::take(&mut *seen.lock().unwrap());
-        got.sort_by_key(|s| s.depth);
-        assert_eq!(
-            got,
-            [
-                want(id, 1, &format!("{id}.inner-1")),
-                want(&format!("{id}.mid-2"), 2, &format!("{id}.mid-2.inner-1")),
-            ]
-        );
-        assert!(
-            !child.is_run(),
-            "a run in it leaves the child context as it was"
-        );
-    }
+    // From a child context (as the MCP server runs a call): the child's own run, at its
+    // depth and with its id.
+    let id = "root.outer-1";
+    let r = outer.run(&json!({}), &child).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.run_id, id);
+    let mut got = std::mem::take(&mut *seen.lock().unwrap());
+    got.sort_by_key(|s| s.depth);
+    assert_eq!(
+        got,
+        [
+            want(id, 1, &format!("{id}.inner-1")),
+            want(&format!("{id}.mid-2"), 2, &format!("{id}.mid-2.inner-1")),
+        ]
+    );
+    assert!(child.is_run(), "the child context is now its run's");
+    // A second run in it is a child of that run, one level deeper, numbered after its
+    // children: never a second root at the child's depth (with an id like `root.outer-1-2`,
+    // which the host's second child of a spec named `outer-1` would have too). Its sub-agent's
+    // tool is past the depth limit.
+    let r = outer.run(&json!({}), &child).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let id = "root.outer-1.outer-3";
+    assert_eq!(r.run_id, id);
+    let mut got = std::mem::take(&mut *seen.lock().unwrap());
+    got.sort_by_key(|s| s.depth);
+    assert_eq!(
+        got,
+        [
+            want(id, 2, &format!("{id}.inner-1")),
+            Seen {
+                nested: Outcome::Denied,
+                ..want(
+                    &format!("{id}.mid-2"),
+                    3,
+                    &format!("{id}.mid-2.inner-denied")
+                )
+            },
+        ]
+    );
 
     // Every nested run started one level below the run whose tool started it.
     let events = sink.events();
@@ -157,7 +180,11 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
         .filter(started)
         .filter(|e| e.run_id.ends_with(".inner-1"))
         .collect();
-    assert_eq!(nested.len(), 6, "two in each of three runs");
+    assert_eq!(
+        nested.len(),
+        5,
+        "two in each of the first two runs, one in the third (its other past the depth limit)"
+    );
     for e in nested {
         let parent = e.parent_run_id.as_deref().expect("a parent");
         let parent_depth = events
@@ -168,4 +195,23 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
             .expect("the parent's start");
         assert_eq!(e.depth, parent_depth + 1, "{}", e.run_id);
     }
+}
+
+/// Two runs started together in one child context made for a caller: one is the child's own
+/// run, the other that run's child; never two root runs, which could share an id.
+#[tokio::test]
+async fn two_runs_started_together_in_a_child_context_take_two_ids() {
+    let model = Arc::new(ScriptedModel::from_fn("scripted:role", |_| {
+        ScriptStep::submit(json!(true))
+    }));
+    let solo = spec("solo", &[]);
+    let host = Ctx::builder(model).build();
+    let child = host.child(&solo).unwrap();
+    let input = json!({});
+    let (a, b) = tokio::join!(solo.run(&input, &child), solo.run(&input, &child));
+    assert_eq!(a.outcome, Outcome::Completed, "{:?}", a.error);
+    assert_eq!(b.outcome, Outcome::Completed, "{:?}", b.error);
+    let mut ids = [a.run_id, b.run_id];
+    ids.sort();
+    assert_eq!(ids, ["root.solo-1", "root.solo-1.solo-1"]);
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 use rust_decimal::Decimal;
 use serde_json::Value;
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, NextRun};
 use crate::events::EventKind;
 use crate::model::Usage;
 use crate::outcome::{Failure, Outcome, RunResult, RunStats};
@@ -160,13 +160,14 @@ pub(crate) async fn run_core(
     // the context a tool was given): a child of that run, under its depth limit, budget and
     // tools. Never a second root at the same depth, which would let a tool recurse without
     // bound.
-    if ctx.is_run() {
-        return run_child(spec, input, ctx, text).await;
-    }
+    let n = match ctx.next_run() {
+        NextRun::Child => return run_child(spec, input, ctx, text).await,
+        NextRun::Root(n) => n,
+    };
     // A host whose tools follow changing sources runs with the current ones, fixed from here.
     // The caller's token is not the run's to cancel: a timeout stops this run through a token
     // of its own, a child of the caller's. The run has an id and a spend count of its own.
-    let ctx = ctx.for_new_run().await.for_root_run(&spec.def.tools);
+    let ctx = ctx.for_new_run().await.for_root_run(&spec.def.tools, n);
     let span = crate::telemetry::agent_span(spec, &ctx);
     run_owned(spec, input, &ctx, text, InputCheck::Full)
         .instrument(span)
