@@ -88,7 +88,7 @@ impl Spawned {
     fn spawn(
         &mut self,
         i: usize,
-        ready: Ready,
+        mut ready: Ready,
         ctx: Ctx,
         permits: Arc<Semaphore>,
         turn: u32,
@@ -104,7 +104,6 @@ impl Spawned {
             };
             // Not raced against the cancellation: a sub-agent stops on its own token (a
             // child of this run's) and is awaited until it has.
-            let mut ready = ready;
             ready.run(&ctx, turn, span).await
         });
         self.index.insert(handle.id(), i);

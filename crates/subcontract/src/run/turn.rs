@@ -644,8 +644,8 @@ impl Progress {
         }
     }
 
-    /// A text answer: the run's output, or the conversation told what to send instead (and
-    /// the next turn asks for the output alone, or for a read first).
+    /// A text answer: the run's output, or the conversation told what to send instead (and,
+    /// for a JSON output, the next turn asks for it alone, or for a read first).
     fn text_answer(
         &mut self,
         check: &Check<'_, '_>,
