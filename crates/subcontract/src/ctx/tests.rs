@@ -47,6 +47,13 @@ impl Tool for Probe {
     }
 }
 
+/// What the probe saw since last asked, shallowest first.
+fn by_depth(seen: &Mutex<Vec<Seen>>) -> Vec<Seen> {
+    let mut got = std::mem::take(&mut *seen.lock().unwrap());
+    got.sort_by_key(|s| s.depth);
+    got
+}
+
 fn spec(name: &str, tools: &[&str]) -> SubAgentSpec<Value, Value> {
     SubAgentSpec::dynamic(name, json!({"type": "object"}), json!({"type": "boolean"}))
         .description(name)
@@ -114,8 +121,7 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
     let r = outer.run(&json!({}), &host).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(r.run_id, "root-2");
-    let mut got = std::mem::take(&mut *seen.lock().unwrap());
-    got.sort_by_key(|s| s.depth);
+    let got = by_depth(&seen);
     let want = |run_id: &str, depth, nested_id: &str| Seen {
         run_id: run_id.into(),
         depth,
@@ -137,8 +143,7 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
     let r = outer.run(&json!({}), &child).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(r.run_id, id);
-    let mut got = std::mem::take(&mut *seen.lock().unwrap());
-    got.sort_by_key(|s| s.depth);
+    let got = by_depth(&seen);
     assert_eq!(
         got,
         [
@@ -155,8 +160,7 @@ async fn only_the_context_of_a_run_under_way_is_a_run() {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     let id = "root.outer-1.outer-3";
     assert_eq!(r.run_id, id);
-    let mut got = std::mem::take(&mut *seen.lock().unwrap());
-    got.sort_by_key(|s| s.depth);
+    let got = by_depth(&seen);
     assert_eq!(
         got,
         [
