@@ -14,7 +14,7 @@
 //! (`--worker ADDRESS`); the starter runs in the main process.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,9 +22,12 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use subcontract::batch::{Ledger, Progress};
 use subcontract::temporal::{self, Engine, SubAgentActivities, TemporalBatch};
+use temporal_dev::{DevServer, Killed};
 
 #[path = "shared/child.rs"]
 mod child;
+#[path = "../tests/support/temporal_dev.rs"]
+mod temporal_dev;
 
 use child::TURNS;
 /// Inputs per batch (`--inputs N` to change).
@@ -51,36 +54,8 @@ fn main() {
         );
         std::process::exit(1);
     }
-    let port = free_port();
-    let address = format!("127.0.0.1:{port}");
-    let _server = Killed(
-        Command::new(&cli)
-            .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
-            .args(["--port", &port.to_string()])
-            .args(["--http-port", &free_port().to_string()])
-            .args(["--metrics-port", &free_port().to_string()])
-            .args(["--log-level", "error"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the Temporal CLI starts"),
-    );
-    let ready = Instant::now();
-    while !Command::new(&cli)
-        .args([
-            "operator",
-            "namespace",
-            "describe",
-            "default",
-            "--address",
-            &address,
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        assert!(ready.elapsed() < Duration::from_secs(90), "no server");
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    let server = DevServer::start(cli);
+    let address = server.probe.address.clone();
     let inputs_n: usize = match args.iter().position(|a| a == "--inputs") {
         Some(i) => args
             .get(i + 1)
@@ -169,20 +144,4 @@ async fn worker(address: &str) {
     )
     .await
     .expect("the worker runs");
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }

