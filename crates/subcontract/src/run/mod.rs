@@ -54,8 +54,6 @@ impl RunResult<Decoded> {
     }
 }
 
-/// What a run's loop keeps as it goes, for the run's end: the turns taken, this run's own
-/// usage and cost, and the outputs it rejected.
 /// The outputs a run rejected, for its span's end (the events that report them mark no span
 /// of their own).
 #[derive(Debug, Default, Clone, Copy)]
@@ -66,6 +64,8 @@ struct Rejections {
     ungrounded: u32,
 }
 
+/// What a run's loop keeps as it goes, for the run's end: the turns taken, this run's own
+/// usage and cost, and the outputs it rejected.
 #[derive(Default)]
 struct LoopState {
     turns: u32,
