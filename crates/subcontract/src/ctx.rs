@@ -529,9 +529,10 @@ impl Ctx {
                 ..p.holding.clone()
             },
             model: p.model.clone(),
+            // A run's context starts no root run (`next_run`), so it counts none.
             counters: Counters {
                 children,
-                runs: p.counters.runs.clone(),
+                runs: Arc::default(),
             },
             siblings: p.fanout.siblings.clone(),
         })
