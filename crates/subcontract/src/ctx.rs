@@ -12,6 +12,8 @@ use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
+use crate::act::{ActHost, RunCopy};
+use crate::tool::workspace::Workspace;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
 mod shared_prefix;
@@ -65,6 +67,8 @@ struct HostParts {
     journal: Option<Arc<dyn SpendJournal>>,
     prompt_cache: Option<PromptCache>,
     share_prefix: bool,
+    /// What acting runs copy, and where copies and kept patches live.
+    act: Option<Arc<ActHost>>,
 }
 
 /// Who a context is: its ids and depth, which every event it emits is stamped with, and
@@ -115,6 +119,9 @@ struct Holding {
     // The host's tools that follow sources which change (MCP servers): a run that starts
     // from the host gets the current set. `None` in every run's context, whose tools are fixed.
     live: Option<Arc<LiveTools>>,
+    // The working copy the run's tools see: its own when its spec acts, else its nearest
+    // acting ancestor's (read-only for it), else none (the host's workspace).
+    copy: Option<Arc<RunCopy>>,
 }
 
 /// The model a context's run calls, with its id held once instead of copied into every
@@ -238,6 +245,7 @@ pub struct CtxBuilder {
     journal: Option<Arc<dyn SpendJournal>>,
     prompt_cache: Option<PromptCache>,
     share_prefix: bool,
+    act: Option<Arc<ActHost>>,
 }
 
 impl CtxBuilder {
@@ -353,6 +361,14 @@ impl CtxBuilder {
         self
     }
 
+    /// Lends acting sub-agents working copies of `acting`'s workspace (a spec with a
+    /// `[workspace]` table that isolates it). Without it, such a spec's runs are refused. A
+    /// [`Host`](crate::host::Host) with a workspace sets it.
+    pub fn acting(mut self, acting: ActHost) -> Self {
+        self.act = Some(Arc::new(acting));
+        self
+    }
+
     /// The context.
     pub fn build(self) -> Ctx {
         let host = HostParts {
@@ -364,6 +380,7 @@ impl CtxBuilder {
             journal: self.journal,
             prompt_cache: self.prompt_cache,
             share_prefix: self.share_prefix,
+            act: self.act,
         };
         Ctx {
             inner: Arc::new(Inner {
@@ -379,6 +396,7 @@ impl CtxBuilder {
                     tools: self.tools,
                     offered: None,
                     live: self.live,
+                    copy: None,
                 },
                 budget: self.budget,
                 gate: self.gate,
@@ -411,6 +429,7 @@ impl Ctx {
             journal: None,
             prompt_cache: None,
             share_prefix: true,
+            act: None,
         }
     }
 
@@ -487,6 +506,7 @@ impl Ctx {
                 tools,
                 offered: None,
                 live: None,
+                copy: p.holding.copy.clone(),
             },
             budget,
             model,
@@ -603,6 +623,28 @@ impl Ctx {
     /// The same run, its next child one of the siblings sharing `share`.
     pub(crate) fn with_siblings(&self, share: Arc<SharedPrefix>) -> Ctx {
         self.view(|v| v.fanout.handoff = Some(share))
+    }
+
+    /// The same run, acting in `copy` from now on (its spec's own working copy).
+    pub(crate) fn with_copy(&self, copy: Arc<RunCopy>) -> Ctx {
+        self.view(|v| v.holding.copy = Some(copy))
+    }
+
+    /// The working copy this run's tools act on and read from, if it or an ancestor acts.
+    pub(crate) fn run_copy(&self) -> Option<&Arc<RunCopy>> {
+        self.inner.holding.copy.as_ref()
+    }
+
+    /// The workspace a run's file tools see: its working copy's, when it or an ancestor acts
+    /// in one; `None` when they see the host's workspace. A tool of your own that reads or
+    /// writes files should use it when it is there.
+    pub fn copy_workspace(&self) -> Option<&Arc<Workspace>> {
+        self.run_copy().map(|c| c.workspace())
+    }
+
+    /// What the host lends acting runs, if it does ([`CtxBuilder::acting`]).
+    pub(crate) fn act_host(&self) -> Option<&Arc<ActHost>> {
+        self.inner.host.act.as_ref()
     }
 
     /// Whether a fan-out's siblings share a prompt-cache write

@@ -145,6 +145,16 @@ pub mod codes {
     pub const EXAMPLE_INVALID: &str = "example-invalid";
     /// A value has the wrong type, or a required key is missing (outside `[limits]`).
     pub const INVALID_VALUE: &str = "invalid-value";
+    /// A spec names an acting tool (`write_file`, `edit_file`, `run_command`) without a
+    /// `[workspace]` table that isolates it (`isolation = "worktree"` or `"copy"`).
+    pub const ACTING_WITHOUT_ISOLATION: &str = "acting-without-isolation";
+    /// A `[workspace]` `checks` command whose program is not in `commands`, or a command line
+    /// that cannot be split into arguments.
+    pub const CHECK_NOT_ALLOWED: &str = "check-not-allowed";
+    /// A `[workspace]` `writes` glob that does not compile.
+    pub const INVALID_GLOB: &str = "invalid-glob";
+    /// Warning: `[workspace] sandbox = "none"`: commands run without the OS sandbox.
+    pub const NO_SANDBOX: &str = "no-sandbox";
     /// Warning: the spec has no `[[examples]]`, so its contracts are checked against nothing.
     pub const NO_EXAMPLES: &str = "no-examples";
     /// A schema keyword outside the draft 2020-12 vocabulary (a typo such as `maxLenght`):

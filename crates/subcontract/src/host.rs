@@ -265,7 +265,10 @@ impl HostBuilder {
         self
     }
 
-    /// The read-only workspace tools (`read_file`, `list_dir`, `grep`), rooted at `dir`.
+    /// The workspace tools rooted at `dir`: the read-only ones (`read_file`, `list_dir`,
+    /// `grep`), and the acting ones (`write_file`, `edit_file`, `run_command`,
+    /// `accept_changes`, `discard_changes`), which act only in a working copy of `dir` that an
+    /// acting spec's run gets (its `[workspace]`), never on `dir` itself.
     pub fn workspace(mut self, dir: impl AsRef<Path>) -> Self {
         self.workspace = Some(dir.as_ref().to_path_buf());
         self
@@ -362,6 +365,9 @@ impl HostBuilder {
             for t in Workspace::new(dir)?.tools() {
                 tools.insert(t)?;
             }
+            for t in crate::act::tools() {
+                tools.insert(t)?;
+            }
         }
         for t in self.tools {
             tools.insert(t)?;
@@ -399,10 +405,13 @@ impl HostBuilder {
         } else {
             ctx.live_tools(Arc::new(LiveTools::new(tools, self.sources)?))
         };
-        let ctx = ctx
+        let mut ctx = ctx
             .prices(self.prices)
             .events(Arc::new(Sinks(self.sinks)))
             .model_resolver(resolver);
+        if let Some(dir) = &self.workspace {
+            ctx = ctx.acting(crate::act::ActHost::new(dir));
+        }
         Ok(match self.prompt_cache {
             Some(cache) => ctx.prompt_cache(cache),
             None => ctx,

@@ -198,6 +198,10 @@ pub enum Failure {
     /// The output was valid but is not of the type the caller asked for.
     #[error("{0}")]
     OutputType(String),
+    /// An acting run could not get its working copy (no workspace to copy, not a git
+    /// repository for a worktree, a copy that failed): it did not start.
+    #[error("{0}")]
+    Workspace(String),
 }
 
 fn join(v: &[Violation]) -> String {
@@ -212,7 +216,9 @@ impl Failure {
     pub fn outcome(&self) -> Outcome {
         match self {
             Failure::InvalidInput(_) | Failure::InputNotSerialisable(_) => Outcome::InvalidInput,
-            Failure::Spawn(_) | Failure::ToolsNotHeld { .. } => Outcome::Denied,
+            Failure::Spawn(_) | Failure::ToolsNotHeld { .. } | Failure::Workspace(_) => {
+                Outcome::Denied
+            }
             Failure::Budget { .. } | Failure::Overbilled { .. } => Outcome::BudgetExhausted,
             Failure::SpendNotRecorded(_) | Failure::Model(_) | Failure::UnreadableUsage { .. } => {
                 Outcome::ModelError
@@ -273,6 +279,12 @@ pub struct RunResult<O> {
     pub duration: Duration,
     /// Why it did not complete (`None` exactly when it did).
     pub error: Option<Failure>,
+    /// An acting run's changes to its working copy, when it completed: checked like its
+    /// output (within `writes`, the size limits, its `checks` passing), and applied to
+    /// nothing yet: [`Changes::apply`](crate::act::Changes::apply) them or drop them. `None`
+    /// for a run that does not act, and for one that did not complete (whose changes are
+    /// kept as a patch file, never applied; its `changes` event names the file).
+    pub changes: Option<crate::act::Changes>,
 }
 
 /// What a run consumed, however it ended.
@@ -303,6 +315,7 @@ impl<O> RunResult<O> {
             total_cost_usd: stats.total_cost_usd,
             duration: stats.duration,
             error,
+            changes: None,
         }
     }
 
@@ -316,6 +329,7 @@ impl<O> RunResult<O> {
             total_cost_usd: self.total_cost_usd,
             duration: self.duration,
         };
+        let changes = self.changes;
         let ended = match (self.output, self.error) {
             (Some(o), None) => f(o),
             (_, Some(e)) => Err(e),
@@ -326,7 +340,10 @@ impl<O> RunResult<O> {
                 self.outcome
             ))),
         };
-        RunResult::ended(self.run_id, ended, stats)
+        let mut r = RunResult::ended(self.run_id, ended, stats);
+        // Changes belong to a completed run only.
+        r.changes = changes.filter(|_| r.outcome == Outcome::Completed);
+        r
     }
 
     /// The output, or the failure with its outcome.

@@ -20,6 +20,7 @@ use crate::ground::GroundKind;
 use crate::model::PriceTable;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SpecProblem, SubAgentSpec};
+use crate::act::ACT_TOOLS;
 use crate::tool::workspace::BUILTIN_TOOLS;
 
 /// What a check run may assume beyond the spec files themselves.
@@ -453,6 +454,7 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     let node_of: HashMap<&str, usize> = by_name.iter().map(|(n, idx)| (*n, idx[0])).collect();
     let mut known: Vec<&str> = BUILTIN_TOOLS
         .iter()
+        .chain(ACT_TOOLS.iter())
         .copied()
         .chain(node_of.keys().copied())
         .chain(catalogue.iter().copied())
@@ -507,11 +509,15 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                 );
                 d.severity = crate::diag::Severity::Warning;
                 out.push(d);
-            } else if !BUILTIN_TOOLS.contains(&name) && !catalogue.contains(name) {
+            } else if !BUILTIN_TOOLS.contains(&name)
+                && !ACT_TOOLS.contains(&name)
+                && !catalogue.contains(name)
+            {
                 let mut message = format!(
-                    "unknown tool `{name}`: not a built-in tool ({}), not a spec in this set, \
-                     and not in the tool catalogue (declare it in a file given with --tools)",
-                    BUILTIN_TOOLS.join(", ")
+                    "unknown tool `{name}`: not a built-in tool ({}, {}), not a spec in this \
+                     set, and not in the tool catalogue (declare it in a file given with --tools)",
+                    BUILTIN_TOOLS.join(", "),
+                    ACT_TOOLS.join(", ")
                 );
                 if let Some(best) = crate::spec::file::suggest(name, &known) {
                     message.push_str(&format!("; did you mean `{best}`?"));

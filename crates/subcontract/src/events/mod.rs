@@ -111,6 +111,42 @@ pub enum EventKind {
         /// Each ungrounded value's path and reason.
         violations: Vec<Violation>,
     },
+    /// An acting run ran a command in its working copy (a model's `run_command`, or one of
+    /// its spec's `checks`). What ran and how it ended; never its environment or output.
+    Command {
+        /// The program (`argv[0]`).
+        program: String,
+        /// Its exit code, when it exited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// Whether it was stopped at its timeout.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        timed_out: bool,
+        /// Wall time.
+        duration_ms: f64,
+        /// Bytes it printed, stdout and stderr together.
+        output_bytes: u64,
+        /// Why it did not run (not allowed, no sandbox), when it did not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// An acting run's changes: captured when its output was accepted, accepted or discarded
+    /// by its parent, or kept as a patch file (a run that failed, changes no one decided on).
+    Changes {
+        /// The changes' id (the run id of the run that made them).
+        id: String,
+        /// `captured`, `accepted`, `discarded` or `kept`.
+        status: String,
+        /// Files changed.
+        files: usize,
+        /// Lines added.
+        insertions: u64,
+        /// Lines removed.
+        deletions: u64,
+        /// The patch file they were kept in, when kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        patch: Option<String>,
+    },
     /// A run ended.
     Finished {
         /// How it ended.
@@ -191,6 +227,27 @@ pub enum TextRead {
         /// Whether it was in a fenced code block rather than the whole text.
         fenced: bool,
     },
+}
+
+impl EventKind {
+    /// The event for `changes` now `status` (`captured`, `accepted`, `discarded`, `kept`).
+    pub(crate) fn changes(
+        changes: &crate::act::Changes,
+        status: &str,
+        patch: Option<&std::path::Path>,
+    ) -> EventKind {
+        let (insertions, deletions) = changes.files.iter().fold((0u64, 0u64), |(i, d), f| {
+            (i + f.insertions as u64, d + f.deletions as u64)
+        });
+        EventKind::Changes {
+            id: changes.id.clone(),
+            status: status.to_owned(),
+            files: changes.files.len(),
+            insertions,
+            deletions,
+            patch: patch.map(|p| p.display().to_string()),
+        }
+    }
 }
 
 impl EventKind {
@@ -291,6 +348,26 @@ impl EventSink for TracingSink {
                     .map(|v| v.to_string())
                     .unwrap_or_default();
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, violations = violations.len(), first = %first, "output_ungrounded")
+            }
+            EventKind::Command {
+                program,
+                exit_code,
+                timed_out,
+                duration_ms,
+                output_bytes,
+                error,
+            } => {
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, program = %program, exit_code = ?exit_code, timed_out, duration_ms, output_bytes, error = redacted(error), "command")
+            }
+            EventKind::Changes {
+                id,
+                status,
+                files,
+                insertions,
+                deletions,
+                patch,
+            } => {
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, id = %id, status = %status, files, insertions, deletions, patch = patch.as_deref().unwrap_or(""), "changes")
             }
             EventKind::Finished {
                 outcome,

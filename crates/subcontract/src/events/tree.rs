@@ -42,8 +42,43 @@ pub struct RunNode {
     /// Valid outputs it had rejected as ungrounded (`x-grounded` values backed by nothing
     /// the run read), in turn order, counted apart from `rejected`.
     pub ungrounded: Vec<RejectedOutput>,
+    /// Commands it ran in its working copy (an acting run), in order.
+    pub commands: Vec<CommandRun>,
+    /// What became of its changes and of those of its sub-agents it decided on, in order
+    /// (`captured`, `accepted`, `discarded`, `kept`).
+    pub changes: Vec<ChangesSeen>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
+}
+
+/// A command an acting run ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandRun {
+    /// The program.
+    pub program: String,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// Whether it was stopped at its timeout.
+    pub timed_out: bool,
+    /// Why it did not run, when it did not.
+    pub error: Option<String>,
+}
+
+/// An acting run's changes, as one event saw them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChangesSeen {
+    /// The changes' id (the run that made them).
+    pub id: String,
+    /// `captured`, `accepted`, `discarded` or `kept`.
+    pub status: String,
+    /// Files changed.
+    pub files: usize,
+    /// Lines added.
+    pub insertions: u64,
+    /// Lines removed.
+    pub deletions: u64,
+    /// The patch file, when kept.
+    pub patch: Option<String>,
 }
 
 /// An output a run had rejected.
@@ -75,6 +110,8 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     error: None,
                     rejected: Vec::new(),
                     ungrounded: Vec::new(),
+                    commands: Vec::new(),
+                    changes: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -118,6 +155,33 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
             EventKind::OutputUngrounded { turn, violations } => n.ungrounded.push(RejectedOutput {
                 turn: *turn,
                 violations: violations.clone(),
+            }),
+            EventKind::Command {
+                program,
+                exit_code,
+                timed_out,
+                error,
+                ..
+            } => n.commands.push(CommandRun {
+                program: program.clone(),
+                exit_code: *exit_code,
+                timed_out: *timed_out,
+                error: error.clone(),
+            }),
+            EventKind::Changes {
+                id,
+                status,
+                files,
+                insertions,
+                deletions,
+                patch,
+            } => n.changes.push(ChangesSeen {
+                id: id.clone(),
+                status: status.clone(),
+                files: *files,
+                insertions: *insertions,
+                deletions: *deletions,
+                patch: patch.clone(),
             }),
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
@@ -223,6 +287,43 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
             s,
             "{prefix}{pad}   ✗ turn {}: output {why}: {short}",
             r.turn
+        );
+    }
+    if !n.commands.is_empty() {
+        let failed = n
+            .commands
+            .iter()
+            .filter(|c| c.exit_code != Some(0) || c.timed_out)
+            .count();
+        let last = n.commands.last().map_or(String::new(), |c| {
+            let how = match (&c.error, c.exit_code, c.timed_out) {
+                (Some(_), _, _) => "refused".to_owned(),
+                (_, _, true) => "timed out".to_owned(),
+                (_, Some(code), _) => format!("exit {code}"),
+                (_, None, _) => "killed".to_owned(),
+            };
+            format!("; last: {} ({how})", c.program)
+        });
+        let _ = writeln!(
+            s,
+            "{prefix}{pad}   $ {} command(s), {failed} failed{last}",
+            n.commands.len()
+        );
+    }
+    for c in &n.changes {
+        let kept = c
+            .patch
+            .as_deref()
+            .map_or(String::new(), |p| format!(" in {p}"));
+        let whose = if c.id == n.run_id {
+            String::new()
+        } else {
+            format!(" of {}", c.id)
+        };
+        let _ = writeln!(
+            s,
+            "{prefix}{pad}   ± changes{whose} {}: {} file(s), +{} -{}{kept}",
+            c.status, c.files, c.insertions, c.deletions
         );
     }
     if let Some(e) = &n.error {

@@ -93,6 +93,15 @@ impl EventSink for ProgressRouter {
                 e.spec,
                 violations.len()
             ),
+            EventKind::Command {
+                program, exit_code, ..
+            } => match exit_code {
+                Some(code) => format!("{}: ran {program} (exit {code})", e.spec),
+                None => format!("{}: ran {program} (stopped)", e.spec),
+            },
+            EventKind::Changes {
+                status, files, ..
+            } => format!("{}: changes {status} ({files} file(s))", e.spec),
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
         let calls = self.lock();

@@ -57,7 +57,8 @@ impl Tool for AgentTool {
 
 impl AgentTool {
     async fn run(&self, args: Value, ctx: &Ctx, check: InputCheck) -> ToolOutput {
-        let r = super::run_child_checked(&self.spec, args, ctx, OutputText::Write, check).await;
+        let mut r = super::run_child_checked(&self.spec, args, ctx, OutputText::Write, check).await;
+        let changes = r.changes.take().filter(|c| !c.is_empty());
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
             (Outcome::Completed, Some((Some(text), value))) => {
@@ -81,6 +82,12 @@ impl AgentTool {
                             .unwrap_or_default()
                     }
                     _ => Default::default(),
+                };
+                // An acting child's changes travel beside its output: the parent decides on
+                // them (`accept_changes`), or they are kept as a patch, never lost.
+                let text = match changes {
+                    Some(c) => crate::act::run::hand_up(ctx, c, &text),
+                    None => text,
                 };
                 let mut out = ToolOutput::text(text);
                 out.structured = structured;

@@ -193,14 +193,30 @@ async fn run_owned(
         model: ctx.model_id().clone(),
     });
     let mut st = LoopState::default();
+    // An acting spec's run works in a copy of its own, which its context carries from here.
+    let mut copy = None;
     let ended = match spec.accept_input(&input, check) {
         Err(v) => Err(Failure::InvalidInput(v)),
-        Ok(()) => {
-            // Pinned here and lent, not moved in: an async fn keeps a future it takes by value
-            // twice (its argument and the pinned local), and this one is most of a run's size.
-            let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st));
-            run_until_stopped(spec, ctx, body).await
-        }
+        Ok(()) => match acting(spec, ctx).await {
+            Err(e) => Err(Failure::Workspace(e.to_string())),
+            Ok(acting) => {
+                let ctx = match acting {
+                    Some(c) => &*copy.insert(c),
+                    None => ctx,
+                };
+                // Pinned here and lent, not moved in: an async fn keeps a future it takes by
+                // value twice (its argument and the pinned local), and this one is most of a
+                // run's size.
+                let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st));
+                run_until_stopped(spec, ctx, body).await
+            }
+        },
+    };
+    // The copy's changes are captured (and kept as a patch when the run failed) before it is
+    // removed.
+    let changes = match &copy {
+        Some(c) => crate::act::run::finish(c, ended.is_ok()).await,
+        None => None,
     };
     let outcome = ended
         .as_ref()
@@ -224,7 +240,7 @@ async fn run_owned(
         grounding_rejections: st.rejections.ungrounded,
     };
     policy::report(ctx, tracing::Span::current(), finished, detail);
-    RunResult::ended(
+    let mut r = RunResult::ended(
         ctx.run_id().to_string(),
         ended,
         RunStats {
@@ -234,7 +250,21 @@ async fn run_owned(
             total_cost_usd: total,
             duration,
         },
-    )
+    );
+    r.changes = changes;
+    r
+}
+
+/// The context an acting spec's run works in: `ctx` with a working copy of its own
+/// (`Ok(None)` for a spec that does not act).
+async fn acting(spec: &SpecCore, ctx: &Ctx) -> Result<Option<Ctx>, crate::act::run::CopyError> {
+    let policy = &spec.def.workspace;
+    if !policy.acts() {
+        return Ok(None);
+    }
+    crate::act::run::start(&spec.def.name, policy, ctx)
+        .await
+        .map(Some)
 }
 
 /// Drives `body` until it ends, the run times out, or it is cancelled. A run that stops

@@ -431,6 +431,17 @@ impl Check<'_, '_> {
         })
     }
 
+    /// An acting run's changes checked as part of an accepted output (captured, within
+    /// `writes` and the size limits, its `checks` passing): the rejection, if they fail. `None`
+    /// at once for a run without a working copy of its own.
+    async fn changes(&self, tally: &mut Rejections) -> Option<Rejected> {
+        let v = crate::act::run::check_submission(self.ctx).await;
+        if v.is_empty() {
+            return None;
+        }
+        Some(self.reject(tally, &v, &wording::submit_again(self.left())))
+    }
+
     /// Whether the turn after an ungrounded answer asks for a read: the spec has tools of its
     /// own, and a turn is left after that one to answer in.
     fn reads_next(&self) -> bool {
@@ -483,7 +494,7 @@ impl Check<'_, '_> {
     /// Checks the submission among `calls`, if any. Arguments sent as text, as providers send
     /// them, are checked on the text itself, so a typed output is decoded from it without ever
     /// becoming a `Value`.
-    fn submission(
+    async fn submission(
         &self,
         tally: &mut Rejections,
         calls: &mut Vec<ToolCall>,
@@ -523,6 +534,10 @@ impl Check<'_, '_> {
                     if let Some(r) = self.ungrounded(tally, evidence, v, hint) {
                         return Submission::Rejected(i, r);
                     }
+                }
+                // An acting run's changes are part of its answer: checked before it ends.
+                if let Some(r) = self.changes(tally).await {
+                    return Submission::Rejected(i, r);
                 }
                 // (A grounded spec ran them first: it judges such a submission after them.)
                 if calls.len() > 1 && evidence.is_none() {
@@ -646,7 +661,7 @@ impl Progress {
 
     /// A text answer: the run's output, or the conversation told what to send instead (and,
     /// for a JSON output, the next turn asks for it alone, or for a read first).
-    fn text_answer(
+    async fn text_answer(
         &mut self,
         check: &Check<'_, '_>,
         tally: &mut Rejections,
@@ -657,7 +672,13 @@ impl Progress {
         let mut read_first = false;
         let repair = match value {
             Ok(v) => match check.text_output(tally, v, self.evidence.as_ref()) {
-                Ok(done) => return Some(done),
+                Ok(done) => match check.changes(tally).await {
+                    None => return Some(done),
+                    Some(r) => {
+                        self.last_invalid = Some(r.summary);
+                        r.repair
+                    }
+                },
                 Err(r) => {
                     read_first = r.ungrounded && check.reads_next();
                     self.last_invalid = Some(r.summary);
@@ -682,13 +703,13 @@ impl Progress {
     /// The turn's submission judged against the evidence as it stands: `Err` with the output
     /// that ends the run, or the index and repair request of a rejected one (an ungrounded
     /// one makes the next turn ask for a read), or nothing.
-    fn judge(
+    async fn judge(
         &mut self,
         check: &Check<'_, '_>,
         tally: &mut Rejections,
         calls: &mut Vec<ToolCall>,
     ) -> Result<Option<(usize, String)>, Decoded> {
-        match check.submission(tally, calls, self.evidence.as_ref()) {
+        match check.submission(tally, calls, self.evidence.as_ref()).await {
             Submission::Accepted(done) => Err(done),
             Submission::Rejected(i, r) => {
                 if r.ungrounded && check.reads_next() {
@@ -724,7 +745,7 @@ impl Progress {
         };
         let rejected = match deferred {
             Some(i) => Some((i, ToolOutput::error("checked after the other calls"))),
-            None => match self.judge(check, tally, &mut calls) {
+            None => match self.judge(check, tally, &mut calls).await {
                 Err(done) => return Ok(Some(done)),
                 Ok(repair) => repair.map(|(i, text)| (i, ToolOutput::error(text))),
             },
@@ -733,7 +754,7 @@ impl Progress {
         let (mut results, note) =
             run_tool_calls(spec, &calls, prepared, ctx, turn, self.evidence.as_mut()).await;
         if let Some(i) = deferred {
-            match self.judge(check, tally, &mut calls) {
+            match self.judge(check, tally, &mut calls).await {
                 Err(done) => return Ok(Some(done)),
                 Ok(Some((_, text))) => results[i].content = text,
                 Ok(None) => {}
@@ -845,7 +866,9 @@ pub(super) async fn turns(
         };
         let tally = &mut st.rejections;
         let done = match Answer::of(response, reading, &plan, turn) {
-            Answer::Text { text, value } => progress.text_answer(&check, tally, text, value),
+            Answer::Text { text, value } => {
+                progress.text_answer(&check, tally, text, value).await
+            }
             Answer::Calls { text, calls } => {
                 progress
                     .tool_calls(&check, tally, &req, text, calls)

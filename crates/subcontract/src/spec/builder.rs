@@ -48,6 +48,8 @@ pub enum SpecLocation {
     },
     /// The `max_output_chars` limit, which the output schema's worst case exceeds.
     MaxOutputChars,
+    /// One key of the `[workspace]` table (`writes`, `checks`, `max_diff_lines`, …).
+    Workspace(&'static str),
     /// One side of a contract example.
     Example {
         /// 0-based index in the spec's examples.
@@ -378,6 +380,32 @@ impl<I, O> SpecBuilder<I, O> {
         self.def.sampling.temperature = Some(temperature);
         self
     }
+    /// How an acting sub-agent's working copy is made and bounded (a spec file's
+    /// `[workspace]` table). A spec that names `write_file`, `edit_file` or `run_command` must
+    /// isolate them in a copy of its own; `build` refuses one that does not.
+    ///
+    /// ```
+    /// use subcontract::act::{Isolation, WorkspacePolicy};
+    /// use subcontract::SubAgentSpec;
+    /// use serde_json::json;
+    ///
+    /// let spec = SubAgentSpec::dynamic("fix", json!({"type": "object"}), json!({"type": "string", "maxLength": 200}))
+    ///     .description("Fix the failing test.")
+    ///     .system("Find the cause, fix it, say what it was.")
+    ///     .tools(["read_file", "edit_file", "run_command"])
+    ///     .workspace(WorkspacePolicy {
+    ///         isolation: Isolation::Copy,
+    ///         commands: vec!["python3".into()],
+    ///         checks: vec!["python3 -m unittest -q".into()],
+    ///         ..WorkspacePolicy::default()
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), subcontract::SpecError>(())
+    /// ```
+    pub fn workspace(mut self, policy: crate::act::WorkspacePolicy) -> Self {
+        self.def.workspace = policy;
+        self
+    }
     /// A contract example; both sides must validate when the spec is built.
     pub fn example(mut self, input: Value, output: Value) -> Self {
         self.def.examples.push((input, output));
@@ -397,6 +425,7 @@ impl<I, O> SpecBuilder<I, O> {
             &mut problems,
         );
         sampling_problems(&def.sampling, &mut problems);
+        workspace_problems(&def.tools, &def.workspace, &mut problems);
         let input = compile("input", self.input_schema, &mut problems);
         let output = compile("output", self.output_schema, &mut problems);
         let max = def.limits.max_output_chars;
@@ -517,6 +546,38 @@ fn field_problems(
         });
     }
     limit_problems(l, out);
+}
+
+/// What a `[workspace]` table's settings mean together: acting tools need a copy of their own,
+/// checks must be commands the spec allows, globs must compile, limits must be positive.
+pub(crate) fn workspace_problems(
+    tools: &[String],
+    ws: &crate::act::WorkspacePolicy,
+    out: &mut Vec<SpecProblem>,
+) {
+    use crate::act::{Isolation, ACTING_TOOLS};
+    if ws.isolation == Isolation::None {
+        for (i, t) in tools.iter().enumerate() {
+            if ACTING_TOOLS.contains(&t.as_str()) {
+                out.push(SpecProblem {
+                    code: codes::ACTING_WITHOUT_ISOLATION,
+                    message: format!(
+                        "`{t}` acts on files, so the spec needs a copy of its own: add \
+                         [workspace] with isolation = \"worktree\" (a git worktree at the \
+                         parent's state) or \"copy\""
+                    ),
+                    at: SpecLocation::Tool(i),
+                });
+            }
+        }
+    }
+    for p in ws.problems() {
+        out.push(SpecProblem {
+            code: p.code,
+            message: p.message,
+            at: SpecLocation::Workspace(p.key),
+        });
+    }
 }
 
 /// The one place limits are checked: spec files only convert types and pass values on (and

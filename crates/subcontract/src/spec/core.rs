@@ -214,6 +214,8 @@ pub(crate) struct SpecDef {
     pub(crate) levers: Levers,
     /// Contract examples (input, output), each validated when the spec is built.
     pub(crate) examples: Vec<(Value, Value)>,
+    /// How an acting sub-agent's working copy is made and bounded (`[workspace]`).
+    pub(crate) workspace: crate::act::WorkspacePolicy,
 }
 
 impl SpecDef {

@@ -21,6 +21,7 @@ pub(crate) const TOP_KEYS: &[&str] = &[
     "prompt_cache",
     "require_tool_first",
     "limits",
+    "workspace",
     "input",
     "output",
     "examples",
@@ -34,6 +35,18 @@ pub(crate) const LIMIT_KEYS: &[&str] = &[
     "max_tool_calls_per_turn",
     "max_tool_result_chars_per_turn",
 ];
+/// Keys of the `[workspace]` table (an acting sub-agent's working copy).
+pub(crate) const WORKSPACE_KEYS: &[&str] = &[
+    "isolation",
+    "writes",
+    "commands",
+    "network",
+    "checks",
+    "max_changed_files",
+    "max_diff_lines",
+    "max_command_secs",
+    "sandbox",
+];
 /// Keys of the `[model]` table (`model` may also be a plain string, the name alone).
 pub(crate) const MODEL_KEYS: &[&str] = &["name", "temperature", "top_p", "seed"];
 pub(crate) const EXAMPLE_KEYS: &[&str] = &["name", "input", "output"];
@@ -41,12 +54,14 @@ pub(crate) const EXAMPLE_KEYS: &[&str] = &["name", "input", "output"];
 pub(super) const TOP_LEVEL: &str = "at the top level";
 pub(super) const IN_LIMITS: &str = "in [limits]";
 pub(super) const IN_MODEL: &str = "in [model]";
+pub(super) const IN_WORKSPACE: &str = "in [workspace]";
 
 /// Where a key written in the wrong table belongs: `(table, its keys)`. `name` is left out of
 /// `[model]`'s keys here, since a top-level `name` is the spec's own.
 const HOMES: &[(&str, &str, &[&str])] = &[
     (IN_LIMITS, "[limits]", LIMIT_KEYS),
     (IN_MODEL, "[model]", &["temperature", "top_p", "seed"]),
+    (IN_WORKSPACE, "[workspace]", WORKSPACE_KEYS),
 ];
 
 impl Parser<'_> {

@@ -14,6 +14,7 @@ mod positions;
 mod raw;
 mod settings;
 mod values;
+mod workspace;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -255,6 +256,12 @@ impl Parser<'_> {
             match v.get_ref() {
                 DeValue::Table(t) => self.limits(t, &mut def.limits, &mut at),
                 other => self.invalid_type(v, "limits", "a table ([limits])", other),
+            }
+        }
+        if let Some((_, v)) = fields.get("workspace") {
+            match v.get_ref() {
+                DeValue::Table(t) => self.workspace(t, &mut def.workspace, &mut at),
+                other => self.invalid_type(v, "workspace", "a table ([workspace])", other),
             }
         }
         let input = self.schema("input", fields.get("input").copied());

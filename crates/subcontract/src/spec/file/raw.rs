@@ -122,6 +122,14 @@ impl RawSpec {
                 .or_else(|| p.locate(&["model"]))
                 .unwrap_or(self.at.name),
             SpecLocation::Schema { which, pointer } => p.locate_pointer(which, pointer),
+            SpecLocation::Workspace(key) => self
+                .at
+                .settings
+                .iter()
+                .find(|(k, _)| k.strip_prefix("workspace.") == Some(*key))
+                .map(|(_, pos)| *pos)
+                .or_else(|| p.locate(&["workspace"]))
+                .unwrap_or(self.at.name),
             SpecLocation::MaxOutputChars => p
                 .locate(&["limits", "max_output_chars"])
                 .unwrap_or(self.output.pos),

@@ -49,8 +49,10 @@ mod grep;
 mod list;
 mod read;
 mod tools;
+mod write;
 
 pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS, GREP, LIST_DIR, READ_FILE};
+pub use write::{EditFileArgs, WriteFileArgs};
 #[cfg(test)]
 mod tests;
 

@@ -19,14 +19,16 @@ pub const GREP: &str = "grep";
 /// Names of the built-in workspace tools.
 pub const BUILTIN_TOOLS: [&str; 3] = [READ_FILE, LIST_DIR, GREP];
 
-/// `f` over the workspace, off the async workers (file system walks block); its error as the
-/// tool's error text.
+/// `f` over the workspace the run sees (its working copy, when it or an ancestor acts; else
+/// the tool's own), off the async workers (file system walks block); its error as the tool's
+/// error text.
 async fn blocking<T: Send + 'static>(
     name: &str,
     ws: &Arc<Workspace>,
+    ctx: &Ctx,
     f: impl FnOnce(&Workspace) -> Result<T, WorkspaceError> + Send + 'static,
 ) -> Result<T, String> {
-    let ws = ws.clone();
+    let ws = ctx.copy_workspace().unwrap_or(ws).clone();
     tokio::task::spawn_blocking(move || f(&ws))
         .await
         .map_err(|e| format!("{name} failed: {e}"))?
@@ -57,9 +59,9 @@ impl TypedTool for ReadFileTool {
 
 #[async_trait]
 impl Shows for ReadFileTool {
-    async fn shown(&self, args: ReadFileArgs, _ctx: &Ctx) -> ToolOutput {
+    async fn shown(&self, args: ReadFileArgs, ctx: &Ctx) -> ToolOutput {
         let path = args.path.clone();
-        match blocking("read_file", &self.0, move |ws| ws.read_file_shown(&args)).await {
+        match blocking("read_file", &self.0, ctx, move |ws| ws.read_file_shown(&args)).await {
             // The file's path is the source; its lines without their numbers the evidence.
             Ok(shown) => {
                 ToolOutput::text(shown.text).with_excerpts(vec![(Some(path), shown.evidence)])
@@ -93,8 +95,8 @@ impl TypedTool for ListDirTool {
 
 #[async_trait]
 impl Shows for ListDirTool {
-    async fn shown(&self, args: ListDirArgs, _ctx: &Ctx) -> ToolOutput {
-        match blocking("list_dir", &self.0, move |ws| ws.list_dir_shown(&args)).await {
+    async fn shown(&self, args: ListDirArgs, ctx: &Ctx) -> ToolOutput {
+        match blocking("list_dir", &self.0, ctx, move |ws| ws.list_dir_shown(&args)).await {
             // The entries' names are evidence, from no source; the notes and counts are ours.
             Ok(listed) => ToolOutput::text(listed.text).with_excerpts(vec![(None, listed.names)]),
             Err(e) => ToolOutput::error(e),
@@ -132,7 +134,7 @@ impl TypedTool for GrepTool {
 #[async_trait]
 impl Shows for GrepTool {
     async fn shown(&self, args: GrepArgs, ctx: &Ctx) -> ToolOutput {
-        match blocking("grep", &self.0, move |ws| ws.grep_found(&args)).await {
+        match blocking("grep", &self.0, ctx, move |ws| ws.grep_found(&args)).await {
             // Each file with a shown match is a source; its matched lines, without the
             // `path:line:` prefixes, the evidence. A search that matched nothing adds none.
             Ok(found) => {
