@@ -3,6 +3,7 @@
 //! `replay:`), and the stderr log.
 
 pub mod batch;
+pub mod changes;
 pub mod check;
 pub mod compat;
 pub mod eval;

@@ -184,6 +184,15 @@ pub struct RunArgs {
     /// Record the model exchanges, to replay offline with --model replay:FILE.
     #[arg(long, value_name = "FILE")]
     record: Option<PathBuf>,
+    /// An acting spec's changes: write them as a patch (`git apply` takes it) to FILE. By
+    /// default they go to a file outside the workspace, which stderr names.
+    #[arg(long, value_name = "FILE")]
+    changes_out: Option<PathBuf>,
+    /// Apply an acting spec's changes to the workspace when the run completed (all or
+    /// nothing: on a conflict nothing is applied and the exit code is 1). Without it the
+    /// workspace is left as it was, byte for byte.
+    #[arg(long)]
+    apply: bool,
     #[command(flatten)]
     pub telemetry: super::telemetry::TelemetryArgs,
 }
@@ -198,8 +207,18 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
         input,
         host,
         record,
+        changes_out,
+        apply,
         telemetry: _,
     } = args;
+    if let Some(out) = &changes_out {
+        // Found before any model call, not after them all.
+        if let Err(e) = super::changes::writable(out) {
+            eprintln!("error: --changes-out {}: {e}", out.display());
+            return USAGE;
+        }
+    }
+    let workspace = host.workspace.clone();
     let input = match read_input(&input) {
         Ok(v) => v,
         Err(e) => {
@@ -274,12 +293,24 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
                 r.total_cost_usd.round_dp(6).normalize(),
                 r.duration.as_secs_f64() * 1000.0
             );
+            let applied = match &r.changes {
+                Some(c) => super::changes::deliver(c, &workspace, changes_out.as_deref(), apply),
+                None if apply => {
+                    eprintln!("--apply: no changes to apply (the spec does not act, or the run did not complete)");
+                    true
+                }
+                None => true,
+            };
             match (r.outcome, r.output) {
                 (subcontract::Outcome::Completed, Some(mut out)) => {
                     // stdout leaves the process too: an output that quotes a key loses it.
                     subcontract::redact::redact_value(&mut out);
                     emit(&format!("{out}\n"));
-                    OK
+                    if applied {
+                        OK
+                    } else {
+                        VIOLATIONS
+                    }
                 }
                 (_, _) => {
                     eprintln!(
@@ -355,6 +386,30 @@ impl subcontract::EventSink for Progress {
                     all.join("; ")
                 )
             }
+            EventKind::Command {
+                program,
+                exit_code,
+                timed_out,
+                error,
+                ..
+            } => match (error, exit_code, timed_out) {
+                (Some(err), _, _) => eprintln!("[{}] $ {program}: refused: {err}", e.run_id),
+                (_, _, true) => eprintln!("[{}] $ {program}: timed out", e.run_id),
+                (_, Some(code), _) => eprintln!("[{}] $ {program}: exit {code}", e.run_id),
+                (_, None, _) => eprintln!("[{}] $ {program}: stopped", e.run_id),
+            },
+            EventKind::Changes {
+                id,
+                status,
+                files,
+                insertions,
+                deletions,
+                patch,
+            } => eprintln!(
+                "[{}] changes {status} ({id}): {files} file(s), +{insertions} -{deletions}{}",
+                e.run_id,
+                patch.as_deref().map_or(String::new(), |p| format!(", kept in {p}"))
+            ),
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
             // Kinds added later are not progress this view knows how to show.
             _ => {}

@@ -185,16 +185,26 @@ pub(crate) fn emit_command(ctx: &Ctx, line: &str, ran: &Result<CommandOutput, Sa
 /// own, else kept as a patch file. Returns the tool result the parent's model reads: the
 /// child's output (compact JSON `output`) and a summary of the changes.
 pub(crate) fn hand_up(parent: &Ctx, changes: Changes, output: &str) -> String {
-    let mut summary = changes.summary_json();
-    match own_copy(parent) {
-        Some(copy) => copy.hold(changes),
-        None => {
-            let path = parent.act_host().and_then(|h| h.keep(&changes));
-            parent.emit(EventKind::changes(&changes, "kept", path.as_deref()));
-            if let (Some(p), Some(obj)) = (path, summary.as_object_mut()) {
-                obj.insert("patch".into(), p.display().to_string().into());
-            }
+    let summary = match own_copy(parent) {
+        Some(copy) => {
+            let summary = changes.summary_json();
+            copy.hold(changes);
+            summary
         }
-    }
+        None => keep_for_caller(parent, &changes),
+    };
     format!("{{\"output\":{output},\"changes\":{summary}}}")
+}
+
+/// A completed run's `changes` that its caller reports and never applies (a batch, the MCP
+/// server, a parent without a working copy): kept as a patch file of the host's, said in a
+/// `changes` event of `ctx`. Returns their summary with the patch file's path.
+pub(crate) fn keep_for_caller(ctx: &Ctx, changes: &Changes) -> serde_json::Value {
+    let mut summary = changes.summary_json();
+    let path = ctx.act_host().and_then(|h| h.keep(changes));
+    ctx.emit(EventKind::changes(changes, "kept", path.as_deref()));
+    if let (Some(p), Some(obj)) = (path, summary.as_object_mut()) {
+        obj.insert("patch".into(), p.display().to_string().into());
+    }
+    summary
 }

@@ -39,6 +39,10 @@ pub struct ResultLine {
     /// The run's id (empty for a line that held no input).
     #[serde(default)]
     pub run_id: String,
+    /// An acting run's changes, never applied: their files and the patch file they were kept
+    /// in (`{"id", "files": [{"path", "insertions", "deletions"}], "patch"}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<Value>,
 }
 
 impl ResultLine {
@@ -58,6 +62,7 @@ impl ResultLine {
             cost_usd: r.total_cost_usd,
             usage: r.usage,
             run_id: r.run_id,
+            changes: None,
         }
     }
 
@@ -72,6 +77,7 @@ impl ResultLine {
             cost_usd: Decimal::ZERO,
             usage: Usage::default(),
             run_id: String::new(),
+            changes: None,
         }
     }
 
@@ -420,6 +426,7 @@ mod tests {
             cost_usd: Decimal::new(15, 4),
             usage: Usage::default(),
             run_id: "r.s-1".into(),
+            changes: None,
         };
         let b = ResultLine::invalid("2".into(), "line 2: not JSON".into());
         let text = format!("{}\n{}\n{{\"id\":\"c\",\"outc", a.to_json(), b.to_json());

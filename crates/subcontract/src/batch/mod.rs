@@ -304,7 +304,13 @@ pub async fn run_batch(
                         tracing::debug!(id = %id, "input refused by a budget before any spend; not written");
                     }
                     None => {
-                        let line = ResultLine::from_run(id, r);
+                        let kept = r
+                            .changes
+                            .as_ref()
+                            .filter(|c| !c.is_empty())
+                            .map(|c| crate::act::run::keep_for_caller(&ctx, c));
+                        let mut line = ResultLine::from_run(id, r);
+                        line.changes = kept;
                         write_line(&mut lines, &line, &mut summary, progress)?;
                     }
                 },

@@ -133,6 +133,12 @@ impl SubcontractServer {
             p.finish().await;
         }
         self.log_call(spec.name(), &result);
+        // An acting spec's changes are kept as a patch, never applied: the host is told where.
+        let kept = result
+            .changes
+            .as_ref()
+            .filter(|c| !c.is_empty())
+            .map(|c| crate::act::run::keep_for_caller(&self.root, c));
         match (result.outcome, result.output) {
             (Outcome::Completed, Some(output)) => {
                 let mut output = if served.wrapped {
@@ -142,7 +148,13 @@ impl SubcontractServer {
                 };
                 // A reply leaves the process: it passes the same redaction as every exit.
                 crate::redact::redact_value(&mut output);
-                CallToolResult::structured(output)
+                let mut reply = CallToolResult::structured(output);
+                if let Some(k) = kept {
+                    reply
+                        .content
+                        .push(ContentBlock::text(format!("changes (not applied): {k}")));
+                }
+                reply
             }
             (outcome, _) => error_result(
                 outcome,
