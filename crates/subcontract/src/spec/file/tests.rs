@@ -1,4 +1,4 @@
-use super::keys::edit_distance;
+use super::keys::{edit_distance, WORKSPACE_KEYS};
 use super::*;
 use crate::diag::Severity;
 use rust_decimal::Decimal;
@@ -1110,6 +1110,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
         ("Top-level keys", TOP_KEYS),
         ("`[model]`", MODEL_KEYS),
         ("`[limits]`", LIMIT_KEYS),
+        ("`[workspace]`", WORKSPACE_KEYS),
         ("`[[examples]]`", EXAMPLE_KEYS),
     ] {
         let mut documented = documented_keys(heading);
@@ -1123,7 +1124,10 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     let src = format!(
         "output_mode = \"tool\"\nprompt_cache = \"1h\"\nrequire_tool_first = true\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
          [limits]\nmax_turns = 1\nmax_cost_usd = \"1\"\ntimeout_secs = 1\nmax_output_chars = 10\n\
-         max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n"
+         max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n\
+         [workspace]\nisolation = \"copy\"\nwrites = [\"src/**\"]\ncommands = [\"python3\"]\n\
+         network = false\nchecks = [\"python3 -V\"]\nmax_changed_files = 1\nmax_diff_lines = 1\n\
+         max_command_secs = 1\nsandbox = \"os\"\n"
     );
     let src = src.replace("[[examples]]\n", "[[examples]]\nname = \"e\"\n");
     let (spec, diags) = parse(&src);
@@ -1134,6 +1138,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     let exclusive = ["system_file"]; // with `system`, an error of its own (tested above)
     for key in LIMIT_KEYS
         .iter()
+        .chain(WORKSPACE_KEYS)
         .chain(MODEL_KEYS)
         .chain(TOP_KEYS)
         .filter(|k| !exclusive.contains(k))
