@@ -11,7 +11,9 @@ use subcontract::act::{ActHost, Changes};
 pub fn writable(path: &Path) -> Result<(), String> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => Ok(()),
-        Ok(m) if m.file_type().is_symlink() => Err("is a symbolic link; name the file itself".into()),
+        Ok(m) if m.file_type().is_symlink() => {
+            Err("is a symbolic link; name the file itself".into())
+        }
         Ok(_) => Err("is not a regular file".into()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let dir = path
@@ -44,14 +46,28 @@ pub fn deliver(changes: &Changes, workspace: &Path, out: Option<&Path>, apply: b
         Ok(()) => eprintln!(
             "changes: {} file(s), +{} -{}, written to {}",
             changes.files.len(),
-            changes.files.iter().map(|f| f.insertions as u64).sum::<u64>(),
-            changes.files.iter().map(|f| f.deletions as u64).sum::<u64>(),
+            changes
+                .files
+                .iter()
+                .map(|f| f.insertions as u64)
+                .sum::<u64>(),
+            changes
+                .files
+                .iter()
+                .map(|f| f.deletions as u64)
+                .sum::<u64>(),
             path.display()
         ),
-        Err(e) => eprintln!("error: the changes could not be written to {}: {e}", path.display()),
+        Err(e) => eprintln!(
+            "error: the changes could not be written to {}: {e}",
+            path.display()
+        ),
     }
     for f in &changes.files {
-        eprintln!("  {:?} {} (+{} -{})", f.status, f.path, f.insertions, f.deletions);
+        eprintln!(
+            "  {:?} {} (+{} -{})",
+            f.status, f.path, f.insertions, f.deletions
+        );
     }
     if !apply {
         eprintln!(

@@ -408,7 +408,9 @@ impl subcontract::EventSink for Progress {
             } => eprintln!(
                 "[{}] changes {status} ({id}): {files} file(s), +{insertions} -{deletions}{}",
                 e.run_id,
-                patch.as_deref().map_or(String::new(), |p| format!(", kept in {p}"))
+                patch
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(", kept in {p}"))
             ),
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
             // Kinds added later are not progress this view knows how to show.

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::act::{ActHost, RunCopy};
 use crate::budget::{Budget, SpendJournal};
 use crate::events::{Event, EventKind, EventSink, NullSink};
 use crate::gate::{ApprovalGate, Gate};
 use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
-use crate::act::{ActHost, RunCopy};
 use crate::tool::workspace::Workspace;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 

@@ -155,6 +155,7 @@ pub struct HostBuilder {
     prompt_cache: Option<PromptCache>,
     prices: PriceTable,
     workspace: Option<PathBuf>,
+    copies_dir: Option<PathBuf>,
     specs: Vec<DynSpec>,
     // Offered when the host holds every tool they name, else left out (`optional_specs`).
     optional: Vec<DynSpec>,
@@ -174,6 +175,7 @@ impl Default for HostBuilder {
             prompt_cache: None,
             prices: PriceTable::builtin(),
             workspace: None,
+            copies_dir: None,
             specs: Vec::new(),
             optional: Vec::new(),
             tools: Vec::new(),
@@ -271,6 +273,14 @@ impl HostBuilder {
     /// acting spec's run gets (its `[workspace]`), never on `dir` itself.
     pub fn workspace(mut self, dir: impl AsRef<Path>) -> Self {
         self.workspace = Some(dir.as_ref().to_path_buf());
+        self
+    }
+
+    /// Where acting runs' working copies (and the patches no one applied) live, instead of
+    /// the default outside the workspace (`$TMPDIR/subcontract-copies`, or
+    /// `SUBCONTRACT_COPIES_DIR`). Must not be inside the workspace.
+    pub fn copies_dir(mut self, dir: impl AsRef<Path>) -> Self {
+        self.copies_dir = Some(dir.as_ref().to_path_buf());
         self
     }
 
@@ -410,7 +420,11 @@ impl HostBuilder {
             .events(Arc::new(Sinks(self.sinks)))
             .model_resolver(resolver);
         if let Some(dir) = &self.workspace {
-            ctx = ctx.acting(crate::act::ActHost::new(dir));
+            let mut acting = crate::act::ActHost::new(dir);
+            if let Some(copies) = &self.copies_dir {
+                acting = acting.with_copies_dir(copies);
+            }
+            ctx = ctx.acting(acting);
         }
         Ok(match self.prompt_cache {
             Some(cache) => ctx.prompt_cache(cache),

@@ -88,11 +88,14 @@ impl ActHost {
     /// Removes the copies of processes that died (`kill -9`, a crash) before this host's
     /// first copy: once per host.
     pub(crate) fn clean_stale_once(&self) {
-        self.cleaned.call_once(|| match cleanup_stale(&self.copies_dir) {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(copies = n, "removed working copies left by dead processes"),
-            Err(e) => tracing::warn!(error = %e, "stale working copies could not be removed"),
-        });
+        self.cleaned
+            .call_once(|| match cleanup_stale(&self.copies_dir) {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(copies = n, "removed working copies left by dead processes")
+                }
+                Err(e) => tracing::warn!(error = %e, "stale working copies could not be removed"),
+            });
     }
 
     /// Writes `changes` to `<patches dir>/<id>.patch` (or `<id>-2.patch`, … if taken), and

@@ -46,9 +46,12 @@ pub(crate) async fn start(
     policy: &WorkspacePolicy,
     ctx: &Ctx,
 ) -> Result<Ctx, CopyError> {
-    let host = ctx.act_host().cloned().ok_or_else(|| CopyError::NoWorkspace {
-        spec: spec.to_owned(),
-    })?;
+    let host = ctx
+        .act_host()
+        .cloned()
+        .ok_or_else(|| CopyError::NoWorkspace {
+            spec: spec.to_owned(),
+        })?;
     let (source, policy) = match ctx.run_copy() {
         Some(p) => (p.root().to_path_buf(), policy.narrowed_by(&p.policy)),
         None => (host.source().to_path_buf(), policy.clone()),
@@ -158,7 +161,11 @@ pub(crate) async fn finish(ctx: &Ctx, completed: bool) -> Option<Changes> {
 /// Reports one command a run ran: what, how it ended, how long, how much it printed; never
 /// its environment.
 pub(crate) fn emit_command(ctx: &Ctx, line: &str, ran: &Result<CommandOutput, SandboxError>) {
-    let program = line.split_whitespace().next().unwrap_or_default().to_owned();
+    let program = line
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let kind = match ran {
         Ok(o) => EventKind::Command {
             program,

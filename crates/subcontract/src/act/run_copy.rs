@@ -182,11 +182,10 @@ impl RunCopy {
     /// Ends the run's hold on the copy: changes of sub-agents it never decided on are kept as
     /// patch files, and the copy is removed. Returns the kept patches' paths.
     pub(crate) async fn close(self: &Arc<Self>) -> Vec<PathBuf> {
-        let pending: Vec<Changes> = std::mem::take(
-            &mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()),
-        )
-        .into_values()
-        .collect();
+        let pending: Vec<Changes> =
+            std::mem::take(&mut *self.pending.lock().unwrap_or_else(|e| e.into_inner()))
+                .into_values()
+                .collect();
         let kept = pending.iter().filter_map(|c| self.keep(c)).collect();
         let copy = self.copy.lock().unwrap_or_else(|e| e.into_inner()).take();
         // Removing a large tree blocks.

@@ -14,13 +14,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::act::ACT_TOOLS;
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{LineIndex, Pos};
 use crate::ground::GroundKind;
 use crate::model::PriceTable;
 use crate::spec::file::{parse_spec, parse_spec_file, RawSpec};
 use crate::spec::{spec_files, SpecProblem, SubAgentSpec};
-use crate::act::ACT_TOOLS;
 use crate::tool::workspace::BUILTIN_TOOLS;
 
 /// What a check run may assume beyond the spec files themselves.

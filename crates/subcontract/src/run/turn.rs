@@ -866,9 +866,7 @@ pub(super) async fn turns(
         };
         let tally = &mut st.rejections;
         let done = match Answer::of(response, reading, &plan, turn) {
-            Answer::Text { text, value } => {
-                progress.text_answer(&check, tally, text, value).await
-            }
+            Answer::Text { text, value } => progress.text_answer(&check, tally, text, value).await,
             Answer::Calls { text, calls } => {
                 progress
                     .tool_calls(&check, tally, &req, text, calls)

@@ -61,7 +61,11 @@ impl TypedTool for ReadFileTool {
 impl Shows for ReadFileTool {
     async fn shown(&self, args: ReadFileArgs, ctx: &Ctx) -> ToolOutput {
         let path = args.path.clone();
-        match blocking("read_file", &self.0, ctx, move |ws| ws.read_file_shown(&args)).await {
+        match blocking("read_file", &self.0, ctx, move |ws| {
+            ws.read_file_shown(&args)
+        })
+        .await
+        {
             // The file's path is the source; its lines without their numbers the evidence.
             Ok(shown) => {
                 ToolOutput::text(shown.text).with_excerpts(vec![(Some(path), shown.evidence)])
