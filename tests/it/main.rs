@@ -1,5 +1,6 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
+mod acting;
 mod batch;
 #[path = "../support/billing_mock.rs"]
 mod billing_mock;

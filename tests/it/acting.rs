@@ -1,0 +1,561 @@
+//! Sub-agents that act, end to end through the run loop: real git worktrees and copies, the
+//! real OS sandbox (Landlock) around every command, scripted models. Each test tries to break
+//! one guarantee: the parent's files change only by an accepted change, a command reaches
+//! nothing outside its copy, nothing is lost, capabilities only narrow.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use subcontract::events::tree::build_tree;
+use subcontract::host::Host;
+use subcontract::model::{Message, ModelRequest, ScriptStep};
+use subcontract::spec::load_spec_str;
+use subcontract::{Ctx, MemorySink, Outcome, SubAgentSpec};
+
+use crate::common::model;
+
+const INVENTORY: &str = "def total(items):\n    t = 0\n    for i in range(len(items) - 1):\n        t += items[i]\n    return t\n";
+const TEST: &str = "import unittest\nfrom inventory import total\n\nclass T(unittest.TestCase):\n    def test_total(self):\n        self.assertEqual(total([1, 2, 3]), 6)\n\nif __name__ == '__main__':\n    unittest.main()\n";
+
+/// A git repository with a failing test, an uncommitted change and an untracked file (the
+/// parent's own work in progress, which a worktree must carry over).
+fn repo(dir: &Path) {
+    std::fs::write(dir.join("inventory.py"), INVENTORY).unwrap();
+    std::fs::write(dir.join("test_inventory.py"), TEST).unwrap();
+    std::fs::write(dir.join(".gitignore"), "__pycache__/\n").unwrap();
+    std::fs::write(dir.join("notes.md"), "committed\n").unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "start"]);
+    std::fs::write(
+        dir.join("notes.md"),
+        "committed\nand changed, uncommitted\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("draft.md"), "untracked\n").unwrap();
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every file under `dir` (`.git` included: its index, HEAD and refs must not move either),
+/// with its bytes; symbolic links as their targets.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            // Git's own bookkeeping of linked worktrees comes and goes with them, and is
+            // checked apart (`git worktree list`); the logs record nothing of ours.
+            if rel.starts_with(".git/worktrees") || rel.starts_with(".git/logs") {
+                continue;
+            }
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                stack.push(p);
+            } else if t.is_symlink() {
+                out.insert(
+                    rel,
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                );
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn worktrees(dir: &Path) -> usize {
+    git(dir, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+fn fixer(isolation: &str, extra: &str) -> SubAgentSpec<Value, Value> {
+    let src = format!(
+        r#"
+name = "fixer"
+description = "Fix the failing test."
+system = "FIXER"
+tools = ["read_file", "edit_file", "write_file", "run_command"]
+[limits]
+max_turns = 4
+timeout_secs = 60
+[workspace]
+isolation = "{isolation}"
+writes = ["inventory.py", "scratch/**"]
+commands = ["python3", "sh"]
+checks = ["python3 -m unittest -q"]
+{extra}
+[input]
+type = "object"
+[output]
+type = "object"
+required = ["cause"]
+additionalProperties = false
+properties.cause = {{ type = "string", maxLength = 200 }}
+"#
+    );
+    load_spec_str(Path::new("fixer.toml"), &src).expect("the fixer spec loads")
+}
+
+const GOOD_EDIT: (&str, &str) = ("range(len(items) - 1)", "range(len(items))");
+
+fn edit(old: &str, new: &str) -> ScriptStep {
+    ScriptStep::tool_call(
+        "edit_file",
+        json!({"path": "inventory.py", "old": old, "new": new}),
+    )
+}
+
+fn submit() -> ScriptStep {
+    ScriptStep::submit(json!({"cause": "the loop stops one item short"}))
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    copies: PathBuf,
+    events: Arc<MemorySink>,
+}
+
+fn setup(git_repo: bool) -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    if git_repo {
+        repo(&ws);
+    } else {
+        std::fs::write(ws.join("inventory.py"), INVENTORY).unwrap();
+        std::fs::write(ws.join("test_inventory.py"), TEST).unwrap();
+    }
+    let copies = tmp.path().join("copies");
+    Setup {
+        ws,
+        copies,
+        events: Arc::new(MemorySink::new()),
+        _tmp: tmp,
+    }
+}
+
+fn host(
+    s: &Setup,
+    model: Arc<dyn subcontract::Model>,
+    specs: &[&SubAgentSpec<Value, Value>],
+) -> Ctx {
+    let mut b = Host::builder()
+        .model(model)
+        .workspace(&s.ws)
+        .copies_dir(&s.copies)
+        .sink(s.events.clone());
+    for spec in specs {
+        b = b.spec(*spec);
+    }
+    b.build().expect("host").build()
+}
+
+/// Live copies under the copies directory (kept patches aside).
+fn live_copies(copies: &Path) -> Vec<String> {
+    std::fs::read_dir(copies)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "patches")
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_fix_in_a_worktree_comes_back_as_changes_and_the_parent_is_untouched() {
+    let s = setup(true);
+    let before = snapshot(&s.ws);
+    let spec = fixer("worktree", "");
+    let m = model(|_, turn, req: &ModelRequest<'_>| match turn {
+        // The copy holds the parent's uncommitted and untracked work.
+        1 => ScriptStep::tool_call("read_file", json!({"path": "draft.md"})),
+        2 => {
+            let seen = match req.messages.last() {
+                Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
+                _ => String::new(),
+            };
+            assert!(
+                seen.contains("untracked"),
+                "the copy lacks the untracked file: {seen}"
+            );
+            edit(GOOD_EDIT.0, GOOD_EDIT.1)
+        }
+        _ => submit(),
+    });
+    let ctx = host(&s, m, &[&spec]);
+    let r = spec.run_child(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let changes = r
+        .changes
+        .expect("a completed acting run hands back its changes");
+    let paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+    // Only what the run changed: not the parent's uncommitted notes, not the untracked draft.
+    assert_eq!(paths, ["inventory.py"]);
+    assert_eq!(
+        (changes.files[0].insertions, changes.files[0].deletions),
+        (1, 1)
+    );
+    assert_eq!(snapshot(&s.ws), before, "the parent's tree changed");
+    assert_eq!(worktrees(&s.ws), 1, "a worktree was left registered");
+    assert!(
+        live_copies(&s.copies).is_empty(),
+        "copies left: {:?}",
+        live_copies(&s.copies)
+    );
+    // The diff is one `git apply` takes in the parent's tree, and applying it fixes the test.
+    let patch = s.ws.parent().unwrap().join("fix.patch");
+    std::fs::write(&patch, &changes.diff).unwrap();
+    git(&s.ws, &["apply", "--check", patch.to_str().unwrap()]);
+    changes.apply(&s.ws).expect("applies");
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("notes.md")).unwrap(),
+        "committed\nand changed, uncommitted\n"
+    );
+    let ok = Command::new("python3")
+        .args(["-m", "unittest", "-q"])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(&s.ws)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "the applied fix should pass the test");
+}
+
+#[tokio::test]
+async fn a_failing_check_goes_back_for_repair_and_unrepaired_changes_are_kept_not_applied() {
+    let s = setup(true);
+    let before = snapshot(&s.ws);
+    let spec = fixer("worktree", "");
+    let m = model(|_, turn, req: &ModelRequest<'_>| match turn {
+        1 => edit("t += items[i]", "t += items[i] * 1"),
+        2 => submit(),
+        3 => {
+            // The repair names the failing check and quotes its output.
+            let text = match req.messages.last() {
+                Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
+                _ => String::new(),
+            };
+            assert!(text.contains("python3 -m unittest -q"), "{text}");
+            assert!(
+                text.contains("AssertionError") || text.contains("FAILED"),
+                "{text}"
+            );
+            submit()
+        }
+        _ => submit(),
+    });
+    let ctx = host(&s, m, &[&spec]);
+    let r = spec.run_child(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::InvalidOutput);
+    assert!(
+        r.changes.is_none(),
+        "a failed run's changes are never handed back to apply"
+    );
+    assert_eq!(snapshot(&s.ws), before);
+    // Kept, not lost: the patch file its event names holds the edit.
+    let tree = build_tree(&s.events.events());
+    let kept = tree[0]
+        .changes
+        .iter()
+        .find(|c| c.status == "kept")
+        .and_then(|c| c.patch.clone())
+        .expect("a kept patch");
+    assert!(Path::new(&kept).starts_with(&s.copies), "{kept}");
+    let text = std::fs::read_to_string(&kept).unwrap();
+    assert!(text.contains("+        t += items[i] * 1"), "{text}");
+    assert!(tree[0].commands.iter().all(|c| c.program == "python3"));
+}
+
+#[tokio::test]
+async fn writes_outside_the_spec_s_globs_and_escapes_are_refused() {
+    let s = setup(false);
+    let spec = fixer("copy", "");
+    let outside = s.ws.parent().unwrap().join("outside.txt");
+    let target = outside.display().to_string();
+    let m = model(move |_, turn, req: &ModelRequest<'_>| {
+        let last = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => Some(results[0].clone()),
+            _ => None,
+        };
+        if turn > 1 {
+            let r = last.expect("a tool result");
+            assert!(r.is_error, "turn {turn}: {}", r.content);
+        }
+        match turn {
+            1 => ScriptStep::tool_call(
+                "write_file",
+                json!({"path": "test_inventory.py", "content": "x"}),
+            ),
+            2 => ScriptStep::tool_call(
+                "write_file",
+                json!({"path": "../outside.txt", "content": "x"}),
+            ),
+            3 => ScriptStep::tool_call("write_file", json!({"path": target, "content": "x"})),
+            _ => {
+                ScriptStep::tool_call("write_file", json!({"path": ".git/config", "content": "x"}))
+            }
+        }
+    });
+    let ctx = host(&s, m, &[&spec]);
+    let r = spec.run_child(&json!({}), &ctx).await;
+    assert_ne!(r.outcome, Outcome::Completed);
+    assert!(!outside.exists());
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("test_inventory.py")).unwrap(),
+        TEST
+    );
+}
+
+#[tokio::test]
+async fn a_command_writes_only_in_its_copy_and_sees_no_host_secret() {
+    let s = setup(false);
+    let spec = fixer("copy", "");
+    let parent_file = s.ws.join("inventory.py").display().to_string();
+    let m = model(move |_, turn, req: &ModelRequest<'_>| {
+        let last = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
+            _ => String::new(),
+        };
+        match turn {
+            // Straight at the parent's file, by its absolute path.
+            1 => ScriptStep::tool_call(
+                "run_command",
+                json!({"argv": ["sh", "-c", format!("echo pwned > {parent_file}; echo rc=$?")]}),
+            ),
+            2 => {
+                assert!(
+                    !last.contains("rc=0"),
+                    "the write outside the copy succeeded: {last}"
+                );
+                ScriptStep::tool_call("run_command", json!({"argv": ["sh", "-c", "env"]}))
+            }
+            3 => {
+                assert!(!last.contains("SUBCONTRACT_TEST_SECRET"), "{last}");
+                assert!(last.contains("PATH="), "{last}");
+                ScriptStep::tool_call(
+                    "run_command",
+                    json!({"argv": ["sh", "-c", "mkdir -p scratch && echo ok > scratch/x && cat scratch/x"]}),
+                )
+            }
+            _ => {
+                assert!(
+                    last.contains("ok"),
+                    "writing in the copy should work: {last}"
+                );
+                submit()
+            }
+        }
+    });
+    // A secret of the host's environment, which no command may see. Set for this process
+    // alone; no other test reads it.
+    std::env::set_var("SUBCONTRACT_TEST_SECRET", "hunter2");
+    let ctx = host(&s, m, &[&spec]);
+    let r = spec.run_child(&json!({}), &ctx).await;
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("inventory.py")).unwrap(),
+        INVENTORY
+    );
+    // The check fails (the test still fails), so the run cannot complete; what matters here is
+    // that no command reached outside.
+    assert_ne!(r.outcome, Outcome::Completed);
+}
+
+#[tokio::test]
+async fn a_child_of_an_acting_parent_copies_the_parents_copy_and_the_parent_decides() {
+    let s = setup(true);
+    let before = snapshot(&s.ws);
+    let child = fixer("worktree", "");
+    let parent_src = r#"
+name = "lead"
+description = "Leads."
+system = "LEAD"
+tools = ["write_file", "fixer", "accept_changes", "discard_changes"]
+[limits]
+max_turns = 5
+[workspace]
+isolation = "worktree"
+[input]
+type = "object"
+[output]
+type = "string"
+maxLength = 200
+"#;
+    let parent = load_spec_str(Path::new("lead.toml"), parent_src).unwrap();
+    let m = model(|system, turn, req: &ModelRequest<'_>| {
+        let last = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results
+                .iter()
+                .map(|r| r.content.clone())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        if system == "LEAD" {
+            return match turn {
+                1 => ScriptStep::tool_call(
+                    "write_file",
+                    json!({"path": "lead.md", "content": "the lead's own work\n"}),
+                ),
+                2 => ScriptStep::tool_call("fixer", json!({})),
+                3 => {
+                    let v: Value = serde_json::from_str(&last).expect("the child's result is JSON");
+                    assert_eq!(v["output"]["cause"], "the loop stops one item short");
+                    let id = v["changes"]["id"]
+                        .as_str()
+                        .expect("a changes id")
+                        .to_owned();
+                    ScriptStep::tool_call("accept_changes", json!({"id": id}))
+                }
+                _ => {
+                    assert!(last.contains("applied"), "{last}");
+                    ScriptStep::text("done")
+                }
+            };
+        }
+        match turn {
+            // The child sees its parent's copy, uncommitted writes included.
+            1 => ScriptStep::tool_call("read_file", json!({"path": "lead.md"})),
+            2 => {
+                assert!(last.contains("the lead's own work"), "{last}");
+                edit(GOOD_EDIT.0, GOOD_EDIT.1)
+            }
+            _ => submit(),
+        }
+    });
+    let ctx = host(&s, m, &[&child]);
+    let r = parent.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let changes = r.changes.expect("the lead's changes");
+    let mut paths: Vec<&str> = changes.files.iter().map(|f| f.path.as_str()).collect();
+    paths.sort_unstable();
+    assert_eq!(paths, ["inventory.py", "lead.md"]);
+    assert_eq!(
+        snapshot(&s.ws),
+        before,
+        "nothing reaches the workspace until applied"
+    );
+    assert_eq!(worktrees(&s.ws), 1);
+    let tree = build_tree(&s.events.events());
+    assert!(tree[0].changes.iter().any(|c| c.status == "accepted"));
+}
+
+#[tokio::test]
+async fn siblings_that_conflict_apply_one_and_report_the_other() {
+    let s = setup(false);
+    let child = fixer("copy", "");
+    let parent_src = r#"
+name = "lead"
+description = "Leads."
+system = "LEAD"
+tools = ["fixer", "accept_changes", "discard_changes"]
+[limits]
+max_turns = 5
+[workspace]
+isolation = "copy"
+[input]
+type = "object"
+[output]
+type = "string"
+maxLength = 300
+"#;
+    let parent = load_spec_str(Path::new("lead.toml"), parent_src).unwrap();
+    let ids = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = ids.clone();
+    let m = model(move |system, turn, req: &ModelRequest<'_>| {
+        let results: Vec<(String, bool)> = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results
+                .iter()
+                .map(|r| (r.content.clone(), r.is_error))
+                .collect(),
+            _ => Vec::new(),
+        };
+        if system == "LEAD" {
+            return match turn {
+                1 => ScriptStep::tool_calls(vec![
+                    ("fixer".into(), json!({"n": 1})),
+                    ("fixer".into(), json!({"n": 2})),
+                ]),
+                2 => {
+                    let mut ids = seen.lock().unwrap();
+                    for (c, _) in &results {
+                        let v: Value = serde_json::from_str(c).expect("JSON");
+                        ids.push(v["changes"]["id"].as_str().unwrap().to_owned());
+                    }
+                    ScriptStep::tool_call("accept_changes", json!({"id": ids[0]}))
+                }
+                3 => {
+                    assert!(!results[0].1, "the first accept applies: {}", results[0].0);
+                    ScriptStep::tool_call("accept_changes", json!({"id": seen.lock().unwrap()[1]}))
+                }
+                _ => {
+                    let (text, is_error) = &results[0];
+                    assert!(
+                        *is_error && text.contains("inventory.py"),
+                        "the conflict names the file: {text}"
+                    );
+                    ScriptStep::text("one applied, one conflicted")
+                }
+            };
+        }
+        let first = matches!(req.messages.first(), Some(Message::User { text }) if text.contains("\"n\":1"));
+        match turn {
+            1 if first => edit(GOOD_EDIT.0, GOOD_EDIT.1),
+            // The same line, fixed another way: both pass their checks, and they conflict.
+            1 => edit(GOOD_EDIT.0, "range(0, len(items))"),
+            _ => submit(),
+        }
+    });
+    let ctx = host(&s, m, &[&child]);
+    let r = parent.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let changes = r.changes.expect("changes");
+    assert!(
+        changes.diff.contains("+    for i in range(len(items)):"),
+        "{}",
+        changes.diff
+    );
+    assert!(!changes.diff.contains("range(0, len(items))"));
+}
+
+#[test]
+fn an_acting_tool_without_isolation_is_refused_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "name = \"bad\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"read_file\", \"run_command\"]\n\
+         [input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n",
+    )
+    .unwrap();
+    let err = subcontract::spec::load_spec(&path).unwrap_err().to_string();
+    assert!(err.contains("bad.toml:4:"), "{err}");
+    assert!(err.contains("acting-without-isolation"), "{err}");
+}
