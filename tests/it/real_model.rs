@@ -653,3 +653,74 @@ async fn the_project_specs_complete_on_a_real_model() {
         "did not complete on the real model: {failed:?}"
     );
 }
+
+/// The acting tasks (`bench/real/acting/`): a small repository with a failing test each, which
+/// the model must find the cause of and fix in its own working copy, under the OS sandbox; the
+/// spec's checks (the tests) must pass before an output is accepted. Run through the eval
+/// engine on the default setup, once each. Asserted: no completed run's output breaks its
+/// contract (a completed run's changes passed its checks in its copy: the run loop does not
+/// accept an output before they do). How many pass is measured, not held to a floor; the table
+/// goes to `target/tmp/real-model/acting.md`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_acting_tasks_on_a_real_model() {
+    let _one = ONE_SERVER.lock().await;
+    let installed = install();
+    let server = LlamaServer::start(&installed, Template::ToolCalls);
+    let model = Api::Chat.model(&server);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/real/acting");
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let mut rows = Vec::new();
+    for name in ["fix_greeting", "fix_mean"] {
+        let path = root.join("specs").join(format!("{name}.toml"));
+        let spec = subcontract::spec::load_spec(&path).unwrap_or_else(|e| panic!("{e}"));
+        let cases_path = path.with_extension("cases.jsonl");
+        let cases = read_cases(&cases_path).unwrap_or_else(|e| panic!("{e}"));
+        let dir = root.join("workspaces").join(name);
+        let mut tools = Workspace::new(&dir)
+            .expect("workspace")
+            .tool_set()
+            .expect("tools");
+        for t in subcontract::act::tools() {
+            tools.insert(t).expect("acting tools");
+        }
+        let host = Ctx::builder(model.clone()).tools(tools).acting(
+            subcontract::act::ActHost::new(&dir).with_copies_dir(scratch.path().join("copies")),
+        );
+        let mut opts = EvalOptions::new(model.id());
+        opts.recording = Recording::Record(
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-model/records/acting"),
+        );
+        let report = run_eval(
+            &[EvalSpec::new(spec.clone())],
+            &cases,
+            &Default::default(),
+            host,
+            &opts,
+            None,
+        )
+        .await;
+        for attempt in report.cases {
+            if let Some(out) = &attempt.output {
+                if let Err(v) = spec.validate_output(out) {
+                    panic!("{name}: a completed run's output breaks its contract: {v:?}\n{out}");
+                }
+            }
+            let _ = writeln!(
+                std::io::stderr(),
+                "real model (acting): {name}: {} ({}), {} requests, {:.1} s",
+                if attempt.passed { "pass" } else { "not passed" },
+                attempt.outcome,
+                attempt.requests,
+                attempt.wall_ms as f64 / 1000.0
+            );
+            rows.push(Row {
+                task: name.to_string(),
+                variant: Variant::Plain,
+                template: Template::ToolCalls,
+                api: Api::Chat,
+                attempt,
+            });
+        }
+    }
+    write_table("acting.md", &rows);
+}
