@@ -6,8 +6,8 @@
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
 //   json, diag, redact, budget, gate, tool::workspace (its files), act::policy, act::changes,
 //   act::copy, act::lease, act::sandbox · contract, model, outcome, act::host, act::run_copy ·
-//   provider, events, ground · ctx ⇄ tool, tool::workspace::tools · spec::core, act::run,
-//   act::tools · telemetry · run · spec (typed view, erased view, builder, files) · host ·
+//   provider, events, ground · ctx ⇄ tool, tool::workspace::tools · spec::core · telemetry ·
+//   act::run, act::tools · run · spec (typed view, erased view, builder, files) · host ·
 //   check, mcp, batch, rig · eval, temporal · prelude
 pub mod act;
 pub mod batch;

@@ -217,6 +217,49 @@ pub(crate) fn tool_span(call: &ToolCall) -> Span {
     span
 }
 
+/// Reports one moment: its span's attributes recorded from its event, the span let go, then
+/// the event to the sinks. Each moment is produced once, here.
+pub(crate) fn report(ctx: &Ctx, span: Span, kind: EventKind, detail: Detail<'_>) {
+    record(&span, ctx, &kind, detail);
+    drop(span);
+    ctx.emit(kind);
+}
+
+/// The span of one command an acting run runs in its working copy (opened before it starts,
+/// recorded from its `command` event when it ends): the program, never its arguments'
+/// contents beyond it, nor its environment.
+pub(crate) fn command_span(program: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "command",
+        otel.name = %format_args!("command {program}"),
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        subcontract.command.program = %program,
+        subcontract.command.exit_code = Empty,
+        subcontract.command.timed_out = Empty,
+        subcontract.command.duration_ms = Empty,
+        subcontract.command.output_bytes = Empty,
+        error.type = Empty,
+    )
+}
+
+/// The span of what became of one set of changes (captured, accepted, discarded, kept).
+pub(crate) fn changes_span(status: &str) -> Span {
+    tracing::info_span!(
+        target: TARGET,
+        "changes",
+        otel.name = %format_args!("changes {status}"),
+        otel.kind = "internal",
+        subcontract.changes.id = Empty,
+        subcontract.changes.status = %status,
+        subcontract.changes.files = Empty,
+        subcontract.changes.insertions = Empty,
+        subcontract.changes.deletions = Empty,
+        subcontract.changes.patch = Empty,
+    )
+}
+
 /// What a span records of a moment that the moment's event does not hold.
 pub(crate) enum Detail<'a> {
     /// Nothing beyond the event.
@@ -311,6 +354,46 @@ fn record_on(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
                 let mut m = assistant_json(text, calls);
                 m["finish_reason"] = Value::from(reason);
                 span.record("gen_ai.output.messages", content(&Value::Array(vec![m])));
+            }
+        }
+        EventKind::Command {
+            exit_code,
+            timed_out,
+            duration_ms,
+            output_bytes,
+            error,
+            ..
+        } => {
+            if let Some(code) = exit_code {
+                span.record("subcontract.command.exit_code", *code);
+            }
+            span.record("subcontract.command.timed_out", *timed_out);
+            span.record("subcontract.command.duration_ms", *duration_ms);
+            span.record("subcontract.command.output_bytes", *output_bytes);
+            if error.is_some() || *timed_out || *exit_code != Some(0) {
+                let why = if error.is_some() {
+                    "refused"
+                } else {
+                    "command_failed"
+                };
+                span.record("error.type", why);
+                span.record("otel.status_code", "error");
+            }
+        }
+        EventKind::Changes {
+            id,
+            files,
+            insertions,
+            deletions,
+            patch,
+            ..
+        } => {
+            span.record("subcontract.changes.id", id.as_str());
+            span.record("subcontract.changes.files", *files as u64);
+            span.record("subcontract.changes.insertions", *insertions);
+            span.record("subcontract.changes.deletions", *deletions);
+            if let Some(p) = patch {
+                span.record("subcontract.changes.patch", p.as_str());
             }
         }
         EventKind::ToolCall { is_error, .. } => {

@@ -12,6 +12,8 @@ use super::sandbox::{CommandOutput, SandboxError};
 use crate::contract::Violation;
 use crate::ctx::Ctx;
 use crate::events::EventKind;
+use crate::telemetry::{self, Detail};
+use tracing::Instrument;
 
 /// Most characters of a failing check's output quoted back to the model in a repair.
 const CHECK_TAIL_CHARS: usize = 2000;
@@ -100,8 +102,7 @@ pub(crate) async fn check_submission(ctx: &Ctx) -> Vec<Violation> {
                 )));
                 continue;
             };
-            let ran = copy.command(argv, None, ctx.cancellation()).await;
-            emit_command(ctx, line, &ran);
+            let ran = command(ctx, copy, argv, None).await;
             match ran {
                 Ok(o) if o.exit_code == Some(0) && !o.timed_out => {}
                 Ok(o) => out.push(violation(format!(
@@ -134,14 +135,14 @@ pub(crate) async fn finish(ctx: &Ctx, completed: bool) -> Option<Changes> {
             None => copy.capture().await.ok(),
         };
         if let Some(c) = &changes {
-            ctx.emit(EventKind::changes(c, "captured", None));
+            report_changes(ctx, c, "captured", None);
         }
         changes
     } else {
         match copy.capture().await {
             Ok(c) if !c.is_empty() => {
                 let path = copy.keep(&c);
-                ctx.emit(EventKind::changes(&c, "kept", path.as_deref()));
+                report_changes(ctx, &c, "kept", path.as_deref());
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(run_id = ctx.run_id(), error = %e, "changes not captured"),
@@ -158,15 +159,21 @@ pub(crate) async fn finish(ctx: &Ctx, completed: bool) -> Option<Changes> {
     out
 }
 
-/// Reports one command a run ran: what, how it ended, how long, how much it printed; never
-/// its environment.
-pub(crate) fn emit_command(ctx: &Ctx, line: &str, ran: &Result<CommandOutput, SandboxError>) {
-    let program = line
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let kind = match ran {
+/// Runs `argv` in `copy`, in the sandbox, in a `command` span, and reports it: what ran, how it
+/// ended, how long, how much it printed; never its environment.
+pub(crate) async fn command(
+    ctx: &Ctx,
+    copy: &RunCopy,
+    argv: Vec<String>,
+    timeout: Option<std::time::Duration>,
+) -> Result<CommandOutput, SandboxError> {
+    let program = argv.first().cloned().unwrap_or_default();
+    let span = telemetry::command_span(&program);
+    let ran = copy
+        .command(argv, timeout, ctx.cancellation())
+        .instrument(span.clone())
+        .await;
+    let kind = match &ran {
         Ok(o) => EventKind::Command {
             program,
             exit_code: o.exit_code,
@@ -184,7 +191,25 @@ pub(crate) fn emit_command(ctx: &Ctx, line: &str, ran: &Result<CommandOutput, Sa
             error: Some(e.to_string()),
         },
     };
-    ctx.emit(kind);
+    telemetry::report(ctx, span, kind, Detail::None);
+    ran
+}
+
+/// Reports what became of `changes` (`captured`, `accepted`, `discarded`, `kept` in `patch`),
+/// in a `changes` span of its own.
+pub(crate) fn report_changes(
+    ctx: &Ctx,
+    changes: &Changes,
+    status: &str,
+    patch: Option<&std::path::Path>,
+) {
+    let span = telemetry::changes_span(status);
+    telemetry::report(
+        ctx,
+        span,
+        EventKind::changes(changes, status, patch),
+        Detail::None,
+    );
 }
 
 /// A completed sub-agent's `changes` handed to its parent's run (whose context is `parent`):
@@ -209,7 +234,7 @@ pub(crate) fn hand_up(parent: &Ctx, changes: Changes, output: &str) -> String {
 pub(crate) fn keep_for_caller(ctx: &Ctx, changes: &Changes) -> serde_json::Value {
     let mut summary = changes.summary_json();
     let path = ctx.act_host().and_then(|h| h.keep(changes));
-    ctx.emit(EventKind::changes(changes, "kept", path.as_deref()));
+    report_changes(ctx, changes, "kept", path.as_deref());
     if let (Some(p), Some(obj)) = (path, summary.as_object_mut()) {
         obj.insert("patch".into(), p.display().to_string().into());
     }

@@ -11,10 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use validator::Validate;
 
-use super::run::emit_command;
+use super::run::{command, report_changes};
 use super::run_copy::RunCopy;
 use crate::ctx::Ctx;
-use crate::events::EventKind;
 use crate::tool::workspace::{EditFileArgs, WriteFileArgs};
 use crate::tool::{Tool, TypedTool};
 
@@ -159,16 +158,8 @@ impl TypedTool for RunCommandTool {
     }
     async fn call(&self, args: RunCommandArgs, ctx: &Ctx) -> Result<String, String> {
         let copy = own_copy(ctx, RUN_COMMAND)?;
-        let line = shlex::try_join(args.argv.iter().map(String::as_str))
-            .unwrap_or_else(|_| args.argv.join(" "));
-        let ran = copy
-            .command(
-                args.argv,
-                args.timeout_secs.map(Duration::from_secs),
-                ctx.cancellation(),
-            )
-            .await;
-        emit_command(ctx, &line, &ran);
+        let timeout = args.timeout_secs.map(Duration::from_secs);
+        let ran = command(ctx, copy, args.argv, timeout).await;
         match ran {
             Ok(o) => Ok(o.to_tool_text()),
             Err(e) => Err(format!("run_command refused: {e}")),
@@ -203,7 +194,7 @@ impl TypedTool for AcceptChangesTool {
         .map_err(|e| e.to_string())?;
         match applied {
             Ok(()) => {
-                ctx.emit(EventKind::changes(&changes, "accepted", None));
+                report_changes(ctx, &changes, "accepted", None);
                 Ok(format!(
                     "applied the changes {} to your working copy: {}",
                     changes.id,
@@ -240,7 +231,7 @@ impl TypedTool for DiscardChangesTool {
     async fn call(&self, args: ChangesIdArgs, ctx: &Ctx) -> Result<String, String> {
         let copy = own_copy(ctx, DISCARD_CHANGES)?;
         let changes = pending(copy, &args.id)?;
-        ctx.emit(EventKind::changes(&changes, "discarded", None));
+        report_changes(ctx, &changes, "discarded", None);
         Ok(format!("discarded the changes {}", changes.id))
     }
 }

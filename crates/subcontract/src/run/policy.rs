@@ -46,9 +46,7 @@ use crate::tool::{Tool, ToolOutput};
 /// sinks. Both come from the one value, so they cannot disagree.
 #[inline]
 pub(super) fn report(ctx: &Ctx, span: Span, kind: EventKind, detail: Detail<'_>) {
-    telemetry::record(&span, ctx, &kind, detail);
-    drop(span);
-    ctx.emit(kind);
+    telemetry::report(ctx, span, kind, detail);
 }
 
 /// One model call as the turn loop asks for it.
