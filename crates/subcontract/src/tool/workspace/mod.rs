@@ -49,8 +49,10 @@ mod grep;
 mod list;
 mod read;
 mod tools;
+mod write;
 
 pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS, GREP, LIST_DIR, READ_FILE};
+pub use write::{EditFileArgs, WriteFileArgs, MAX_EDIT_FILE_BYTES, MAX_WRITE_BYTES};
 #[cfg(test)]
 mod tests;
 
@@ -243,6 +245,38 @@ pub enum WorkspaceError {
         /// The glob compiler's explanation.
         message: String,
     },
+    /// A write was aimed under `.git`, which no tool may change.
+    #[error("`{path}` is under .git, which may not be written; write elsewhere in the workspace")]
+    GitDir {
+        /// The path as given.
+        path: String,
+    },
+    /// A write would pass through or replace a symbolic link; writes never follow links.
+    #[error(
+        "`{path}` is or passes through a symbolic link, which writes never follow; \
+         write to the path the link points to instead"
+    )]
+    Link {
+        /// The path as given.
+        path: String,
+    },
+    /// `edit_file`'s `old` does not occur exactly once in the file.
+    #[error("{}", edit_mismatch(.path, *.count))]
+    EditMismatch {
+        /// The path as given.
+        path: String,
+        /// How many times `old` occurs.
+        count: usize,
+    },
+    /// Writing failed for another reason (permissions, a full disk).
+    #[error("could not write `{path}`: {source}")]
+    Write {
+        /// The path as given (relative).
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
     /// Reading failed for another reason (permissions, I/O).
     #[error("could not read `{path}`: {source}")]
     Io {
@@ -269,6 +303,21 @@ impl WorkspaceError {
                 source,
             },
         }
+    }
+}
+
+/// The message of [`WorkspaceError::EditMismatch`].
+fn edit_mismatch(path: &str, count: usize) -> String {
+    if count == 0 {
+        format!(
+            "`old` occurs 0 times in `{path}`; read the file and copy the exact text to replace, \
+             whitespace included"
+        )
+    } else {
+        format!(
+            "`old` occurs {count} times in `{path}`; include more of the surrounding text so it \
+             occurs exactly once"
+        )
     }
 }
 
