@@ -175,7 +175,10 @@ impl Changes {
                 out.push(format!("`{p}` {what}"));
             }
             if paths.len() > MAX_NAMED {
-                out.push(format!("… and {} more paths that {what}", paths.len() - MAX_NAMED));
+                out.push(format!(
+                    "… and {} more paths that {what}",
+                    paths.len() - MAX_NAMED
+                ));
             }
         };
         name(git, "is under .git, which may never change".to_owned());
@@ -245,7 +248,9 @@ impl Changes {
             path: workspace.to_path_buf(),
             reason,
         };
-        let ws = workspace.canonicalize().map_err(|e| invalid(e.to_string()))?;
+        let ws = workspace
+            .canonicalize()
+            .map_err(|e| invalid(e.to_string()))?;
         if !ws.is_dir() {
             return Err(invalid("not a directory".to_owned()));
         }
@@ -387,7 +392,14 @@ pub(crate) fn diff_against(copy: &WorkingCopy, id: &str) -> Result<Changes, ActE
     let base = copy.base();
     let raw = copy
         .git()
-        .args(["diff", "--cached", "--raw", "-z", "--no-renames", "--relative"])
+        .args([
+            "diff",
+            "--cached",
+            "--raw",
+            "-z",
+            "--no-renames",
+            "--relative",
+        ])
         .arg(base)
         .run()?;
     let mut files = Vec::new();
@@ -419,7 +431,14 @@ pub(crate) fn diff_against(copy: &WorkingCopy, id: &str) -> Result<Changes, ActE
     }
     let numstat = copy
         .git()
-        .args(["diff", "--cached", "--numstat", "-z", "--no-renames", "--relative"])
+        .args([
+            "diff",
+            "--cached",
+            "--numstat",
+            "-z",
+            "--no-renames",
+            "--relative",
+        ])
         .arg(base)
         .run()?;
     let index: HashMap<String, usize> = files

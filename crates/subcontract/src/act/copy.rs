@@ -63,7 +63,7 @@ impl WorkingCopy {
     ///   [`root`](Self::root) is the same subdirectory. `source` may itself be a working copy.
     /// - [`Isolation::Copy`]: a recursive copy (links copied as links, FIFOs and devices
     ///   skipped).
-    /// - [`Isolation::None`]: [`ActError::NoIsolation`].
+    /// - [`Isolation::None`]: an error, [`ActError::NoIsolation`].
     pub fn create(
         source: &Path,
         isolation: Isolation,
@@ -171,9 +171,7 @@ impl WorkingCopy {
     /// most [`MAX_DIFF_BYTES`](super::MAX_DIFF_BYTES); a larger one is marked
     /// ([`Changes::diff_truncated`]) and is a violation.
     pub fn capture(&self) -> Result<Changes, ActError> {
-        self.git()
-            .args(["add", "-A", "--", "."])
-            .run()?;
+        self.git().args(["add", "-A", "--", "."]).run()?;
         let id = self.git().arg("write-tree").line()?;
         changes::diff_against(self, &id)
     }
@@ -222,9 +220,7 @@ impl WorkingCopy {
         }
         fs::write(info.join("exclude"), exclude)
             .map_err(|e| ActError::io("writing", info.join("exclude"), e))?;
-        self.git()
-            .args(["add", "-A", "--", "."])
-            .run()?;
+        self.git().args(["add", "-A", "--", "."]).run()?;
         let tree = self.git().arg("write-tree").line()?;
         let commit = self
             .git()

@@ -145,7 +145,11 @@ pub(crate) fn create_lease(copies_dir: &Path, lease: &Lease) -> Result<PathBuf, 
         }
     };
     let text = serde_json::to_vec_pretty(lease).map_err(|e| {
-        ActError::io("writing lease file in", &dir, io::Error::other(e.to_string()))
+        ActError::io(
+            "writing lease file in",
+            &dir,
+            io::Error::other(e.to_string()),
+        )
     })?;
     let tmp = dir.join("lease.json.tmp");
     fs::write(&tmp, text).map_err(|e| ActError::io("writing", &tmp, e))?;

@@ -180,9 +180,9 @@ pub(crate) fn is_plain_relative(path: &str) -> bool {
         && !path.starts_with('/')
         && !path.contains('\0')
         && !path.contains('\\')
-        && path.split('/').all(|c| {
-            !c.is_empty() && c != ".." && !c.eq_ignore_ascii_case(".git")
-        })
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != ".." && !c.eq_ignore_ascii_case(".git"))
 }
 
 /// A glob of `writes`, matched as the `grep` tool's `path_glob` is: a glob without `/`
@@ -195,8 +195,7 @@ struct Compiled {
 impl Compiled {
     fn is_match(&self, rel: &str) -> bool {
         if self.name_only {
-            self.matcher
-                .is_match(rel.rsplit('/').next().unwrap_or(rel))
+            self.matcher.is_match(rel.rsplit('/').next().unwrap_or(rel))
         } else {
             self.matcher.is_match(rel)
         }

@@ -133,13 +133,27 @@ fn a_worktree_copy_is_at_head_with_the_uncommitted_state_and_leaves_the_parent_a
         git(&root, &["rev-parse", "HEAD"]),
         git(p, &["rev-parse", "HEAD"])
     );
-    assert_eq!(fs::read_to_string(root.join("feature.txt")).unwrap(), "only on feature\n");
-    assert_eq!(fs::read_to_string(root.join("a.txt")).unwrap(), "one\nTWO\nthree\n");
+    assert_eq!(
+        fs::read_to_string(root.join("feature.txt")).unwrap(),
+        "only on feature\n"
+    );
+    assert_eq!(
+        fs::read_to_string(root.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
     assert!(!root.join("gone.txt").exists());
-    assert_eq!(fs::read_to_string(root.join("new/untracked.txt")).unwrap(), "fresh\n");
+    assert_eq!(
+        fs::read_to_string(root.join("new/untracked.txt")).unwrap(),
+        "fresh\n"
+    );
     assert!(!root.join("build").exists());
     assert!(!root.join("debug.log").exists());
-    assert!(worktrees(p).contains(root.to_str().unwrap()), "{} {}", worktrees(p), root.display());
+    assert!(
+        worktrees(p).contains(root.to_str().unwrap()),
+        "{} {}",
+        worktrees(p),
+        root.display()
+    );
 
     let changes = copy.capture().unwrap();
     assert!(changes.is_empty(), "{changes:?}");
@@ -186,7 +200,10 @@ fn a_copy_of_a_plain_directory_copies_links_as_links() {
     let copy = WorkingCopy::create(s, Isolation::Copy, copies.path()).unwrap();
     let root = copy.root();
     assert_eq!(snapshot(root), snapshot(s));
-    assert!(fs::symlink_metadata(root.join("out")).unwrap().file_type().is_symlink());
+    assert!(fs::symlink_metadata(root.join("out"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert_eq!(fs::read_link(root.join("out")).unwrap(), outside.path());
     assert!(!root.join("secret.txt").exists());
     // A change, captured: paths relative to the copy's root.
@@ -207,8 +224,8 @@ fn a_copy_of_a_plain_directory_copies_links_as_links() {
 fn the_copies_directory_may_not_be_inside_the_source() {
     let src = tempfile::tempdir().unwrap();
     write(src.path(), "a.txt", "a\n");
-    let err = WorkingCopy::create(src.path(), Isolation::Copy, &src.path().join("copies"))
-        .unwrap_err();
+    let err =
+        WorkingCopy::create(src.path(), Isolation::Copy, &src.path().join("copies")).unwrap_err();
     assert!(matches!(err, ActError::InvalidSource { .. }), "{err:?}");
 }
 
@@ -257,11 +274,18 @@ fn capture_lists_each_change_and_its_patch_applies_to_the_parent() {
     // `git apply --check` in a fresh copy of the parent's state.
     let fresh = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
-        .args(["-a", &format!("{}/.", p.display()), fresh.path().to_str().unwrap()])
+        .args([
+            "-a",
+            &format!("{}/.", p.display()),
+            fresh.path().to_str().unwrap(),
+        ])
         .status()
         .unwrap();
     assert!(status.success());
-    let patch = fresh.path().join("..").join(format!("{}.patch", changes.id));
+    let patch = fresh
+        .path()
+        .join("..")
+        .join(format!("{}.patch", changes.id));
     changes.save(&patch).unwrap();
     git(fresh.path(), &["apply", "--check", patch.to_str().unwrap()]);
     // Saving never overwrites.
@@ -271,7 +295,11 @@ fn capture_lists_each_change_and_its_patch_applies_to_the_parent() {
     let state = repo_state(p);
     changes.apply(p).unwrap();
     for f in ["a.txt", "sub/new.py", "new/untracked.txt"] {
-        assert_eq!(fs::read(p.join(f)).unwrap(), fs::read(root.join(f)).unwrap(), "{f}");
+        assert_eq!(
+            fs::read(p.join(f)).unwrap(),
+            fs::read(root.join(f)).unwrap(),
+            "{f}"
+        );
     }
     assert!(!p.join("b.txt").exists());
     // Only files changed: HEAD and branch are as they were, and nothing was staged.
@@ -298,9 +326,15 @@ fn a_copy_of_a_subdirectory_is_rooted_there_and_applies_there() {
     assert_eq!(paths, ["c.txt", "deep/d.txt"]);
     let state = repo_state(p);
     changes.apply(&p.join("sub")).unwrap();
-    assert_eq!(fs::read_to_string(p.join("sub/c.txt")).unwrap(), "sea\nsalt\n");
+    assert_eq!(
+        fs::read_to_string(p.join("sub/c.txt")).unwrap(),
+        "sea\nsalt\n"
+    );
     assert_eq!(fs::read_to_string(p.join("sub/deep/d.txt")).unwrap(), "d\n");
-    assert_eq!(fs::read_to_string(p.join("a.txt")).unwrap(), "one\nTWO\nthree\n");
+    assert_eq!(
+        fs::read_to_string(p.join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
     let after = repo_state(p);
     assert_eq!((after.0, after.1), (state.0, state.1));
 }
@@ -314,7 +348,10 @@ fn apply_works_outside_any_repository() {
     write(copy.root(), "x.txt", "y\n");
     write(copy.root(), "bin.dat", [0u8, 1, 2, 255, 0]);
     let changes = copy.capture().unwrap();
-    assert!(changes.files.iter().any(|f| f.path == "bin.dat" && f.binary));
+    assert!(changes
+        .files
+        .iter()
+        .any(|f| f.path == "bin.dat" && f.binary));
     changes.apply(src.path()).unwrap();
     assert_eq!(snapshot(src.path()), snapshot(copy.root()));
 }
@@ -350,7 +387,10 @@ fn a_conflict_applies_nothing_and_names_the_file() {
     // Changes to other files apply on top of each other.
     c3.apply(p).unwrap();
     assert_eq!(fs::read_to_string(p.join("b.txt")).unwrap(), "bee\nthird\n");
-    assert_eq!(fs::read_to_string(p.join("a.txt")).unwrap(), "one\nFIRST\nthree\n");
+    assert_eq!(
+        fs::read_to_string(p.join("a.txt")).unwrap(),
+        "one\nFIRST\nthree\n"
+    );
 }
 
 #[test]
@@ -359,7 +399,8 @@ fn apply_refuses_hostile_paths_before_git_sees_them() {
     let inner = ws.path().join("inner");
     fs::create_dir(&inner).unwrap();
     write(&inner, ".git/config", "[core]\n");
-    let patch = |path: &str| Changes {
+    let patch = |path: &str| {
+        Changes {
         id: "x".into(),
         base: "y".into(),
         files: Vec::new(),
@@ -368,15 +409,27 @@ fn apply_refuses_hostile_paths_before_git_sees_them() {
             "diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+pwned\n"
         ),
         diff_truncated: false,
+    }
     };
-    for path in ["../escaped.txt", "a/../../escaped.txt", ".git/hooks/post", "x/.GIT/y"] {
+    for path in [
+        "../escaped.txt",
+        "a/../../escaped.txt",
+        ".git/hooks/post",
+        "x/.GIT/y",
+    ] {
         let err = patch(path).apply(&inner).unwrap_err();
-        assert!(matches!(err, ApplyError::UnsafePath { .. }), "{path}: {err:?}");
+        assert!(
+            matches!(err, ApplyError::UnsafePath { .. }),
+            "{path}: {err:?}"
+        );
     }
     let abs = ws.path().join("abs.txt");
     let err = patch(abs.to_str().unwrap()).apply(&inner).unwrap_err();
     assert!(
-        matches!(err, ApplyError::UnsafePath { .. } | ApplyError::Conflict { .. }),
+        matches!(
+            err,
+            ApplyError::UnsafePath { .. } | ApplyError::Conflict { .. }
+        ),
         "{err:?}"
     );
     assert!(!ws.path().join("escaped.txt").exists());
@@ -385,7 +438,10 @@ fn apply_refuses_hostile_paths_before_git_sees_them() {
     // A cut diff is never applied.
     let mut cut = patch("ok.txt");
     cut.diff_truncated = true;
-    assert!(matches!(cut.apply(&inner), Err(ApplyError::Truncated { .. })));
+    assert!(matches!(
+        cut.apply(&inner),
+        Err(ApplyError::Truncated { .. })
+    ));
     patch("ok.txt").apply(&inner).unwrap();
     assert_eq!(fs::read_to_string(inner.join("ok.txt")).unwrap(), "pwned\n");
 }
@@ -396,7 +452,11 @@ fn text_in_another_encoding_round_trips() {
     write(src.path(), "latin1.txt", b"caf\xe9\nna\xefve\n");
     let copies = copies();
     let copy = WorkingCopy::create(src.path(), Isolation::Copy, copies.path()).unwrap();
-    write(copy.root(), "latin1.txt", b"caf\xe9\nna\xefve\nd\xe9j\xe0\n");
+    write(
+        copy.root(),
+        "latin1.txt",
+        b"caf\xe9\nna\xefve\nd\xe9j\xe0\n",
+    );
     let changes = copy.capture().unwrap();
     assert_eq!(changes.files.len(), 1);
     changes.apply(src.path()).unwrap();
@@ -479,7 +539,11 @@ fn violations_name_each_path_and_limit() {
         max_diff_lines: 10,
         ..WorkspacePolicy::default()
     };
-    let ok = changed(&[("src/a/b.rs", 1), ("tests/x/t.py", 1), ("docs/README.md", 1)]);
+    let ok = changed(&[
+        ("src/a/b.rs", 1),
+        ("tests/x/t.py", 1),
+        ("docs/README.md", 1),
+    ]);
     assert_eq!(ok.violations(&policy), Vec::<String>::new());
     let bad = changed(&[
         ("src/a.rs", 5),
@@ -490,16 +554,28 @@ fn violations_name_each_path_and_limit() {
     ]);
     let v = bad.violations(&policy);
     let all = v.join("\n");
-    assert!(all.contains("5 files changed, more than the limit of 3 (max_changed_files)"), "{all}");
-    assert!(all.contains("12 lines changed, more than the limit of 10 (max_diff_lines)"), "{all}");
-    assert!(all.contains("`Cargo.toml` is outside the paths this run may write"), "{all}");
+    assert!(
+        all.contains("5 files changed, more than the limit of 3 (max_changed_files)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("12 lines changed, more than the limit of 10 (max_diff_lines)"),
+        "{all}"
+    );
+    assert!(
+        all.contains("`Cargo.toml` is outside the paths this run may write"),
+        "{all}"
+    );
     assert!(all.contains("`tests/t.rs` is outside"), "{all}");
     assert!(all.contains("`.git/config` is under .git"), "{all}");
     assert!(all.contains("`src/.git/hooks/x` is under .git"), "{all}");
     assert!(!all.contains("`src/a.rs`"), "{all}");
     // Empty writes: everything but .git.
     let open = WorkspacePolicy::default();
-    assert_eq!(changed(&[("any/where.txt", 1)]).violations(&open), Vec::<String>::new());
+    assert_eq!(
+        changed(&[("any/where.txt", 1)]).violations(&open),
+        Vec::<String>::new()
+    );
     assert_eq!(changed(&[(".git/x", 1)]).violations(&open).len(), 1);
 }
 
@@ -510,7 +586,10 @@ fn policy_defaults_parse_and_validate() {
     let p: WorkspacePolicy = toml::from_str("").unwrap();
     assert_eq!(p, WorkspacePolicy::default());
     assert_eq!(p.isolation, Isolation::None);
-    assert_eq!((p.max_changed_files, p.max_diff_lines, p.max_command_secs), (50, 5000, 60));
+    assert_eq!(
+        (p.max_changed_files, p.max_diff_lines, p.max_command_secs),
+        (50, 5000, 60)
+    );
     assert_eq!(p.sandbox, SandboxMode::Os);
     assert!(!p.network);
     let p: WorkspacePolicy = toml::from_str(
@@ -543,11 +622,23 @@ fn policy_defaults_parse_and_validate() {
     };
     let problems = bad.validate().join("\n");
     assert!(problems.contains("invalid glob `src/[`"), "{problems}");
-    assert!(problems.contains("`make test` runs `make`, which is not in commands"), "{problems}");
-    assert!(problems.contains("`cargo 'unclosed` cannot be split"), "{problems}");
+    assert!(
+        problems.contains("`make test` runs `make`, which is not in commands"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("`cargo 'unclosed` cannot be split"),
+        "{problems}"
+    );
     assert!(problems.contains("empty command"), "{problems}");
-    assert!(problems.contains("max_changed_files must be at least 1"), "{problems}");
-    assert!(problems.contains("max_command_secs must be at least 1"), "{problems}");
+    assert!(
+        problems.contains("max_changed_files must be at least 1"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("max_command_secs must be at least 1"),
+        "{problems}"
+    );
     assert!(!problems.contains("max_diff_lines"), "{problems}");
 }
 
@@ -578,7 +669,10 @@ fn a_child_policy_never_gets_more_than_its_parent() {
     let n = child.narrowed_by(&parent);
     assert_eq!(n.commands, ["cargo"]);
     assert!(!n.network);
-    assert_eq!((n.max_changed_files, n.max_diff_lines, n.max_command_secs), (10, 50, 30));
+    assert_eq!(
+        (n.max_changed_files, n.max_diff_lines, n.max_command_secs),
+        (10, 50, 30)
+    );
     assert_eq!(n.sandbox, SandboxMode::Os);
     assert_eq!(n.writes, ["docs"]);
     assert_eq!(n.checks, ["cargo check"]);
@@ -595,13 +689,37 @@ fn a_child_policy_never_gets_more_than_its_parent() {
 #[test]
 fn allows_write_matches_globs_and_directories_and_never_git() {
     let p = WorkspacePolicy {
-        writes: vec!["src".into(), "*.md".into(), "tests/**/*.py".into(), "lib/*.rs".into()],
+        writes: vec![
+            "src".into(),
+            "*.md".into(),
+            "tests/**/*.py".into(),
+            "lib/*.rs".into(),
+        ],
         ..WorkspacePolicy::default()
     };
-    for ok in ["src/a.rs", "src/deep/er/x", "README.md", "docs/x.md", "tests/t.py", "tests/a/b/t.py", "lib/a.rs", "./src/a.rs"] {
+    for ok in [
+        "src/a.rs",
+        "src/deep/er/x",
+        "README.md",
+        "docs/x.md",
+        "tests/t.py",
+        "tests/a/b/t.py",
+        "lib/a.rs",
+        "./src/a.rs",
+    ] {
         assert!(p.allows_write(ok), "{ok}");
     }
-    for no in ["srcx/a.rs", "lib/a/b.rs", "tests/t.rs", "Cargo.toml", "src/.git/x", "../src/a.rs", "/src/a.rs", "src/../../x", ""] {
+    for no in [
+        "srcx/a.rs",
+        "lib/a/b.rs",
+        "tests/t.rs",
+        "Cargo.toml",
+        "src/.git/x",
+        "../src/a.rs",
+        "/src/a.rs",
+        "src/../../x",
+        "",
+    ] {
         assert!(!p.allows_write(no), "{no}");
     }
     let all = WorkspacePolicy::default();
@@ -631,7 +749,17 @@ fn cleanup_removes_dead_leases_and_their_worktrees_and_keeps_live_ones() {
     let dead = canon(copies.path()).join(format!("lease-{pid}-1-{:016x}", 7u64));
     fs::create_dir(&dead).unwrap();
     let tree = dead.join("tree");
-    git(p, &["worktree", "add", "-q", "--detach", tree.to_str().unwrap(), "HEAD"]);
+    git(
+        p,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "--detach",
+            tree.to_str().unwrap(),
+            "HEAD",
+        ],
+    );
     let common = canon(&p.join(".git"));
     fs::write(
         dead.join("lease.json"),
@@ -642,11 +770,7 @@ fn cleanup_removes_dead_leases_and_their_worktrees_and_keeps_live_ones() {
     )
     .unwrap();
     // A lease whose pid is ours, but from another start: a reused pid is not the owner.
-    let reused = canon(copies.path()).join(format!(
-        "lease-{}-1-{:016x}",
-        std::process::id(),
-        8u64
-    ));
+    let reused = canon(copies.path()).join(format!("lease-{}-1-{:016x}", std::process::id(), 8u64));
     fs::create_dir(&reused).unwrap();
     // Not a lease: left alone.
     let other = copies.path().join("not-a-lease");
@@ -657,12 +781,21 @@ fn cleanup_removes_dead_leases_and_their_worktrees_and_keeps_live_ones() {
     assert!(!dead.exists());
     assert!(!reused.exists());
     assert!(other.exists());
-    assert!(!worktrees(p).contains(tree.to_str().unwrap()), "{}", worktrees(p));
+    assert!(
+        !worktrees(p).contains(tree.to_str().unwrap()),
+        "{}",
+        worktrees(p)
+    );
     assert!(live.root().exists());
     assert!(worktrees(p).contains(live.root().to_str().unwrap()));
     assert_eq!(cleanup_stale(copies.path()).unwrap(), 0);
     drop(live);
-    assert_eq!(worktrees(p).matches("worktree ").count(), 1, "{}", worktrees(p));
+    assert_eq!(
+        worktrees(p).matches("worktree ").count(),
+        1,
+        "{}",
+        worktrees(p)
+    );
     // No copies directory: nothing to do.
     assert_eq!(cleanup_stale(&copies.path().join("missing")).unwrap(), 0);
 }
@@ -680,7 +813,11 @@ fn cleanup_never_follows_a_link_out() {
     fs::create_dir_all(dead.join("tree/sub")).unwrap();
     symlink(outside.path(), dead.join("tree/sub/out")).unwrap();
     symlink(outside.path().join("precious"), dead.join("tree/precious")).unwrap();
-    symlink(outside.path().join("precious/keep.txt"), dead.join("lease.json")).unwrap();
+    symlink(
+        outside.path().join("precious/keep.txt"),
+        dead.join("lease.json"),
+    )
+    .unwrap();
     // A directory a command made unreadable is still removed.
     #[cfg(unix)]
     {
@@ -731,7 +868,10 @@ fn keep_leaves_the_copy_and_discard_removes_it() {
     let lease = copy.lease_dir().to_path_buf();
     copy.discard().unwrap();
     assert!(!lease.exists());
-    assert_eq!(default_copies_dir(), std::env::temp_dir().join("subcontract-copies"));
+    assert_eq!(
+        default_copies_dir(),
+        std::env::temp_dir().join("subcontract-copies")
+    );
 }
 
 // ---- nesting ----
@@ -746,23 +886,45 @@ fn a_worktree_copy_of_a_worktree_copy() {
     write(outer.root(), "b.txt", "bee\nouter\n");
     let inner = WorkingCopy::create(outer.root(), Isolation::Worktree, copies.path()).unwrap();
     // The inner copy starts from the outer one's state, overlay and edits included.
-    assert_eq!(fs::read_to_string(inner.root().join("b.txt")).unwrap(), "bee\nouter\n");
-    assert_eq!(fs::read_to_string(inner.root().join("a.txt")).unwrap(), "one\nTWO\nthree\n");
+    assert_eq!(
+        fs::read_to_string(inner.root().join("b.txt")).unwrap(),
+        "bee\nouter\n"
+    );
+    assert_eq!(
+        fs::read_to_string(inner.root().join("a.txt")).unwrap(),
+        "one\nTWO\nthree\n"
+    );
     assert!(!inner.root().join("gone.txt").exists());
     write(inner.root(), "sub/c.txt", "sea\ninner\n");
     let inner_changes = inner.capture().unwrap();
-    let paths: Vec<_> = inner_changes.files.iter().map(|f| f.path.as_str()).collect();
+    let paths: Vec<_> = inner_changes
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
     assert_eq!(paths, ["sub/c.txt"]);
     inner_changes.apply(outer.root()).unwrap();
     drop(inner);
     let outer_changes = outer.capture().unwrap();
-    let paths: Vec<_> = outer_changes.files.iter().map(|f| f.path.as_str()).collect();
+    let paths: Vec<_> = outer_changes
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
     assert_eq!(paths, ["b.txt", "sub/c.txt"]);
     drop(outer);
     assert_eq!((snapshot(p), repo_state(p)), before);
-    assert_eq!(worktrees(p).matches("worktree ").count(), 1, "{}", worktrees(p));
+    assert_eq!(
+        worktrees(p).matches("worktree ").count(),
+        1,
+        "{}",
+        worktrees(p)
+    );
     outer_changes.apply(p).unwrap();
-    assert_eq!(fs::read_to_string(p.join("sub/c.txt")).unwrap(), "sea\ninner\n");
+    assert_eq!(
+        fs::read_to_string(p.join("sub/c.txt")).unwrap(),
+        "sea\ninner\n"
+    );
 }
 
 #[test]

@@ -201,14 +201,12 @@ impl Workspace {
                 }
                 Err(e) => return Err(WorkspaceError::from_io(rel, e)),
             }
-            dir = open_dir_nofollow(&dir, name).map_err(|e| {
-                match dir.symlink_metadata(name) {
-                    Ok(meta) if meta.file_type().is_symlink() => WorkspaceError::Link {
-                        path: rel.to_owned(),
-                    },
-                    Ok(meta) if !meta.is_dir() => WorkspaceError::NotADirectory { path: so_far() },
-                    _ => super::open_error(rel, e),
-                }
+            dir = open_dir_nofollow(&dir, name).map_err(|e| match dir.symlink_metadata(name) {
+                Ok(meta) if meta.file_type().is_symlink() => WorkspaceError::Link {
+                    path: rel.to_owned(),
+                },
+                Ok(meta) if !meta.is_dir() => WorkspaceError::NotADirectory { path: so_far() },
+                _ => super::open_error(rel, e),
             })?;
         }
         Ok((dir, file))
