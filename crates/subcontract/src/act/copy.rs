@@ -46,10 +46,24 @@ pub struct WorkingCopy {
 
 /// Where a worktree's source sits in its repository.
 struct RepoInfo {
+    /// The top of the source's working tree.
     top: PathBuf,
+    /// The repository's common git directory (where worktrees are registered).
     common: PathBuf,
+    /// The git directory of `top` itself (a linked worktree's own one).
+    git_dir: PathBuf,
+    /// The source's path below `top`, `/`-separated, empty at the top.
     prefix: String,
     head: String,
+}
+
+impl RepoInfo {
+    /// A git command on the source's repository, named explicitly rather than found through
+    /// `top/.git`: in a working copy that file is the run's to rewrite, and git must not be
+    /// pointed at a configuration of its choosing.
+    fn git(&self) -> Git<'_> {
+        Git::new(&self.top, Config::User).repo(&self.git_dir, Some(&self.top))
+    }
 }
 
 impl WorkingCopy {
@@ -91,16 +105,15 @@ impl WorkingCopy {
                 copies.display()
             )));
         }
-        let lease_dir = lease::create_lease(
-            &copies,
-            &Lease {
-                pid: lease::own_identity().0,
-                start_time: lease::own_identity().1,
-                source: src.clone(),
-                isolation,
-                repo: repo.as_ref().map(|r| r.common.clone()),
-            },
-        )?;
+        let lease_record = Lease {
+            pid: lease::own_identity().0,
+            start_time: lease::own_identity().1,
+            source: src.clone(),
+            isolation,
+            repo: repo.as_ref().map(|r| r.common.clone()),
+            git_dir: None,
+        };
+        let lease_dir = lease::create_lease(&copies, &lease_record)?;
         let tree = lease_dir.join(TREE_DIR);
         let mut copy = WorkingCopy {
             base_git: lease_dir.join(BASE_GIT),
@@ -116,12 +129,24 @@ impl WorkingCopy {
         // From here on, a failure drops `copy`, which removes what was made.
         match &repo {
             Some(info) => {
-                Git::new(&info.top, Config::User)
+                info.git()
                     .args(["worktree", "add", "--detach"])
                     .arg(&copy.tree)
                     .arg(&info.head)
                     .run()?;
-                overlay(&info.top, &copy.tree)?;
+                // The copy's own git directory, so that a copy of this copy need not trust
+                // the `.git` file a command in it may rewrite.
+                let own = Git::new(&copy.tree, Config::User)
+                    .args(["rev-parse", "--absolute-git-dir"])
+                    .line()?;
+                lease::write_lease(
+                    &copy.lease,
+                    &Lease {
+                        git_dir: Some(PathBuf::from(own)),
+                        ..lease_record.clone()
+                    },
+                )?;
+                overlay(info, &copy.tree)?;
                 if !info.prefix.is_empty() {
                     copy.root = copy.tree.join(&info.prefix);
                 }
@@ -245,48 +270,78 @@ impl Drop for WorkingCopy {
     }
 }
 
-/// The repository `src` is in, and its HEAD commit.
+/// The repository `src` is in, and its HEAD commit. A source inside a worktree copy is
+/// taken from that copy's lease, not from its `.git` file.
 fn repo_info(src: &Path) -> Result<RepoInfo, ActError> {
     let not_repo = |reason: String| ActError::NotARepository {
         path: src.to_path_buf(),
         reason,
     };
-    let out = Git::new(src, Config::User)
-        .args([
-            "rev-parse",
-            "--path-format=absolute",
-            "--show-toplevel",
-            "--git-common-dir",
-            "--show-prefix",
-        ])
-        .output()?;
-    if !out.status.success() {
-        return Err(not_repo(out.stderr));
-    }
-    let text = String::from_utf8(out.stdout).map_err(|_| not_repo("a path is not UTF-8".into()))?;
-    let mut lines = text.lines();
-    let (Some(top), Some(common)) = (lines.next(), lines.next()) else {
-        return Err(not_repo(format!("unexpected rev-parse output {text:?}")));
+    let (top, common, git_dir, prefix) = match lease::enclosing_worktree_copy(src) {
+        Some((top, lease)) => {
+            let prefix = src
+                .strip_prefix(&top)
+                .ok()
+                .and_then(Path::to_str)
+                .ok_or_else(|| not_repo("a path is not UTF-8".into()))?
+                .to_owned();
+            let (Some(common), Some(git_dir)) = (lease.repo, lease.git_dir) else {
+                return Err(not_repo(
+                    "its working copy's lease names no repository".into(),
+                ));
+            };
+            (top, common, git_dir, prefix)
+        }
+        None => {
+            let out = Git::new(src, Config::User)
+                .args([
+                    "rev-parse",
+                    "--path-format=absolute",
+                    "--show-toplevel",
+                    "--git-common-dir",
+                    "--absolute-git-dir",
+                    "--show-prefix",
+                ])
+                .output()?;
+            if !out.status.success() {
+                return Err(not_repo(out.stderr));
+            }
+            let text = String::from_utf8(out.stdout)
+                .map_err(|_| not_repo("a path is not UTF-8".into()))?;
+            let mut lines = text.lines();
+            let (Some(top), Some(common), Some(git_dir)) =
+                (lines.next(), lines.next(), lines.next())
+            else {
+                return Err(not_repo(format!("unexpected rev-parse output {text:?}")));
+            };
+            let prefix = lines.next().unwrap_or("").trim_end_matches('/').to_owned();
+            (top.into(), common.into(), git_dir.into(), prefix)
+        }
     };
-    let prefix = lines.next().unwrap_or("").trim_end_matches('/').to_owned();
-    let head = Git::new(src, Config::User)
+    let mut info = RepoInfo {
+        top,
+        common,
+        git_dir,
+        prefix,
+        head: String::new(),
+    };
+    let head = info
+        .git()
         .args(["rev-parse", "--verify", "-q", "HEAD^{commit}"])
         .output()?;
     if !head.status.success() {
         return Err(not_repo("HEAD has no commit yet".to_owned()));
     }
-    Ok(RepoInfo {
-        top: PathBuf::from(top),
-        common: PathBuf::from(common),
-        prefix,
-        head: String::from_utf8_lossy(&head.stdout).trim().to_owned(),
-    })
+    info.head = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    Ok(info)
 }
 
 /// Lays the uncommitted state of the worktree at `top` over the fresh checkout `tree`: files
 /// modified or untracked (and not ignored) in `top` are copied, files deleted there are deleted.
-fn overlay(top: &Path, tree: &Path) -> Result<(), ActError> {
-    let out = Git::new(top, Config::User)
+fn overlay(info: &RepoInfo, tree: &Path) -> Result<(), ActError> {
+    let top = info.top.as_path();
+    let out = info
+        .git()
         .args([
             "status",
             "--porcelain=v1",
@@ -424,8 +479,9 @@ fn copy_tree(src: &Path, dst: &Path) -> Result<(), ActError> {
 
 /// The user's global excludes file, as their git finds it in `dir`.
 fn global_excludes(dir: &Path) -> Option<PathBuf> {
+    // The user's own setting only: a repository's configuration may name any file.
     let out = Git::new(dir, Config::User)
-        .args(["config", "--path", "--get", "core.excludesFile"])
+        .args(["config", "--global", "--path", "--get", "core.excludesFile"])
         .output()
         .ok()?;
     if out.status.success() {

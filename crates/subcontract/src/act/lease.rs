@@ -50,6 +50,9 @@ pub(crate) struct Lease {
     pub(crate) isolation: Isolation,
     /// For a worktree, the repository's common git directory, where it is registered.
     pub(crate) repo: Option<PathBuf>,
+    /// For a worktree, its own git directory (inside `repo`), once it is made.
+    #[serde(default)]
+    pub(crate) git_dir: Option<PathBuf>,
 }
 
 /// The start time of process `pid`, from `/proc/<pid>/stat`; `None` when there is no such
@@ -144,18 +147,35 @@ pub(crate) fn create_lease(copies_dir: &Path, lease: &Lease) -> Result<PathBuf, 
             Err(e) => return Err(ActError::io("creating lease directory", dir, e)),
         }
     };
+    write_lease(&dir, lease)?;
+    Ok(dir)
+}
+
+/// Writes (or rewrites) the lease file of the lease directory `dir`, whole or not at all.
+pub(crate) fn write_lease(dir: &Path, lease: &Lease) -> Result<(), ActError> {
     let text = serde_json::to_vec_pretty(lease).map_err(|e| {
         ActError::io(
             "writing lease file in",
-            &dir,
+            dir,
             io::Error::other(e.to_string()),
         )
     })?;
     let tmp = dir.join("lease.json.tmp");
     fs::write(&tmp, text).map_err(|e| ActError::io("writing", &tmp, e))?;
     fs::rename(&tmp, dir.join(LEASE_FILE))
-        .map_err(|e| ActError::io("writing lease file in", &dir, e))?;
-    Ok(dir)
+        .map_err(|e| ActError::io("writing lease file in", dir, e))
+}
+
+/// If `path` lies in the tree of a worktree copy, that tree and the copy's lease.
+pub(crate) fn enclosing_worktree_copy(path: &Path) -> Option<(PathBuf, Lease)> {
+    path.ancestors().find_map(|tree| {
+        let lease_dir = tree.parent()?;
+        if tree.file_name()? != TREE_DIR || owner_of(lease_dir.file_name()?.to_str()?).is_none() {
+            return None;
+        }
+        let lease = read_lease(lease_dir)?;
+        (lease.isolation == Isolation::Worktree).then(|| (tree.to_path_buf(), lease))
+    })
 }
 
 /// The owner named by a lease directory's name, if it is one.

@@ -940,3 +940,47 @@ fn git_runs_without_system_config_or_hooks() {
     assert!(text.contains("core.hookspath=/dev/null"), "{text}");
     assert!(!text.contains("file:/etc/gitconfig"), "{text}");
 }
+
+#[test]
+fn a_copy_of_a_copy_does_not_trust_the_copys_git_file() {
+    let parent = parent_repo();
+    let p = parent.path();
+    let copies = copies();
+    let outer = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+    write(outer.root(), "b.txt", "bee\nouter\n");
+    // A command in the outer copy points its `.git` elsewhere: git must not follow it.
+    fs::write(outer.root().join(".git"), "gitdir: /nonexistent/evil\n").unwrap();
+    let inner = WorkingCopy::create(
+        &outer.root().join("sub"),
+        Isolation::Worktree,
+        copies.path(),
+    )
+    .unwrap();
+    assert!(inner.root().ends_with("tree/sub"));
+    assert_eq!(
+        fs::read_to_string(inner.root().join("../b.txt")).unwrap(),
+        "bee\nouter\n"
+    );
+    write(inner.root(), "c.txt", "sea\ninner\n");
+    let changes = inner.capture().unwrap();
+    assert_eq!(changes.files.len(), 1);
+    changes.apply(&outer.root().join("sub")).unwrap();
+    drop(inner);
+    // The outer copy's capture uses its private repository, not the rewritten `.git`.
+    let outer_changes = outer.capture().unwrap();
+    let paths: Vec<_> = outer_changes
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(paths, ["b.txt", "sub/c.txt"]);
+    // Its removal still unregisters it, though `git worktree remove` refuses such a tree.
+    drop(outer);
+    assert_eq!(
+        worktrees(p).matches("worktree ").count(),
+        1,
+        "{}",
+        worktrees(p)
+    );
+    assert_eq!(fs::read_dir(copies.path()).unwrap().count(), 0);
+}
