@@ -50,6 +50,9 @@ pub struct ChangedFile {
     /// Whether git sees the file as binary.
     #[serde(default)]
     pub binary: bool,
+    /// Where the file points, when it is (now) a symbolic link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_target: Option<String>,
 }
 
 /// The changes made in a working copy, as a patch against the files the copy was made from.
@@ -165,6 +168,11 @@ impl Changes {
                 odd.push(p);
             } else if !policy.allows_write(p) {
                 outside.push(p);
+            }
+            if let Some(target) = f.link_target.as_deref().filter(|t| link_escapes(p, t)) {
+                out.push(format!(
+                    "`{p}` is a symbolic link to `{target}`, which is outside the workspace"
+                ));
             }
         }
         let mut name = |paths: Vec<&str>, what: String| {
@@ -287,6 +295,27 @@ impl Changes {
             detail: out.stderr,
         })
     }
+}
+
+/// Whether a link at `path` (relative to the root) pointing at `target` leads outside the
+/// root: an absolute target, or one whose `..` steps climb above it.
+fn link_escapes(path: &str, target: &str) -> bool {
+    if target.starts_with('/') || target.contains('\\') || target.contains('\0') {
+        return true;
+    }
+    // The link's own directory, as a depth below the root.
+    let mut depth = path.split('/').count().saturating_sub(1) as isize;
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => depth -= 1,
+            _ => depth += 1,
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }
 
 /// The paths in `git apply --numstat -z` output (both of a rename).
@@ -417,16 +446,30 @@ pub(crate) fn diff_against(copy: &WorkingCopy, id: &str) -> Result<Changes, ActE
             Some(b'D') => FileStatus::Deleted,
             _ => FileStatus::Modified,
         };
+        // `:<old mode> <new mode> <old> <new> <status>`: a new mode 120000 is a link.
+        let is_link = meta.split(|&b| b == b' ').nth(1) == Some(b"120000".as_slice());
         if files.len() >= MAX_LISTED_FILES {
             unlisted += 1;
             continue;
         }
+        let link_target = if is_link {
+            let at = copy.root().join(super::copy::bytes_path(path));
+            // Gone or replaced since the index was written: the link is what git recorded,
+            // so an unreadable one is treated as leading out.
+            Some(
+                fs::read_link(&at)
+                    .map_or_else(|_| "/".to_owned(), |t| t.to_string_lossy().into_owned()),
+            )
+        } else {
+            None
+        };
         files.push(ChangedFile {
             path: String::from_utf8_lossy(path).into_owned(),
             status,
             insertions: 0,
             deletions: 0,
             binary: false,
+            link_target,
         });
     }
     let numstat = copy

@@ -384,7 +384,7 @@ fn overlay(info: &RepoInfo, tree: &Path) -> Result<(), ActError> {
 }
 
 /// A path from git's output, as a path.
-fn bytes_path(bytes: &[u8]) -> &Path {
+pub(crate) fn bytes_path(bytes: &[u8]) -> &Path {
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;

@@ -124,6 +124,7 @@ fn a_worktree_copy_is_at_head_with_the_uncommitted_state_and_leaves_the_parent_a
     let parent = parent_repo();
     let p = parent.path();
     let before = (snapshot(p), repo_state(p), worktrees(p));
+    let index = fs::read(p.join(".git/index")).unwrap();
     let copies = copies();
     let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
     let root = copy.root().to_path_buf();
@@ -161,6 +162,7 @@ fn a_worktree_copy_is_at_head_with_the_uncommitted_state_and_leaves_the_parent_a
     drop(copy);
     assert!(!lease.exists());
     assert_eq!((snapshot(p), repo_state(p), worktrees(p)), before);
+    assert_eq!(fs::read(p.join(".git/index")).unwrap(), index);
 }
 
 #[test]
@@ -522,6 +524,7 @@ fn changed(paths: &[(&str, usize)]) -> Changes {
                 insertions: n,
                 deletions: 0,
                 binary: false,
+                link_target: None,
             })
             .collect(),
         unlisted_files: 0,
@@ -983,4 +986,41 @@ fn a_copy_of_a_copy_does_not_trust_the_copys_git_file() {
         worktrees(p)
     );
     assert_eq!(fs::read_dir(copies.path()).unwrap().count(), 0);
+}
+
+#[cfg(unix)]
+#[test]
+fn links_that_lead_out_are_violations() {
+    use std::os::unix::fs::symlink;
+    let src = tempfile::tempdir().unwrap();
+    write(src.path(), "a/x.txt", "x\n");
+    let copies = copies();
+    let copy = WorkingCopy::create(src.path(), Isolation::Copy, copies.path()).unwrap();
+    let r = copy.root();
+    symlink("x.txt", r.join("a/ok")).unwrap();
+    symlink("../a/x.txt", r.join("a/ok2")).unwrap();
+    symlink("../../etc/passwd", r.join("a/up")).unwrap();
+    symlink("/etc/passwd", r.join("abs")).unwrap();
+    let changes = copy.capture().unwrap();
+    let targets: Vec<_> = changes
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.link_target.as_deref()))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            ("a/ok", Some("x.txt")),
+            ("a/ok2", Some("../a/x.txt")),
+            ("a/up", Some("../../etc/passwd")),
+            ("abs", Some("/etc/passwd")),
+        ]
+    );
+    let v = changes.violations(&WorkspacePolicy::default());
+    assert_eq!(v.len(), 2, "{v:?}");
+    assert!(
+        v[0].contains("`a/up` is a symbolic link to `../../etc/passwd`"),
+        "{v:?}"
+    );
+    assert!(v[1].contains("`abs` is a symbolic link"), "{v:?}");
 }

@@ -1,5 +1,7 @@
 //! Built-in, read-only workspace tools for sub-agents: `read_file`, `list_dir`
-//! and `grep`.
+//! and `grep`; and, for acting runs in a working copy of their own,
+//! [`Workspace::write_file`] and [`Workspace::edit_file`], contained the same
+//! way and stricter (they never follow a link; see `write.rs`).
 //!
 //! This is the synchronous, pure-Rust layer; the integrator wraps each method
 //! as a tool. Every path a model supplies is relative to a canonical root and
