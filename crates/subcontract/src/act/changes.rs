@@ -265,7 +265,7 @@ impl Changes {
         if self.diff.trim().is_empty() {
             return Ok(());
         }
-        let private = PrivateRepo::new()?;
+        let private = PrivateRepo::new(&ws)?;
         let git = || Git::new(&ws, Config::Private).repo(&private.git_dir, None);
         // git's own reading of the patch, so the paths checked are the paths it would write.
         let listed = git()
@@ -370,35 +370,31 @@ fn conflicting_files(stderr: &str) -> Vec<String> {
 }
 
 /// An empty repository of its own for one `git apply`, so that git neither finds nor touches
-/// the repository the workspace is in. Removed on drop.
+/// the repository the workspace is in. It is a lease in the default copies directory, so a
+/// process killed while applying leaves nothing [`cleanup_stale`](super::cleanup_stale) does
+/// not remove. Removed on drop.
 struct PrivateRepo {
     dir: PathBuf,
     git_dir: PathBuf,
 }
 
 impl PrivateRepo {
-    fn new() -> Result<Self, ActError> {
-        let tmp = std::env::temp_dir();
-        let dir = loop {
-            let dir = tmp.join(format!(
-                "subcontract-apply-{}-{:016x}",
-                std::process::id(),
-                fastrand::u64(..)
-            ));
-            let mut builder = fs::DirBuilder::new();
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::DirBuilderExt;
-                builder.mode(0o700);
-            }
-            match builder.create(&dir) {
-                Ok(()) => break dir,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(ActError::io("creating", dir, e)),
-            }
-        };
+    fn new(workspace: &Path) -> Result<Self, ActError> {
+        let copies = lease::ensure_copies_dir(&lease::default_copies_dir())?;
+        let (pid, start_time) = lease::own_identity();
+        let dir = lease::create_lease(
+            &copies,
+            &lease::Lease {
+                pid,
+                start_time,
+                source: workspace.to_path_buf(),
+                isolation: super::Isolation::None,
+                repo: None,
+                git_dir: None,
+            },
+        )?;
         let repo = PrivateRepo {
-            git_dir: dir.join("empty.git"),
+            git_dir: dir.join(lease::BASE_GIT),
             dir,
         };
         Git::new(&repo.dir, Config::Private)
