@@ -99,6 +99,14 @@ pub enum ApplyError {
         /// The path as the patch names it.
         path: String,
     },
+    /// The patch makes a symbolic link that leads out of the workspace.
+    #[error("the patch makes `{path}` a symbolic link to `{target}`, outside the workspace; nothing was applied")]
+    UnsafeLink {
+        /// The link's path.
+        path: String,
+        /// Where it points.
+        target: String,
+    },
     /// The patch does not apply to the workspace's files as they are now (they changed since
     /// the copy was made); nothing was applied.
     #[error("the changes conflict with the workspace in {}; nothing was applied ({detail})", files.join(", "))]
@@ -283,6 +291,12 @@ impl Changes {
                 return Err(ApplyError::UnsafePath { path });
             }
         }
+        if let Some((path, target)) = links_made(&self.diff)
+            .into_iter()
+            .find(|(path, target)| link_escapes(path, target))
+        {
+            return Err(ApplyError::UnsafeLink { path, target });
+        }
         let out = git()
             .args(["apply", "--whitespace=nowarn", "-"])
             .stdin(self.diff.as_bytes())
@@ -316,6 +330,32 @@ fn link_escapes(path: &str, target: &str) -> bool {
         }
     }
     false
+}
+
+/// The symbolic links a patch makes, as (path, target): a file section with mode 120000 whose
+/// first added line is the target. Quoted paths are kept quoted (only their `/`s matter to
+/// [`link_escapes`]).
+fn links_made(diff: &str) -> Vec<(String, String)> {
+    let mut links = Vec::new();
+    let mut is_link = false;
+    let mut path: Option<&str> = None;
+    let mut in_hunk = false;
+    for line in diff.lines() {
+        if line.starts_with("diff --git ") {
+            (is_link, path, in_hunk) = (false, None, false);
+        } else if !in_hunk && (line == "new file mode 120000" || line == "new mode 120000") {
+            is_link = true;
+        } else if let Some(p) = line.strip_prefix("+++ ").filter(|_| !in_hunk) {
+            let p = p.trim_matches('"');
+            path = Some(p.strip_prefix("b/").unwrap_or(p));
+        } else if line.starts_with("@@") {
+            in_hunk = true;
+        } else if let (true, true, Some(target)) = (is_link, in_hunk, line.strip_prefix('+')) {
+            links.push((path.unwrap_or("").to_owned(), target.to_owned()));
+            is_link = false;
+        }
+    }
+    links
 }
 
 /// The paths in `git apply --numstat -z` output (both of a rename).

@@ -1024,3 +1024,42 @@ fn links_that_lead_out_are_violations() {
     );
     assert!(v[1].contains("`abs` is a symbolic link"), "{v:?}");
 }
+
+#[test]
+fn apply_refuses_links_out_and_writes_beyond_links() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let inner = ws.path().join("inner");
+    fs::create_dir(&inner).unwrap();
+    let link = |path: &str, target: &str| {
+        Changes {
+        id: "x".into(),
+        base: "y".into(),
+        files: Vec::new(),
+        unlisted_files: 0,
+        diff: format!(
+            "diff --git a/{path} b/{path}\nnew file mode 120000\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+        ),
+        diff_truncated: false,
+    }
+    };
+    let out = outside.path().to_str().unwrap().to_owned();
+    for (path, target) in [("l", out.as_str()), ("d/l", "../../x"), ("l", "..")] {
+        let err = link(path, target).apply(&inner).unwrap_err();
+        assert!(
+            matches!(err, ApplyError::UnsafeLink { .. }),
+            "{path} -> {target}: {err:?}"
+        );
+        assert!(fs::symlink_metadata(inner.join(path)).is_err());
+    }
+    link("d/l", "../x").apply(&inner).unwrap();
+    assert_eq!(fs::read_link(inner.join("d/l")).unwrap(), Path::new("../x"));
+    // A link inside, then a file written through it in the same patch: git refuses.
+    let mut through = link("sub", "d");
+    through.diff.push_str(
+        "diff --git a/sub/f.txt b/sub/f.txt\nnew file mode 100644\n--- /dev/null\n+++ b/sub/f.txt\n@@ -0,0 +1 @@\n+x\n",
+    );
+    assert!(through.apply(&inner).is_err());
+    assert!(!inner.join("d/f.txt").exists());
+    assert!(fs::symlink_metadata(inner.join("sub")).is_err());
+}
