@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Once;
 
 use super::changes::Changes;
-use super::copy::{cleanup_stale, default_copies_dir};
+use super::lease::{cleanup_stale, default_copies_dir};
 
 /// A host's settings for sub-agents that act ([`CtxBuilder::acting`](crate::CtxBuilder::acting);
 /// a [`Host`](crate::host::Host) with a workspace has them).

@@ -1,5 +1,7 @@
 //! Built-in, read-only workspace tools for sub-agents: `read_file`, `list_dir`
-//! and `grep`.
+//! and `grep`; and, for acting runs in a working copy of their own,
+//! [`Workspace::write_file`] and [`Workspace::edit_file`], contained the same
+//! way and stricter (they never follow a link; see `write.rs`).
 //!
 //! This is the synchronous, pure-Rust layer; the integrator wraps each method
 //! as a tool. Every path a model supplies is relative to a canonical root and
@@ -52,7 +54,7 @@ mod tools;
 mod write;
 
 pub use tools::{GrepTool, ListDirTool, ReadFileTool, BUILTIN_TOOLS, GREP, LIST_DIR, READ_FILE};
-pub use write::{EditFileArgs, WriteFileArgs};
+pub use write::{EditFileArgs, WriteFileArgs, MAX_EDIT_FILE_BYTES, MAX_WRITE_BYTES};
 #[cfg(test)]
 mod tests;
 
@@ -245,6 +247,38 @@ pub enum WorkspaceError {
         /// The glob compiler's explanation.
         message: String,
     },
+    /// A write was aimed under `.git`, which no tool may change.
+    #[error("`{path}` is under .git, which may not be written; write elsewhere in the workspace")]
+    GitDir {
+        /// The path as given.
+        path: String,
+    },
+    /// A write would pass through or replace a symbolic link; writes never follow links.
+    #[error(
+        "`{path}` is or passes through a symbolic link, which writes never follow; \
+         write to the path the link points to instead"
+    )]
+    Link {
+        /// The path as given.
+        path: String,
+    },
+    /// `edit_file`'s `old` does not occur exactly once in the file.
+    #[error("{}", edit_mismatch(.path, *.count))]
+    EditMismatch {
+        /// The path as given.
+        path: String,
+        /// How many times `old` occurs.
+        count: usize,
+    },
+    /// Writing failed for another reason (permissions, a full disk).
+    #[error("could not write `{path}`: {source}")]
+    Write {
+        /// The path as given (relative).
+        path: String,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
     /// Reading failed for another reason (permissions, I/O).
     #[error("could not read `{path}`: {source}")]
     Io {
@@ -271,6 +305,21 @@ impl WorkspaceError {
                 source,
             },
         }
+    }
+}
+
+/// The message of [`WorkspaceError::EditMismatch`].
+fn edit_mismatch(path: &str, count: usize) -> String {
+    if count == 0 {
+        format!(
+            "`old` occurs 0 times in `{path}`; read the file and copy the exact text to replace, \
+             whitespace included"
+        )
+    } else {
+        format!(
+            "`old` occurs {count} times in `{path}`; include more of the surrounding text so it \
+             occurs exactly once"
+        )
     }
 }
 

@@ -1234,3 +1234,344 @@ fn a_users_tool_opens_only_what_is_inside() {
         Err(WorkspaceError::NotFound { .. })
     ));
 }
+
+// ---- write_file and edit_file ----
+
+fn write_file(ws: &Workspace, path: &str, content: &str) -> Result<String, WorkspaceError> {
+    ws.write_file(&WriteFileArgs {
+        path: path.to_owned(),
+        content: content.to_owned(),
+    })
+}
+
+fn edit_file(ws: &Workspace, path: &str, old: &str, new: &str) -> Result<String, WorkspaceError> {
+    ws.edit_file(&EditFileArgs {
+        path: path.to_owned(),
+        old: old.to_owned(),
+        new: new.to_owned(),
+    })
+}
+
+#[test]
+fn write_file_creates_directories_and_replaces_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = ws(&dir);
+    assert_eq!(
+        write_file(&w, "src/deep/a.py", "x = 1\ny = 2\n").unwrap(),
+        "created src/deep/a.py (2 lines)"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("src/deep/a.py")).unwrap(),
+        "x = 1\ny = 2\n"
+    );
+    assert_eq!(
+        write_file(&w, "./src/deep/a.py", "z\n").unwrap(),
+        "wrote ./src/deep/a.py (1 line)"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("src/deep/a.py")).unwrap(),
+        "z\n"
+    );
+    write_file(&w, "empty.txt", "").unwrap();
+    assert_eq!(fs::read(dir.path().join("empty.txt")).unwrap(), b"");
+    // No temporary file is left behind.
+    let names: Vec<_> = fs::read_dir(dir.path().join("src/deep"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["a.py"]);
+    // A directory is not a file.
+    fs::create_dir(dir.path().join("d")).unwrap();
+    for p in ["d", "d/", "."] {
+        assert!(
+            matches!(write_file(&w, p, "x"), Err(WorkspaceError::NotAFile { .. })),
+            "{p}"
+        );
+    }
+    // A file in the way of a directory.
+    assert!(matches!(
+        write_file(&w, "empty.txt/x", "x"),
+        Err(WorkspaceError::NotADirectory { .. })
+    ));
+}
+
+#[cfg(unix)]
+#[test]
+fn write_file_keeps_permissions() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "run.sh", "#!/bin/sh\n");
+    fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    let w = ws(&dir);
+    write_file(&w, "run.sh", "#!/bin/sh\necho hi\n").unwrap();
+    edit_file(&w, "run.sh", "hi", "there").unwrap();
+    let mode = fs::metadata(dir.path().join("run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
+}
+
+#[test]
+fn writes_outside_or_under_git_are_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), ".git/config", "[core]\n");
+    let w = ws(&dir);
+    let abs = outside.path().join("abs.txt");
+    for p in [
+        "../x.txt",
+        "a/../../x.txt",
+        "a/../b.txt",
+        "/tmp/x.txt",
+        abs.to_str().unwrap(),
+    ] {
+        let err = write_file(&w, p, "x").unwrap_err();
+        assert!(
+            matches!(err, WorkspaceError::OutsideRoot { .. }),
+            "{p}: {err:?}"
+        );
+        assert!(matches!(
+            edit_file(&w, p, "a", "b").unwrap_err(),
+            WorkspaceError::OutsideRoot { .. }
+        ));
+    }
+    for p in [
+        ".git/config",
+        ".git/hooks/pre-commit",
+        "sub/.git/x",
+        ".GIT/config",
+        "./.git",
+    ] {
+        let err = write_file(&w, p, "x").unwrap_err();
+        assert!(matches!(err, WorkspaceError::GitDir { .. }), "{p}: {err:?}");
+        assert!(err.to_string().contains(".git"));
+    }
+    assert_eq!(
+        fs::read_to_string(dir.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(!abs.exists());
+    assert!(!dir.path().join("b.txt").exists());
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    // Bounds.
+    assert!(matches!(
+        write_file(&w, &"a".repeat(1025), "x"),
+        Err(WorkspaceError::InvalidArgs { .. })
+    ));
+    assert!(matches!(
+        write_file(&w, "big.txt", &"é".repeat(MAX_WRITE_BYTES / 2 + 1)),
+        Err(WorkspaceError::TooLarge { .. })
+    ));
+    assert!(matches!(
+        edit_file(&w, "x.txt", "", "b"),
+        Err(WorkspaceError::InvalidArgs { .. })
+    ));
+}
+
+#[cfg(unix)]
+#[test]
+fn writes_never_go_through_a_link() {
+    use std::os::unix::fs::symlink;
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "secret\n");
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "inside.txt", "inside\n");
+    write(dir.path(), "sub/f.txt", "f\n");
+    symlink(
+        outside.path().join("secret.txt"),
+        dir.path().join("leak.txt"),
+    )
+    .unwrap();
+    symlink(outside.path(), dir.path().join("leakdir")).unwrap();
+    symlink("inside.txt", dir.path().join("alias.txt")).unwrap();
+    symlink("sub", dir.path().join("subalias")).unwrap();
+    symlink(".git", dir.path().join("gitalias")).unwrap();
+    fs::create_dir(dir.path().join(".git")).unwrap();
+    let w = ws(&dir);
+    for p in [
+        "leak.txt",
+        "leakdir/secret.txt",
+        "leakdir/new.txt",
+        "leakdir/new/deeper.txt",
+        "alias.txt",
+        "subalias/f.txt",
+        "gitalias/config",
+    ] {
+        let err = write_file(&w, p, "pwned\n").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WorkspaceError::Link { .. } | WorkspaceError::OutsideRoot { .. }
+            ),
+            "{p}: {err:?}"
+        );
+        let err = edit_file(&w, p, "secret", "pwned").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                WorkspaceError::Link { .. }
+                    | WorkspaceError::OutsideRoot { .. }
+                    | WorkspaceError::NotFound { .. }
+            ),
+            "{p}: {err:?}"
+        );
+    }
+    assert_eq!(
+        fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "secret\n"
+    );
+    assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 1);
+    assert_eq!(
+        fs::read_to_string(dir.path().join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(fs::read_dir(dir.path().join(".git")).unwrap().count(), 0);
+    // The links themselves are untouched.
+    assert!(fs::symlink_metadata(dir.path().join("leak.txt"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn edit_file_replaces_exactly_one_occurrence() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "a.py",
+        "def f():\n    return 1\n\ndef g():\n    return 1\n",
+    );
+    let w = ws(&dir);
+    let err = edit_file(&w, "a.py", "return 2", "return 3").unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::EditMismatch { count: 0, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("occurs 0 times in `a.py`"),
+        "{err}"
+    );
+    let err = edit_file(&w, "a.py", "return 1", "return 3").unwrap_err();
+    assert!(
+        matches!(err, WorkspaceError::EditMismatch { count: 2, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("occurs 2 times"), "{err}");
+    // Nothing changed by a refused edit.
+    assert_eq!(
+        fs::read_to_string(dir.path().join("a.py")).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 1\n"
+    );
+    assert_eq!(
+        edit_file(
+            &w,
+            "a.py",
+            "def g():\n    return 1\n",
+            "def g():\n    return 2\n    # two\n"
+        )
+        .unwrap(),
+        "edited a.py (6 lines, was 5)"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.path().join("a.py")).unwrap(),
+        "def f():\n    return 1\n\ndef g():\n    return 2\n    # two\n"
+    );
+    // Deleting text, and errors for what cannot be edited.
+    edit_file(&w, "a.py", "    # two\n", "").unwrap();
+    assert!(matches!(
+        edit_file(&w, "missing.py", "a", "b"),
+        Err(WorkspaceError::NotFound { .. })
+    ));
+    assert!(matches!(
+        edit_file(&w, "missing/x.py", "a", "b"),
+        Err(WorkspaceError::NotFound { .. })
+    ));
+    assert!(!dir.path().join("missing").exists());
+    write(dir.path(), "bin", b"\xff\xfe");
+    assert!(matches!(
+        edit_file(&w, "bin", "a", "b"),
+        Err(WorkspaceError::NotUtf8 { .. })
+    ));
+}
+
+#[test]
+fn write_args_are_strict_and_bounded() {
+    let schema = serde_json::to_value(schemars::schema_for!(WriteFileArgs)).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(schema["properties"]["path"]["maxLength"], 1024);
+    assert_eq!(schema["properties"]["content"]["maxLength"], 1048576);
+    let schema = serde_json::to_value(schemars::schema_for!(EditFileArgs)).unwrap();
+    assert_eq!(schema["additionalProperties"], false);
+    assert_eq!(schema["properties"]["old"]["minLength"], 1);
+    assert_eq!(schema["properties"]["new"]["maxLength"], 1048576);
+    for prop in schema["properties"].as_object().unwrap().values() {
+        assert!(prop["description"].is_string(), "{prop}");
+    }
+    assert!(
+        serde_json::from_str::<WriteFileArgs>(r#"{"path":"a","content":"x","mode":1}"#).is_err()
+    );
+    assert!(serde_json::from_str::<EditFileArgs>(r#"{"path":"a","old":"x"}"#).is_err());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_concurrent_swap_to_a_link_never_lets_a_write_out() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let outside = tempfile::tempdir().unwrap();
+    write(outside.path(), "secret.txt", "TOPSECRET\n");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let w = Workspace::new(&root).unwrap();
+    let limit = Duration::from_secs(2);
+
+    // A file swapped for a link to the outside file.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(
+        root.clone(),
+        "victim.txt",
+        outside.path().join("secret.txt"),
+        false,
+        stop.clone(),
+    );
+    hammer(20_000, limit, || {
+        let _ = write_file(&w, "victim.txt", "PWNED\n");
+        let _ = edit_file(&w, "victim.txt", "TOPSECRET", "PWNED");
+        false
+    });
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    for name in ["victim.txt", "swap.real", "swap.link", "swap.tmp"] {
+        let _ = fs::remove_file(root.join(name));
+    }
+
+    // A directory swapped for a link to the outside directory.
+    let stop = Arc::new(AtomicBool::new(false));
+    let t = swapper(
+        root.clone(),
+        "victim_dir",
+        outside.path().to_path_buf(),
+        true,
+        stop.clone(),
+    );
+    hammer(20_000, limit, || {
+        let _ = write_file(&w, "victim_dir/secret.txt", "PWNED\n");
+        let _ = write_file(&w, "victim_dir/planted.txt", "PWNED\n");
+        let _ = edit_file(&w, "victim_dir/secret.txt", "TOPSECRET", "PWNED");
+        false
+    });
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+
+    assert_eq!(
+        fs::read_to_string(outside.path().join("secret.txt")).unwrap(),
+        "TOPSECRET\n"
+    );
+    let names: Vec<_> = fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["secret.txt"], "a write landed outside");
+}
