@@ -7,6 +7,7 @@
 //   json, diag, redact, budget, gate · contract, model, outcome · provider, events, ground ·
 //   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
 //   files) · host · check, mcp, batch, rig · eval, temporal · prelude
+pub mod act;
 pub mod batch;
 pub mod budget;
 pub mod check;

@@ -1,0 +1,3 @@
+//! Sub-agents that act: commands run in a run's working copy.
+
+pub mod sandbox;
