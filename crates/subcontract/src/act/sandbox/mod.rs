@@ -356,7 +356,9 @@ fn resolve(argv0: &str, cwd: &Path) -> Result<PathBuf, SandboxError> {
         where_,
     };
     if argv0.is_empty() || argv0.contains('\0') {
-        return Err(not_found("nowhere: the name is empty or has a NUL".to_owned()));
+        return Err(not_found(
+            "nowhere: the name is empty or has a NUL".to_owned(),
+        ));
     }
     if argv0.contains('/') {
         let path = cwd.join(argv0);

@@ -35,7 +35,10 @@ async fn run_ok(req: CommandRequest) -> CommandOutput {
 
 /// Live (not zombie) processes whose command line is exactly `argv`.
 fn live(argv: &[&str]) -> Vec<u32> {
-    let want: Vec<u8> = argv.iter().flat_map(|a| [a.as_bytes(), b"\0"].concat()).collect();
+    let want: Vec<u8> = argv
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
@@ -43,8 +46,13 @@ fn live(argv: &[&str]) -> Vec<u32> {
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want)
-                && std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                    .is_ok_and(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+                && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
         })
         .collect()
 }
@@ -66,6 +74,13 @@ async fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
 /// A duration in seconds no other test (or program) uses, so `sleep N` is findable.
 fn unique_secs() -> String {
     format!("{}", 100_000 + fastrand::u32(..800_000))
+}
+
+#[test]
+fn the_future_can_move_between_threads() {
+    fn is_send<T: Send>(_: &T) {}
+    let copy = std::env::temp_dir();
+    is_send(&run(sh(&copy, "true"), CancellationToken::new()));
 }
 
 #[test]
@@ -97,7 +112,11 @@ fn missing_pieces_are_named() {
         scope: false,
         process_limit: Ok(PathBuf::from("/x")),
     };
-    assert!(old.missing_for(SandboxMode::Os, false).unwrap().to_string().contains("network"));
+    assert!(old
+        .missing_for(SandboxMode::Os, false)
+        .unwrap()
+        .to_string()
+        .contains("network"));
     assert_eq!(old.missing_for(SandboxMode::Os, true), None);
     assert_eq!(old.missing_for(SandboxMode::None, false), None);
     // The process limit is needed without Landlock too.
@@ -129,19 +148,39 @@ echo "private=$TMPDIR"
     let out = run_ok(sh(copy.path(), &script)).await;
     let text = &out.stdout.text;
     for denied in ["parent", "parent-mkdir", "tmp", "home"] {
-        assert!(text.contains(&format!("{denied}:denied\n")), "{denied}: {}", out.to_tool_text());
+        assert!(
+            text.contains(&format!("{denied}:denied\n")),
+            "{denied}: {}",
+            out.to_tool_text()
+        );
     }
     for written in ["copy", "copy-abs", "tmpdir", "home-var"] {
-        assert!(text.contains(&format!("{written}:written\n")), "{written}: {}", out.to_tool_text());
+        assert!(
+            text.contains(&format!("{written}:written\n")),
+            "{written}: {}",
+            out.to_tool_text()
+        );
     }
     assert!(!parent.path().join("escape").exists());
     assert!(!Path::new(&format!("/tmp/escape-{tag}")).exists());
     assert!(!Path::new(&format!("{home}/escape-{tag}")).exists());
-    assert_eq!(std::fs::read_to_string(copy.path().join("inside.txt")).unwrap(), "inside\n");
-    assert_eq!(std::fs::read_to_string(copy.path().join("sub/f")).unwrap(), "y\n");
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("inside.txt")).unwrap(),
+        "inside\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(copy.path().join("sub/f")).unwrap(),
+        "y\n"
+    );
     // The private directory was removed afterwards.
-    let private = text.lines().find_map(|l| l.strip_prefix("private=")).unwrap();
-    assert!(private.starts_with(std::env::temp_dir().to_str().unwrap()), "{private}");
+    let private = text
+        .lines()
+        .find_map(|l| l.strip_prefix("private="))
+        .unwrap();
+    assert!(
+        private.starts_with(std::env::temp_dir().to_str().unwrap()),
+        "{private}"
+    );
     assert!(!Path::new(private).exists(), "{private} was left behind");
 }
 
@@ -165,16 +204,32 @@ except OSError as e:
 "#
     );
     let closed = run_ok(request(copy.path(), &["python3", "-c", &script])).await;
-    assert!(closed.stdout.text.contains("connect:closed 13"), "{}", closed.to_tool_text());
-    assert!(closed.stdout.text.contains("bind:closed 13"), "{}", closed.to_tool_text());
+    assert!(
+        closed.stdout.text.contains("connect:closed 13"),
+        "{}",
+        closed.to_tool_text()
+    );
+    assert!(
+        closed.stdout.text.contains("bind:closed 13"),
+        "{}",
+        closed.to_tool_text()
+    );
     let nothing = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
     assert!(nothing.is_err(), "a connection reached the listener");
 
     let mut open = request(copy.path(), &["python3", "-c", &script]);
     open.network = true;
     let (opened, accepted) = tokio::join!(run_ok(open), listener.accept());
-    assert!(opened.stdout.text.contains("connect:open"), "{}", opened.to_tool_text());
-    assert!(opened.stdout.text.contains("bind:open"), "{}", opened.to_tool_text());
+    assert!(
+        opened.stdout.text.contains("connect:open"),
+        "{}",
+        opened.to_tool_text()
+    );
+    assert!(
+        opened.stdout.text.contains("bind:open"),
+        "{}",
+        opened.to_tool_text()
+    );
     assert!(accepted.is_ok());
 }
 
@@ -208,7 +263,11 @@ os.kill(child, signal.SIGKILL); os.waitpid(child, 0); print("own-child:signalled
     let text = &out.stdout.text;
     assert!(text.contains("unix:closed 1\n"), "{}", out.to_tool_text());
     assert!(text.contains("signal:denied 1\n"), "{}", out.to_tool_text());
-    assert!(text.contains("own-child:signalled"), "{}", out.to_tool_text());
+    assert!(
+        text.contains("own-child:signalled"),
+        "{}",
+        out.to_tool_text()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,14 +281,28 @@ async fn no_host_variable_reaches_a_command() {
         req.mode = mode;
         let out = run_ok(req).await;
         assert_eq!(out.exit_code, Some(0), "{}", out.to_tool_text());
-        let mut names: Vec<&str> = out.stdout.text.lines().filter_map(|l| l.split_once('=')).map(|(k, _)| k).collect();
+        let mut names: Vec<&str> = out
+            .stdout
+            .text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, _)| k)
+            .collect();
         names.sort_unstable();
-        assert_eq!(names, ["HOME", "LANG", "PATH", "TMPDIR"], "{}", out.stdout.text);
+        assert_eq!(
+            names,
+            ["HOME", "LANG", "PATH", "TMPDIR"],
+            "{}",
+            out.stdout.text
+        );
         assert!(!out.stdout.text.contains("sk-sentinel"));
         assert!(out.stdout.text.contains(&format!("PATH={DEFAULT_PATH}\n")));
         assert!(out.stdout.text.contains("LANG=C.UTF-8\n"));
     }
-    assert_eq!(std::env::var("OPENAI_API_KEY").unwrap(), "sk-sentinel-sandbox-test");
+    assert_eq!(
+        std::env::var("OPENAI_API_KEY").unwrap(),
+        "sk-sentinel-sandbox-test"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,7 +321,10 @@ async fn no_process_outlives_its_command() {
         assert_eq!(out.stdout.text, "started\n");
         assert!(out.duration < Duration::from_secs(4), "{:?}", out.duration);
         for secs in [&a, &b, &c] {
-            assert!(live(&["sleep", secs]).is_empty(), "{mode:?}: sleep {secs} survived");
+            assert!(
+                live(&["sleep", secs]).is_empty(),
+                "{mode:?}: sleep {secs} survived"
+            );
         }
     }
 }
@@ -265,7 +341,10 @@ async fn dropping_or_cancelling_kills_every_process() {
         let fut = run(req, cancel.clone());
         let all_up = async {
             assert!(
-                eventually(Duration::from_secs(5), || [&a, &b, &c].iter().all(|s| !live(&["sleep", s]).is_empty())).await,
+                eventually(Duration::from_secs(5), || [&a, &b, &c]
+                    .iter()
+                    .all(|s| !live(&["sleep", s]).is_empty()))
+                .await,
                 "the command's processes never started"
             );
         };
@@ -295,7 +374,10 @@ async fn dropping_or_cancelling_kills_every_process() {
 async fn a_timeout_kills_the_command_promptly() {
     let copy = tempfile::tempdir().unwrap();
     let secs = unique_secs();
-    let mut req = sh(copy.path(), &format!("echo before; setsid sleep {secs} & sleep {secs}"));
+    let mut req = sh(
+        copy.path(),
+        &format!("echo before; setsid sleep {secs} & sleep {secs}"),
+    );
     req.timeout = Duration::from_millis(500);
     let out = run_ok(req).await;
     assert!(out.timed_out, "{}", out.to_tool_text());
@@ -303,7 +385,11 @@ async fn a_timeout_kills_the_command_promptly() {
     assert_eq!(out.exit_code, None);
     assert!(out.duration < Duration::from_secs(2), "{:?}", out.duration);
     assert_eq!(out.stdout.text, "before\n");
-    assert!(out.to_tool_text().starts_with("timed out after"), "{}", out.to_tool_text());
+    assert!(
+        out.to_tool_text().starts_with("timed out after"),
+        "{}",
+        out.to_tool_text()
+    );
     assert!(live(&["sleep", &secs]).is_empty());
 }
 
@@ -333,7 +419,13 @@ time.sleep(20)
     req.timeout = Duration::from_secs(3);
     let out = run_ok(req).await;
     assert!(out.timed_out);
-    let line = out.stdout.text.lines().next().unwrap_or_default().to_owned();
+    let line = out
+        .stdout
+        .text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let forked: u32 = line
         .strip_prefix("fork refused after ")
         .and_then(|r| r.split(' ').next())
@@ -342,7 +434,10 @@ time.sleep(20)
     assert!(forked < 16, "{line}");
     assert!(line.ends_with("errno 11"), "EAGAIN: {line}");
     // Every child was killed with the command.
-    assert!(live(&["python3", "-c", script]).is_empty(), "fork-bomb processes survived");
+    assert!(
+        live(&["python3", "-c", script]).is_empty(),
+        "fork-bomb processes survived"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -354,43 +449,77 @@ async fn file_size_is_limited() {
     let lines: Vec<&str> = out.stdout.text.lines().collect();
     assert_ne!(lines.first(), Some(&"status=0"), "{}", out.to_tool_text());
     assert_eq!(lines.get(1), Some(&"status=0"), "{}", out.to_tool_text());
-    assert_eq!(std::fs::metadata(copy.path().join("big")).unwrap().len(), 1 << 20);
-    assert_eq!(std::fs::metadata(copy.path().join("small")).unwrap().len(), 1000);
+    assert_eq!(
+        std::fs::metadata(copy.path().join("big")).unwrap().len(),
+        1 << 20
+    );
+    assert_eq!(
+        std::fs::metadata(copy.path().join("small")).unwrap().len(),
+        1000
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_output_is_cut_and_read_promptly() {
     let copy = tempfile::tempdir().unwrap();
-    let req = sh(copy.path(), "echo START; yes 0123456789 | head -c 100000000; echo; echo END; echo err >&2");
+    let req = sh(
+        copy.path(),
+        "echo START; yes 0123456789 | head -c 100000000; echo; echo END; echo err >&2",
+    );
     let out = run_ok(req).await;
     assert_eq!(out.exit_code, Some(0));
     assert!(out.duration < Duration::from_secs(8), "{:?}", out.duration);
     assert_eq!(out.stdout.total_bytes, 100_000_000 + 6 + 1 + 4);
     assert!(out.stdout.cut);
-    assert!(out.stdout.text.len() < (64 << 10) + 100, "{}", out.stdout.text.len());
+    assert!(
+        out.stdout.text.len() < (64 << 10) + 100,
+        "{}",
+        out.stdout.text.len()
+    );
     assert!(out.stdout.text.starts_with("START\n0123456789\n"));
     assert!(out.stdout.text.ends_with("\nEND\n"));
     assert!(out.stdout.text.contains(" bytes cut …]"));
     assert_eq!(out.stderr.text, "err\n");
     assert!(!out.stderr.cut);
     let text = out.to_tool_text();
-    assert!(text.contains("stdout (100000011 bytes, cut"), "{}", &text[..200]);
+    assert!(
+        text.contains("stdout (100000011 bytes, cut"),
+        "{}",
+        &text[..200]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_allowed_programs_run() {
     let copy = tempfile::tempdir().unwrap();
-    let refused = run(request(copy.path(), &["curl", "http://example.com"]), CancellationToken::new()).await;
-    let Err(e @ SandboxError::NotAllowed { .. }) = refused else { panic!("{refused:?}") };
+    let refused = run(
+        request(copy.path(), &["curl", "http://example.com"]),
+        CancellationToken::new(),
+    )
+    .await;
+    let Err(e @ SandboxError::NotAllowed { .. }) = refused else {
+        panic!("{refused:?}")
+    };
     assert!(e.to_string().contains("allowed: sh, python3, env"), "{e}");
     // A path is not its bare name, and a bare name not a path.
-    let by_path = run(request(copy.path(), &["/bin/sh", "-c", "true"]), CancellationToken::new()).await;
-    assert!(matches!(by_path, Err(SandboxError::NotAllowed { .. })), "{by_path:?}");
+    let by_path = run(
+        request(copy.path(), &["/bin/sh", "-c", "true"]),
+        CancellationToken::new(),
+    )
+    .await;
+    assert!(
+        matches!(by_path, Err(SandboxError::NotAllowed { .. })),
+        "{by_path:?}"
+    );
     // A program in the copy, listed exactly as written.
     std::fs::write(copy.path().join("x"), "#!/bin/sh\necho from-x\n").unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(copy.path().join("x"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            copy.path().join("x"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
     }
     let mut req = request(copy.path(), &["./x"]);
     req.allowed_programs.push("./x".to_owned());
@@ -398,7 +527,10 @@ async fn only_allowed_programs_run() {
     let mut req = request(copy.path(), &["no-such-program-here"]);
     req.allowed_programs.push("no-such-program-here".to_owned());
     let missing = run(req, CancellationToken::new()).await;
-    assert!(matches!(missing, Err(SandboxError::NotFound { .. })), "{missing:?}");
+    assert!(
+        matches!(missing, Err(SandboxError::NotFound { .. })),
+        "{missing:?}"
+    );
     let empty = run(request(copy.path(), &[]), CancellationToken::new()).await;
     assert!(matches!(empty, Err(SandboxError::EmptyArgv)));
 }
@@ -410,13 +542,24 @@ async fn mode_none_has_no_landlock_but_keeps_the_rest() {
     let secs = unique_secs();
     let mut req = sh(
         copy.path(),
-        &format!("echo x > {}/outside && echo written; setsid sleep {secs} >/dev/null 2>&1 & echo $HOME", parent.path().display()),
+        &format!(
+            "echo x > {}/outside && echo written; setsid sleep {secs} >/dev/null 2>&1 & echo $HOME",
+            parent.path().display()
+        ),
     );
     req.mode = SandboxMode::None;
     let out = run_ok(req).await;
-    assert!(out.stdout.text.starts_with("written\n"), "{}", out.to_tool_text());
+    assert!(
+        out.stdout.text.starts_with("written\n"),
+        "{}",
+        out.to_tool_text()
+    );
     assert!(parent.path().join("outside").exists());
-    assert!(out.stdout.text.contains("subcontract-cmd-"), "HOME is private: {}", out.stdout.text);
+    assert!(
+        out.stdout.text.contains("subcontract-cmd-"),
+        "HOME is private: {}",
+        out.stdout.text
+    );
     assert!(live(&["sleep", &secs]).is_empty());
 }
 
@@ -451,8 +594,15 @@ fn tool_text_says_how_it_ended() {
         signal: None,
         timed_out: false,
         duration: Duration::from_millis(1500),
-        stdout: Captured { text: "hi\n".into(), total_bytes: 3, cut: false },
+        stdout: Captured {
+            text: "hi\n".into(),
+            total_bytes: 3,
+            cut: false,
+        },
         stderr: Captured::default(),
     };
-    assert_eq!(out.to_tool_text(), "exit code 2; 1.50 s\nstdout:\nhi\nstderr: (empty)\n");
+    assert_eq!(
+        out.to_tool_text(),
+        "exit code 2; 1.50 s\nstdout:\nhi\nstderr: (empty)\n"
+    );
 }

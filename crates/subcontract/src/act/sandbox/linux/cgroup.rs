@@ -68,7 +68,12 @@ fn v1(mountinfo: &str, own: &str) -> Result<Base, String> {
         .ok_or("no pids hierarchy is mounted")?;
     let own = own
         .lines()
-        .filter_map(|l| l.splitn(3, ':').nth(1).zip(l.splitn(3, ':').nth(2)))
+        .filter_map(|l| {
+            // `N:controllers:path`; the path may hold colons.
+            let mut parts = l.splitn(3, ':');
+            parts.next()?;
+            Some((parts.next()?, parts.next()?))
+        })
         .find(|(ctrl, _)| ctrl.split(',').any(|c| c == "pids"))
         .map_or("/", |(_, path)| path);
     let base = dir_of(mount, root, own).ok_or("this process's pids cgroup is not mounted")?;
@@ -108,7 +113,10 @@ fn v2_under(base: &Path) -> Result<PathBuf, String> {
     let controllers = std::fs::read_to_string(base.join("cgroup.controllers"))
         .map_err(|e| format!("{}: {e}", base.display()))?;
     if !controllers.split_whitespace().any(|c| c == "pids") {
-        return Err(format!("{}: the pids controller is not available", base.display()));
+        return Err(format!(
+            "{}: the pids controller is not available",
+            base.display()
+        ));
     }
     let dir = base.join(PARENT);
     mkdir(&dir)?;

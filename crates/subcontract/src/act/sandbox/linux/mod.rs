@@ -4,7 +4,7 @@
 mod cgroup;
 mod rules;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::pin;
 use std::process::Stdio;
 use std::sync::OnceLock;
@@ -42,7 +42,11 @@ pub(super) fn support() -> SandboxSupport {
         fs: p.abi.fs.is_some_and(|a| a >= landlock::ABI::V3),
         net: p.abi.net.is_some(),
         scope: p.abi.scope,
-        process_limit: p.cgroup.as_ref().map(|b| b.dir.clone()).map_err(Clone::clone),
+        process_limit: p
+            .cgroup
+            .as_ref()
+            .map(|b| b.dir.clone())
+            .map_err(Clone::clone),
     }
 }
 
@@ -92,10 +96,7 @@ pub(super) async fn run(
         program: req.argv[0].clone(),
         reason,
     };
-    let base = probed
-        .cgroup
-        .as_ref()
-        .map_err(|e| spawn_err(e.clone()))?;
+    let base = probed.cgroup.as_ref().map_err(|e| spawn_err(e.clone()))?;
     // Declared before the cgroup, so dropped after it: the processes die before their
     // directory is removed.
     let tmp = PrivateTmp::create().map_err(|e| spawn_err(format!("temporary directory: {e}")))?;
@@ -172,7 +173,11 @@ pub(super) async fn run(
                 .ok()
                 .and_then(Result::ok),
         };
-        if !drained && tokio::time::timeout(DRAIN_GRACE, &mut drains).await.is_err() {
+        if !drained
+            && tokio::time::timeout(DRAIN_GRACE, &mut drains)
+                .await
+                .is_err()
+        {
             tracing::warn!("a command's output pipes stayed open after it was killed");
         }
         (ending, status)
@@ -233,10 +238,4 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, into: &mut Capt
             Ok(n) => into.push(&buf[..n]),
         }
     }
-}
-
-#[allow(dead_code)]
-fn _assert_send(req: CommandRequest, p: &Path) {
-    fn is_send<T: Send>(_: &T) {}
-    is_send(&run(req, p.to_path_buf(), CancellationToken::new()));
 }
