@@ -9,15 +9,17 @@
 //! crate holds that one hook, with the invariants it keeps written beside it; the library
 //! itself keeps `unsafe_code = "forbid"`.
 //!
-//! On targets other than Linux the crate has no items that do anything: [`confine`] reports
-//! that it is unsupported.
+//! On targets other than Linux the crate is empty but for [`SUPPORTED`] (`false`).
 #![cfg_attr(not(target_os = "linux"), forbid(unsafe_code))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+#[cfg(target_os = "linux")]
 use std::os::fd::OwnedFd;
+#[cfg(target_os = "linux")]
 use std::process::Command;
 
 /// What the child sets on itself before it runs the program.
+#[cfg(target_os = "linux")]
 #[derive(Debug, Default)]
 pub struct ChildSetup {
     /// The `cgroup.procs` file of the cgroup the child joins (it writes `0`, "myself"), so it
@@ -31,16 +33,13 @@ pub struct ChildSetup {
     pub no_core_dumps: bool,
 }
 
-/// Whether [`confine`] can do its work on this target.
+/// Whether this target has the hook (Linux only).
 pub const SUPPORTED: bool = cfg!(target_os = "linux");
 
 /// Arranges for the child spawned from `cmd` to apply `setup` to itself before `exec`: the
 /// spawn fails (with the OS error) when any step fails, so a command never runs without it.
-///
-/// # Errors
-/// On a target other than Linux: `Unsupported`, and `cmd` is left as it was.
 #[cfg(target_os = "linux")]
-pub fn confine(cmd: &mut Command, setup: ChildSetup) -> std::io::Result<()> {
+pub fn confine(cmd: &mut Command, setup: ChildSetup) {
     use std::os::unix::process::CommandExt;
     let ChildSetup {
         cgroup_procs,
@@ -69,16 +68,6 @@ pub fn confine(cmd: &mut Command, setup: ChildSetup) -> std::io::Result<()> {
             Ok(())
         });
     }
-    Ok(())
-}
-
-/// Not Linux: nothing can be set up; the caller refuses.
-#[cfg(not(target_os = "linux"))]
-pub fn confine(_cmd: &mut Command, _setup: ChildSetup) -> std::io::Result<()> {
-    Err(std::io::Error::new(
-        std::io::ErrorKind::Unsupported,
-        "the command sandbox needs Linux",
-    ))
 }
 
 /// Moves the calling process into the cgroup whose `cgroup.procs` is open as `procs`. Runs

@@ -5,7 +5,10 @@
 //! - **Writes confined** (`SandboxMode::Os`, Landlock): the command may write only beneath
 //!   [`CommandRequest::writable`] (the run's copy) and a private temporary directory made for
 //!   it and removed afterwards; it may read and execute the rest of the system, so
-//!   interpreters and compilers work. `/dev/null` is writable too.
+//!   interpreters and compilers work. `/dev/null` is writable too. The command also starts
+//!   with no capability at all (even as root: empty bounding set), so neither
+//!   `CAP_SYS_PTRACE` (the host's memory, its environment in `/proc`) nor any other lets it
+//!   step around the rules.
 //! - **Network closed** unless [`CommandRequest::network`]: TCP bind and connect are denied
 //!   (Landlock ABI ≥ 4; on kernels whose ABI also has UDP or pathname-socket rules those are
 //!   denied too), and connecting to abstract UNIX sockets or signalling processes outside the
@@ -27,25 +30,30 @@
 //!   keep their first and last bytes within [`CommandLimits::max_output_bytes`], the rest
 //!   read and dropped.
 //!
-//! `SandboxMode::None` drops only the Landlock part. When any part the mode needs cannot be
-//! set up (no Landlock, an ABI without the rights relied on, no writable `pids` cgroup, not
-//! Linux), [`run`] refuses with what is missing: the sandbox fails closed, never weaker.
+//! `SandboxMode::None` leaves out Landlock and the dropping of capabilities, nothing else.
+//! When any part the mode needs cannot be set up (no Landlock, an ABI without the rights
+//! relied on, no writable `pids` cgroup, not Linux), [`run`] refuses with what is missing:
+//! the sandbox fails closed, never weaker.
 //!
 //! # How the confinement reaches the child
-//! Landlock restricts the calling *thread* and what it forks, so an `Os` command is spawned
-//! from a fresh OS thread that restricts itself, spawns, and ends (no other work ever runs
-//! on a restricted thread). The cgroup and the rlimits are per process, so the child sets them
+//! Landlock and capabilities restrict the calling *thread* and what it forks, so an `Os`
+//! command is spawned from a fresh OS thread that restricts itself, spawns, and ends (no
+//! other work ever runs on a restricted thread). The cgroup and the rlimits are per process, so the child sets them
 //! on itself between `fork` and `exec` (crate `subcontract-sandbox`, the one `unsafe` hook):
 //! there is no moment in which the command runs outside its cgroup or without its limits.
 //!
 //! # What it does not cover
-//! Memory and CPU are not limited (only time); UDP and raw sockets are open on kernels whose
-//! Landlock has no UDP rules; in `None` mode a root command can undo anything (it is root).
+//! Memory and CPU are not limited (only time); UDP is open on kernels whose Landlock has no
+//! UDP rules (raw sockets need a capability the command lacks); disk space is not limited beyond `RLIMIT_FSIZE` per file; in
+//! `None` mode a root command keeps root's powers (it can read the host's environment through
+//! `/proc` and leave its cgroup): that mode is for trusted commands only.
 
+// Used by the Linux implementation only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 mod capture;
 #[cfg(target_os = "linux")]
 mod linux;
-#[cfg(test)]
+#[cfg(all(test, target_os = "linux"))]
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -388,6 +396,7 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// The whole environment of a command.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 fn command_env(tmp: &Path) -> [(&'static str, std::ffi::OsString); 4] {
     [
         ("PATH", DEFAULT_PATH.into()),

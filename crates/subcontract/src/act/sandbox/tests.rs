@@ -234,7 +234,7 @@ except OSError as e:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn abstract_sockets_and_signals_outside_are_scoped_away() {
+async fn abstract_sockets_signals_and_the_hosts_proc_are_out_of_reach() {
     use std::os::linux::net::SocketAddrExt;
     let copy = tempfile::tempdir().unwrap();
     let name = format!("subcontract-sandbox-test-{}", unique_secs());
@@ -252,6 +252,12 @@ try:
     os.kill({me}, signal.SIGCONT); print("signal:sent")
 except OSError as e:
     print("signal:denied", e.errno)
+try:
+    open("/proc/{me}/environ", "rb").read(); print("environ:read")
+except OSError as e:
+    print("environ:denied", e.errno)
+caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))]
+print("caps:none" if set(caps) == {{"0000000000000000"}} and len(caps) == 5 else "caps:" + ",".join(caps))
 child = os.fork()
 if child == 0:
     signal.pause()
@@ -263,6 +269,14 @@ os.kill(child, signal.SIGKILL); os.waitpid(child, 0); print("own-child:signalled
     let text = &out.stdout.text;
     assert!(text.contains("unix:closed 1\n"), "{}", out.to_tool_text());
     assert!(text.contains("signal:denied 1\n"), "{}", out.to_tool_text());
+    // Even as root, the command has no capability to step around the rest.
+    assert!(text.contains("caps:none\n"), "{}", out.to_tool_text());
+    // The host's environment (its API keys) cannot be read through /proc either.
+    assert!(
+        text.contains("environ:denied 13\n"),
+        "{}",
+        out.to_tool_text()
+    );
     assert!(
         text.contains("own-child:signalled"),
         "{}",

@@ -238,7 +238,7 @@ impl Cgroup {
                 tracing::warn!(cgroup = %self.dir.display(), "command cgroup not yet empty; removing it in the background");
                 return; // Drop takes over.
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 }

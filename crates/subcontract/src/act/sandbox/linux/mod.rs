@@ -126,8 +126,7 @@ pub(super) async fn run(
             max_file_bytes: Some(req.limits.max_file_bytes),
             no_core_dumps: true,
         },
-    )
-    .map_err(|e| spawn_err(e.to_string()))?;
+    );
     let mut cmd = tokio::process::Command::from(cmd);
     cmd.kill_on_drop(true);
 

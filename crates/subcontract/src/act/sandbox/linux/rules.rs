@@ -1,5 +1,5 @@
-//! The Landlock side: what the kernel offers, and the ruleset a command's spawning thread
-//! restricts itself with.
+//! The confinement of a command's spawning thread (inherited by the command): no
+//! capabilities, and a Landlock ruleset; plus what Landlock the kernel offers.
 
 use std::path::PathBuf;
 
@@ -71,6 +71,7 @@ impl Rules {
     /// unless allowed, abstract sockets and signals scoped. Every right is a hard
     /// requirement: when the kernel cannot enforce one, this fails instead of weakening.
     pub(super) fn restrict_current_thread(&self) -> Result<(), String> {
+        drop_capabilities()?;
         let Some(fs) = self.abi.fs.filter(|&a| a >= ABI::V3) else {
             return Err("Landlock cannot confine writes on this kernel".to_owned());
         };
@@ -114,4 +115,53 @@ impl Rules {
         }
         Ok(())
     }
+}
+
+/// Empties the calling thread's capability sets and bounding set (and its ambient set), so
+/// that a command it spawns has no capability even when it runs as root: root's capabilities
+/// would let it step around Landlock (`CAP_SYS_PTRACE` reads and writes the host's memory
+/// and environment) and the cgroup. Nothing the thread does afterwards needs one: the
+/// cgroup file is already open, rlimits are only lowered.
+fn drop_capabilities() -> Result<(), String> {
+    use rustix::io::Errno;
+    use rustix::thread::{
+        capabilities, capability_is_in_bounding_set, clear_ambient_capability_set,
+        remove_capability_from_bounding_set, set_capabilities, CapabilitySet, CapabilitySets,
+    };
+    let none = CapabilitySet::empty();
+    let had = capabilities(None).map_err(|e| format!("reading capabilities: {e}"))?;
+    match clear_ambient_capability_set() {
+        Ok(()) | Err(Errno::INVAL) => {} // No ambient capabilities on this kernel.
+        Err(e) => return Err(format!("clearing ambient capabilities: {e}")),
+    }
+    // The bounding set is what root regains at `exec`; dropping from it needs CAP_SETPCAP,
+    // which a process with no capabilities has no use for (it gains none at `exec` under
+    // no_new_privs).
+    if !had.permitted.is_empty() {
+        for bit in 0..64 {
+            match remove_capability_from_bounding_set(CapabilitySet::from_bits_retain(1 << bit)) {
+                Ok(()) | Err(Errno::INVAL) => {} // INVAL: past the kernel's last capability.
+                Err(e) => return Err(format!("dropping capability {bit}: {e}")),
+            }
+        }
+    }
+    set_capabilities(
+        None,
+        CapabilitySets {
+            effective: none,
+            permitted: none,
+            inheritable: none,
+        },
+    )
+    .map_err(|e| format!("dropping capabilities: {e}"))?;
+    let now = capabilities(None).map_err(|e| format!("reading capabilities: {e}"))?;
+    let bounded = had.permitted.is_empty()
+        || (0..64).all(|bit| {
+            capability_is_in_bounding_set(CapabilitySet::from_bits_retain(1 << bit))
+                .map_or(true, |kept| !kept)
+        });
+    if now.effective != none || now.permitted != none || now.inheritable != none || !bounded {
+        return Err(format!("capabilities were not dropped: {now:?}"));
+    }
+    Ok(())
 }
