@@ -4,9 +4,9 @@
 // The layers, lowest first, between `·`; each module uses only those on its own or a lower
 // layer, except that `ctx` and `tool` use each other (a tool is called with the context that
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
-//   json, diag, redact, budget, gate · contract, model, outcome · provider, events, ground ·
-//   ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased view, builder,
-//   files) · host · check, mcp, batch, rig · eval, temporal · prelude
+//   json, diag, redact, budget, gate, act::sandbox · contract, model, outcome · provider,
+//   events, ground · ctx ⇄ tool · spec::core · telemetry · run · spec (typed view, erased
+//   view, builder, files) · host · check, mcp, batch, rig · eval, temporal · prelude
 pub mod act;
 pub mod batch;
 pub mod budget;

@@ -225,6 +225,15 @@ impl Cgroup {
         listed.len()
     }
 
+    /// Kills until no process is left (a process forking while the list is read is caught
+    /// by the next round), for at most `patience`.
+    pub(super) async fn kill_until_empty(&self, patience: Duration) {
+        let until = Instant::now() + patience;
+        while self.kill_all() > 0 && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     /// Kills until the cgroup is empty, then removes it (within `patience`).
     pub(super) async fn finish(mut self, patience: Duration) {
         let until = Instant::now() + patience;

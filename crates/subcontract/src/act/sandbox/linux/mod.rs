@@ -89,6 +89,9 @@ pub(super) async fn run(
     cancel: CancellationToken,
 ) -> Result<CommandOutput, SandboxError> {
     let probed = probed();
+    if cancel.is_cancelled() {
+        return Err(SandboxError::Cancelled);
+    }
     if let Some(missing) = support().missing_for(req.mode, req.network) {
         return Err(SandboxError::Unavailable(missing));
     }
@@ -164,7 +167,7 @@ pub(super) async fn run(
         };
         // Whatever is left (background processes, the command itself at a timeout) dies
         // now: nothing outlives the command.
-        cg.kill_all();
+        cg.kill_until_empty(DRAIN_GRACE).await;
         let status = match &ending {
             Ending::Exited(s) => s.as_ref().ok().copied(),
             _ => tokio::time::timeout(DRAIN_GRACE, child.wait())
