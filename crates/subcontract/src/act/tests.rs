@@ -626,7 +626,7 @@ fn policy_defaults_parse_and_validate() {
     let problems = bad.validate().join("\n");
     assert!(problems.contains("invalid glob `src/[`"), "{problems}");
     assert!(
-        problems.contains("`make test` runs `make`, which is not in commands"),
+        problems.contains("`make test` runs `make`, which is not in `commands`"),
         "{problems}"
     );
     assert!(
