@@ -402,6 +402,7 @@ tools = ["write_file", "fixer", "accept_changes", "discard_changes"]
 max_turns = 5
 [workspace]
 isolation = "worktree"
+commands = ["python3", "sh"]
 [input]
 type = "object"
 [output]
@@ -426,7 +427,8 @@ maxLength = 200
                 ),
                 2 => ScriptStep::tool_call("fixer", json!({})),
                 3 => {
-                    let v: Value = serde_json::from_str(&last).expect("the child's result is JSON");
+                    let v: Value = serde_json::from_str(&last)
+                        .unwrap_or_else(|e| panic!("the child's result is JSON: {e}: {last}"));
                     assert_eq!(v["output"]["cause"], "the loop stops one item short");
                     let id = v["changes"]["id"]
                         .as_str()
@@ -480,6 +482,7 @@ tools = ["fixer", "accept_changes", "discard_changes"]
 max_turns = 5
 [workspace]
 isolation = "copy"
+commands = ["python3", "sh"]
 [input]
 type = "object"
 [output]
@@ -506,7 +509,8 @@ maxLength = 300
                 2 => {
                     let mut ids = seen.lock().unwrap();
                     for (c, _) in &results {
-                        let v: Value = serde_json::from_str(c).expect("JSON");
+                        let v: Value =
+                            serde_json::from_str(c).unwrap_or_else(|e| panic!("JSON: {e}: {c}"));
                         ids.push(v["changes"]["id"].as_str().unwrap().to_owned());
                     }
                     ScriptStep::tool_call("accept_changes", json!({"id": ids[0]}))
@@ -558,4 +562,60 @@ fn an_acting_tool_without_isolation_is_refused_where_it_is_written() {
     let err = subcontract::spec::load_spec(&path).unwrap_err().to_string();
     assert!(err.contains("bad.toml:4:"), "{err}");
     assert!(err.contains("acting-without-isolation"), "{err}");
+}
+
+#[tokio::test]
+async fn a_child_cannot_run_what_its_acting_parent_cannot() {
+    let s = setup(false);
+    let child = fixer("copy", "");
+    // The parent acts but may run nothing: its child's `commands` narrow to none, so even the
+    // child's own check cannot run, and the child cannot complete.
+    let parent_src = r#"
+name = "lead"
+description = "Leads."
+system = "LEAD"
+tools = ["fixer"]
+[limits]
+max_turns = 3
+[workspace]
+isolation = "copy"
+[input]
+type = "object"
+[output]
+type = "string"
+maxLength = 2000
+"#;
+    let parent = load_spec_str(Path::new("lead.toml"), parent_src).unwrap();
+    let m = model(|system, turn, req: &ModelRequest<'_>| {
+        let last = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
+            _ => String::new(),
+        };
+        if system == "LEAD" {
+            return match turn {
+                1 => ScriptStep::tool_call("fixer", json!({})),
+                _ => ScriptStep::text(last),
+            };
+        }
+        match turn {
+            1 => ScriptStep::tool_call("run_command", json!({"argv": ["python3", "-V"]})),
+            _ => {
+                if turn == 2 {
+                    assert!(last.contains("not an allowed program"), "{last}");
+                }
+                edit(GOOD_EDIT.0, GOOD_EDIT.1)
+            }
+        }
+    });
+    let ctx = host(&s, m, &[&child]);
+    let r = parent.run(&json!({}), &ctx).await;
+    let answer = r.output.unwrap_or_default();
+    let answer = answer.as_str().unwrap_or_default();
+    assert!(answer.contains("ended without a result"), "{answer}");
+    let tree = build_tree(&s.events.events());
+    let refused = &tree[0].children[0].commands;
+    assert!(
+        !refused.is_empty() && refused.iter().all(|c| c.error.is_some()),
+        "every command of the child was refused: {refused:?}"
+    );
 }

@@ -4,9 +4,8 @@
 // The layers, lowest first, between `·`; each module uses only those on its own or a lower
 // layer, except that `ctx` and `tool` use each other (a tool is called with the context that
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:
-//   json, diag, redact, budget, gate, tool::workspace (its files), act::policy, act::changes,
-//   act::copy, act::lease, act::error, act::git, act::sandbox · contract, model, outcome,
-//   act::host, act::run_copy ·
+//   json, diag, redact, budget, gate, tool::workspace (its files), act (the policy, copies,
+//   changes and their git), act::sandbox · contract, model, outcome, act::host, act::run_copy ·
 //   provider, events, ground · ctx ⇄ tool, tool::workspace::tools · spec::core · telemetry ·
 //   act::run, act::tools · run · spec (typed view, erased view, builder, files) · host ·
 //   check, mcp, batch, rig · eval, temporal · prelude
