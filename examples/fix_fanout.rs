@@ -101,7 +101,9 @@ async fn run() -> Result<(), Error> {
         .ok_or("the host should hand back its changes")?;
     println!("\n== the host's changes (the workspace is unchanged until they are applied)\n");
     print!("{}", changes.diff);
-    println!("\n(the failed fix's changes were kept in {kept}, in the example's scratch directory)");
+    println!(
+        "\n(the failed fix's changes were kept in {kept}, in the example's scratch directory)"
+    );
     changes.apply(&workspace)?;
     let (passed, out) = tests(&workspace)?;
     println!("\n== applied; the tests now\n\n{}", out.trim_end());

@@ -619,3 +619,131 @@ maxLength = 2000
         "every command of the child was refused: {refused:?}"
     );
 }
+
+/// A host killed with `kill -9` mid-run leaves its working copy and its worktree registration
+/// behind; the next host that makes a copy in the same place removes both.
+#[tokio::test]
+async fn a_copy_left_by_kill_9_is_removed_by_the_next_start() {
+    let s = setup(true);
+    let before = snapshot(&s.ws);
+    let spec_path = s.ws.parent().unwrap().join("fixer.toml");
+    std::fs::write(
+        &spec_path,
+        "name = \"fixer\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"edit_file\"]\n\
+         [workspace]\nisolation = \"worktree\"\n[input]\ntype = \"object\"\n[output]\n\
+         type = \"string\"\nmaxLength = 10\n",
+    )
+    .unwrap();
+    // A model server that accepts and never answers: the run waits in its first call, its
+    // copy made.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let _hold = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().take(4) {
+            held.push(c);
+        }
+        std::thread::sleep(std::time::Duration::from_secs(30));
+    });
+    let mut child = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .args([
+            "run",
+            spec_path.to_str().unwrap(),
+            "--input",
+            "{}",
+            "--workspace",
+        ])
+        .arg(&s.ws)
+        .args(["--model", "openai:stuck", "--base-url"])
+        .arg(format!("http://127.0.0.1:{port}/v1"))
+        .env("OPENAI_API_KEY", "test")
+        .env("SUBCONTRACT_COPIES_DIR", &s.copies)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while live_copies(&s.copies).is_empty() || worktrees(&s.ws) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no copy was made");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SIGKILL: nothing of the process runs after it.
+    Command::new("kill")
+        .args(["-9", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    assert_eq!(
+        worktrees(&s.ws),
+        2,
+        "the killed run's worktree is still registered"
+    );
+    assert_eq!(live_copies(&s.copies).len(), 1);
+
+    let spec = fixer("worktree", "");
+    let m = model(|_, _, _| submit());
+    let ctx = host(&s, m, &[&spec]);
+    let r = spec.run_child(&json!({}), &ctx).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::InvalidOutput,
+        "the unfixed test fails its check"
+    );
+    assert!(
+        live_copies(&s.copies).is_empty(),
+        "left: {:?}",
+        live_copies(&s.copies)
+    );
+    assert_eq!(worktrees(&s.ws), 1, "a stale worktree is still registered");
+    assert_eq!(snapshot(&s.ws), before);
+}
+
+/// `check` reports each mistake of a `[workspace]` table where it is written, with its stable
+/// code; `sandbox = "none"` is a warning, not an error.
+#[test]
+fn check_reports_workspace_mistakes_at_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("acting.toml"),
+        "name = \"acting\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"run_command\"]\n\
+         [workspace]\nisolation = \"copy\"\nwrites = [\"src/[\"]\ncommands = [\"cargo\"]\n\
+         checks = [\"make test\"]\nsandbox = \"none\"\n[input]\ntype = \"object\"\n[output]\n\
+         type = \"string\"\nmaxLength = 10\n[[examples]]\ninput = {}\noutput = \"x\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .arg("check")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    for want in [
+        "acting.toml:7:10: error[invalid-glob]",
+        "acting.toml:9:10: error[check-not-allowed]",
+        "acting.toml:10:11: warning[no-sandbox]",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+    // The same spec without the mistakes is clean but for the warning.
+    std::fs::write(
+        dir.path().join("acting.toml"),
+        "name = \"acting\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"run_command\"]\n\
+         [workspace]\nisolation = \"copy\"\ncommands = [\"make\"]\nchecks = [\"make test\"]\n\
+         [input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n\
+         [[examples]]\ninput = {}\noutput = \"x\"\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .arg("check")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
