@@ -355,6 +355,11 @@ impl subcontract::EventSink for Progress {
                     all.join("; ")
                 )
             }
+            EventKind::GroundedFromInput { turn, paths } => eprintln!(
+                "[{}] turn {turn}: grounded only by its input: {}",
+                e.run_id,
+                paths.join(", ")
+            ),
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
             // Kinds added later are not progress this view knows how to show.
             _ => {}

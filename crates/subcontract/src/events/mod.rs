@@ -111,6 +111,15 @@ pub enum EventKind {
         /// Each ungrounded value's path and reason.
         violations: Vec<Violation>,
     },
+    /// A run's output was accepted with grounded values (`x-grounded`) found only in the
+    /// run's input, which its caller wrote: a parent's own words that came back grounded.
+    /// Where only, never the values.
+    GroundedFromInput {
+        /// The turn the run ended on.
+        turn: u32,
+        /// The pointer of each such value.
+        paths: Vec<String>,
+    },
     /// A run ended.
     Finished {
         /// How it ended.
@@ -291,6 +300,9 @@ impl EventSink for TracingSink {
                     .map(|v| v.to_string())
                     .unwrap_or_default();
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, violations = violations.len(), first = %first, "output_ungrounded")
+            }
+            EventKind::GroundedFromInput { turn, paths } => {
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, paths = %paths.join(", "), "grounded_from_input")
             }
             EventKind::Finished {
                 outcome,

@@ -42,6 +42,9 @@ pub struct RunNode {
     /// Valid outputs it had rejected as ungrounded (`x-grounded` values backed by nothing
     /// the run read), in turn order, counted apart from `rejected`.
     pub ungrounded: Vec<RejectedOutput>,
+    /// The pointers of the grounded values of its accepted output found only in its input
+    /// (which its caller wrote).
+    pub grounded_from_input: Vec<String>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
 }
@@ -75,6 +78,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     error: None,
                     rejected: Vec::new(),
                     ungrounded: Vec::new(),
+                    grounded_from_input: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -119,6 +123,9 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 turn: *turn,
                 violations: violations.clone(),
             }),
+            EventKind::GroundedFromInput { paths, .. } => {
+                n.grounded_from_input.extend(paths.iter().cloned())
+            }
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
     }
@@ -224,6 +231,11 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
             "{prefix}{pad}   ✗ turn {}: output {why}: {short}",
             r.turn
         );
+    }
+    if !n.grounded_from_input.is_empty() {
+        let all = n.grounded_from_input.join(", ");
+        let short = cut(&all, ERROR_CHARS);
+        let _ = writeln!(s, "{prefix}{pad}   ↑ grounded only by its input: {short}");
     }
     if let Some(e) = &n.error {
         let short = cut(e, ERROR_CHARS);

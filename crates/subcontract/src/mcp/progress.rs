@@ -93,6 +93,7 @@ impl EventSink for ProgressRouter {
                 e.spec,
                 violations.len()
             ),
+            EventKind::GroundedFromInput { .. } => return,
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
         let calls = self.lock();
