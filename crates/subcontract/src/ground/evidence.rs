@@ -151,12 +151,14 @@ const MENTIONS_KEPT: usize = 3;
 struct Mentions {
     /// Word (one normalized token) → its index in `best`.
     words: HashMap<String, usize>,
-    /// Per word, up to [`MENTIONS_KEPT`] lines, shortest first, each with its source.
-    best: Vec<Vec<(Option<u32>, Box<str>)>>,
+    /// Per word, up to [`MENTIONS_KEPT`] lines, shortest first, each with its source, among
+    /// lines where the word is a whole token (`[0]`) and where it is a part of one (`[1]`:
+    /// `timeout` in `request_timeout_seconds`).
+    best: Vec<[Vec<(Option<u32>, Box<str>)>; 2]>,
 }
 
 impl Mentions {
-    fn offer(&mut self, words: &[usize], line: &str, source: Option<u32>) {
+    fn offer(&mut self, words: &[(usize, usize)], line: &str, source: Option<u32>) {
         // Control characters (bidi overrides among them) are not quoted back to a model.
         let line: String = line
             .trim()
@@ -171,8 +173,8 @@ impl Mentions {
             })
             .collect();
         let len = line.chars().count();
-        for &w in words {
-            let Some(list) = self.best.get_mut(w) else {
+        for &(w, part) in words {
+            let Some(list) = self.best.get_mut(w).and_then(|b| b.get_mut(part)) else {
                 continue;
             };
             if list.iter().any(|(_, l)| **l == *line) {
@@ -241,7 +243,7 @@ impl Evidence {
             for w in grounding.mention_words() {
                 if !m.words.contains_key(w) {
                     m.words.insert(w.to_owned(), m.best.len());
-                    m.best.push(Vec::new());
+                    m.best.push(Default::default());
                 }
             }
             ev.mentions = (!m.words.is_empty()).then_some(m);
@@ -365,7 +367,7 @@ impl Evidence {
             want_numbers,
             ..
         } = self;
-        let mut hits: Vec<usize> = Vec::new();
+        let mut hits: Vec<(usize, usize)> = Vec::new();
         for line in text.split('\n') {
             let norm = normalize(line);
             if norm.is_empty() {
@@ -386,8 +388,19 @@ impl Evidence {
                         note_number(numbers, k, origin, &ids);
                     }
                 }
-                if let Some(w) = words.and_then(|w| w.get(&s[r])) {
-                    hits.push(*w);
+                if let Some(words) = words {
+                    let t = &s[r];
+                    match words.get(t) {
+                        Some(&w) => hits.push((w, 0)),
+                        None if t.contains(['_', '-', '.']) => {
+                            for part in t.split(['_', '-', '.']) {
+                                if let Some(&w) = words.get(part) {
+                                    hits.push((w, 1));
+                                }
+                            }
+                        }
+                        None => {}
+                    }
                 }
             });
             if !hits.is_empty() {
@@ -491,15 +504,22 @@ impl Evidence {
             return Vec::new();
         };
         let mut out: Vec<(Option<&str>, &str)> = Vec::new();
-        for w in words {
-            let Some(&i) = m.words.get(w) else { continue };
-            for (src, line) in &m.best[i] {
-                if out.len() == max {
-                    return out;
+        // Lines where a word is a part of a token only when none has it whole: `version`
+        // points at `version = …`, not `rust-version = …`, when both were read.
+        for part in 0..2 {
+            for w in words {
+                let Some(&i) = m.words.get(w) else { continue };
+                for (src, line) in &m.best[i][part] {
+                    if out.len() == max {
+                        return out;
+                    }
+                    if !out.iter().any(|(_, l)| *l == &**line) {
+                        out.push((src.and_then(|s| self.source_name(s)), line));
+                    }
                 }
-                if !out.iter().any(|(_, l)| *l == &**line) {
-                    out.push((src.and_then(|s| self.source_name(s)), line));
-                }
+            }
+            if !out.is_empty() {
+                break;
             }
         }
         out
@@ -612,8 +632,10 @@ mod tests {
     fn the_shortest_lines_that_mention_a_word_are_kept() {
         let mut ev = Evidence::new(false);
         ev.mentions = Some(Mentions {
-            words: [("version".to_owned(), 0)].into_iter().collect(),
-            best: vec![Vec::new()],
+            words: [("version".to_owned(), 0), ("rust".to_owned(), 1)]
+                .into_iter()
+                .collect(),
+            best: vec![Default::default(), Default::default()],
         });
         let long = format!("version {}", "x".repeat(MENTION_CHARS));
         let text = format!(
@@ -635,5 +657,10 @@ mod tests {
             ]
         );
         assert!(ev.mentions(&["name".to_owned()], 5).is_empty());
+        // A word inside a token counts only where no line has it whole.
+        assert_eq!(
+            ev.mentions(&["rust".to_owned()], 5),
+            [(Some("Cargo.toml"), "rust-version = \"1.62\"")]
+        );
     }
 }

@@ -1,24 +1,29 @@
 //! Grounded outputs: a contract on where a value came from, not only on its shape.
 //!
 //! An output property marked `x-grounded` must be backed by the run's **evidence**: its input
-//! and the content of every tool result it received (a sub-agent's validated output is a tool
-//! result of its parent); never the system prompt, the model's own words, or a tool's own
-//! presentation (the line numbers of `read_file`, the `path:line:` prefixes of `grep`, notes).
+//! and the content of every tool result it received, kept in the pieces it was shown in (a
+//! `read_file` range, a `grep` line, a text block); of a sub-agent's output, only the values
+//! its own contract grounded, with the sources it found them in. Never the system prompt, the
+//! model's own words, or a tool's own presentation (the line numbers of `read_file`, the
+//! `path:line:` prefixes of `grep`, notes).
 //!
-//! - `"text"`: the value occurs in one piece of evidence, compared after NFKC, case folding
-//!   and whitespace collapsing;
+//! - `"text"`: the value occurs as whole tokens within one piece of evidence, compared after
+//!   NFKC, case folding and whitespace collapsing (`0.7` is not in `0.7.3`, `tide` not in
+//!   `tidepool`); an empty value grounds nothing. A version is text;
 //! - `"source"`: the value is the id of a source the run consulted (a path `read_file` showed
 //!   or in which `grep` showed a match, an MCP resource, a source a tool's result names),
 //!   optionally with a line anchor (`src/lib.rs:42`, `src/lib.rs:40-45`, `src/lib.rs#L42`),
 //!   which is not checked;
-//! - `"number"`: the value occurs as a numeric token in the evidence (`14`, `14.0` and
-//!   `1.4e1` are one number; `140` holds no `14`).
+//! - `"number"`: the value is, exactly (as decimals, never floats), a number written whole in
+//!   the evidence (`14`, `14.0` and `1.4e1` are one number; `140` holds no `14`; `1,000` is
+//!   1000).
 //!
 //! In an object with a `"source"` property and a `"text"` property, the text must occur in the
 //! content of (one of) the source(s) that object cites.
 //!
 //! The check runs after the schema's, in every output mode; an ungrounded value is a violation
-//! repaired like any other, and the parent never sees it.
+//! repaired like any other (the repair quotes the shortest lines read that mention the
+//! property), and the parent never sees it.
 
 mod evidence;
 mod text;

@@ -655,6 +655,23 @@ fn a_refused_value_points_at_the_lines_read_that_mention_its_property() {
     for x in &u {
         assert!(!x.violation.message.contains("Cargo.toml"), "{x:?}");
     }
+    // A name inside a longer one: `timeout_seconds` in `request_timeout_seconds`.
+    let g2 = plan(json!({"type": "object", "properties": {
+        "timeout_seconds": {"type": "integer", "x-grounded": "number"}
+    }}));
+    let mut ini = Evidence::for_grounding(&g2);
+    read(
+        &mut ini,
+        "settings.ini",
+        "[http]\nkeepalive = on\nrequest_timeout_seconds = 45\n",
+    );
+    let u = g2.check(&json!({"timeout_seconds": 30}), &ini).unwrap_err();
+    assert!(
+        u[0].repair
+            .ends_with("\n    settings.ini: request_timeout_seconds = 45"),
+        "{}",
+        u[0].repair
+    );
     // Without pointers, the repair quotes nothing.
     let mut plain = Evidence::for_run(&g, false);
     read(&mut plain, "Cargo.toml", "version = \"0.7.3\"\n");
