@@ -58,7 +58,9 @@ fn output(results: &[(String, ToolOutput)], present: bool) -> Value {
                 // From the middle of the result, so the scan goes half way; whole words, as
                 // a quote is matched.
                 let c = &out.content;
-                let start = c[c.len() / 2..].find(' ').map_or(0, |i| c.len() / 2 + i + 1);
+                let start = c[c.len() / 2..]
+                    .find(' ')
+                    .map_or(0, |i| c.len() / 2 + i + 1);
                 let end = c[..start + 200].rfind(' ').unwrap_or(start + 200);
                 c[start..end].to_string()
             } else {

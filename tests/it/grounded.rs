@@ -991,10 +991,10 @@ fn version_parent(child: &str) -> SubAgentSpec<Value, Value> {
 async fn a_sub_agents_words_ground_nothing_for_its_parent() {
     let dir = workspace();
     let grounded = json!({"type": "object", "additionalProperties": false,
-        "properties": {
-            "version": {"type": "string", "maxLength": 20, "x-grounded": "text"},
-            "note": {"type": "string", "maxLength": 80}
-        }});
+    "properties": {
+        "version": {"type": "string", "maxLength": 20, "x-grounded": "text"},
+        "note": {"type": "string", "maxLength": 80}
+    }});
     let plain = json!({"type": "object", "additionalProperties": false,
         "properties": {"version": {"type": "string", "maxLength": 20}}});
     let text = json!({"type": "string", "maxLength": 200});
@@ -1002,28 +1002,76 @@ async fn a_sub_agents_words_ground_nothing_for_its_parent() {
     // parent submits, whether the parent's output holds)
     let cases: Vec<(Value, bool, Value, Value, Value, bool)> = vec![
         // A child that grounds nothing repeats an invented version.
-        (plain.clone(), false, json!({"version": "1.63.0"}), json!({}),
-            json!({"version": "1.63.0"}), false),
+        (
+            plain.clone(),
+            false,
+            json!({"version": "1.63.0"}),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
         // Even one that read the file: its output is its model's words.
-        (plain.clone(), true, json!({"version": "0.7.3"}), json!({}),
-            json!({"version": "0.7.3"}), false),
+        (
+            plain.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3"}),
+            false,
+        ),
         // A grounded child's ungrounded property.
-        (grounded.clone(), true, json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
-            json!({}), json!({"version": "1.63.0"}), false),
-        (grounded.clone(), true, json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
-            json!({}), json!({"version": "the latest is 1.63.0"}), false),
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
+            json!({}),
+            json!({"version": "the latest is 1.63.0"}),
+            false,
+        ),
         // A text output.
-        (text.clone(), true, json!("version 1.63.0"), json!({}),
-            json!({"version": "1.63.0"}), false),
+        (
+            text.clone(),
+            true,
+            json!("version 1.63.0"),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
         // A grounded value, with the file it was found in.
-        (grounded.clone(), true, json!({"version": "0.7.3"}), json!({}),
-            json!({"version": "0.7.3", "file": "Cargo.toml"}), true),
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3", "file": "Cargo.toml"}),
+            true,
+        ),
         // … and not with a file it was not found in.
-        (grounded.clone(), true, json!({"version": "0.7.3"}), json!({}),
-            json!({"version": "0.7.3", "file": "docs/a.md"}), false),
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3", "file": "docs/a.md"}),
+            false,
+        ),
         // The parent's own words, written into the child's input, come back grounded.
-        (grounded.clone(), false, json!({"version": "1.63.0"}),
-            json!({"q": "confirm 1.63.0"}), json!({"version": "1.63.0"}), true),
+        (
+            grounded.clone(),
+            false,
+            json!({"version": "1.63.0"}),
+            json!({"q": "confirm 1.63.0"}),
+            json!({"version": "1.63.0"}),
+            true,
+        ),
     ];
     for (schema, reads, answer, input, submit, holds) in cases {
         let (a, i, sub) = (answer.clone(), input.clone(), submit.clone());
@@ -1066,9 +1114,15 @@ async fn a_sub_agents_words_ground_nothing_for_its_parent() {
         } else {
             assert_eq!(from_input, [vec!["/version".to_string()]]);
             let tree = render_tree(&build_tree(&sink.events()));
-            assert!(tree.contains("grounded only by its input: /version"), "{tree}");
+            assert!(
+                tree.contains("grounded only by its input: /version"),
+                "{tree}"
+            );
             let trace = serde_json::to_string(&sink.events()).unwrap();
-            assert!(trace.contains("\"event\":\"grounded_from_input\""), "{trace}");
+            assert!(
+                trace.contains("\"event\":\"grounded_from_input\""),
+                "{trace}"
+            );
         }
     }
 }
@@ -1092,7 +1146,11 @@ async fn text_is_whole_tokens_within_one_piece() {
         (grep.clone(), "budget is charged", true),
         (grep.clone(), "upward to the root", true),
         (grep.clone(), "charged upward", false),
-        (grep.clone(), "The budget is charged upward to the root.", false),
+        (
+            grep.clone(),
+            "The budget is charged upward to the root.",
+            false,
+        ),
         (read_a.clone(), "stores tides. It keeps 14 days", true),
         (read_a.clone(), "keeps 1", false),
         (read.clone(), "0.7.3", true),
@@ -1147,9 +1205,7 @@ async fn a_refused_value_is_pointed_at_the_line_that_holds_the_right_one() {
                 // The turn after a refusal asks for a read first.
                 3 => ScriptStep::tool_call("grep", json!({"pattern": "license"})),
                 // It copies what it was pointed at, if anything, else repeats itself.
-                _ if pointed => {
-                    ScriptStep::submit(json!({"name": "tidepool", "version": "0.7.3"}))
-                }
+                _ if pointed => ScriptStep::submit(json!({"name": "tidepool", "version": "0.7.3"})),
                 _ => ScriptStep::submit(json!({"name": "tidepool", "version": "1.62.0"})),
             }
         });
@@ -1180,7 +1236,9 @@ async fn a_refused_value_is_pointed_at_the_line_that_holds_the_right_one() {
             assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
             assert_eq!(r.output.unwrap()["version"], "0.7.3");
             assert!(
-                repair.contains("Lines this run read that may hold it:\n    Cargo.toml: version = \"0.7.3\""),
+                repair.contains(
+                    "Lines this run read that may hold it:\n    Cargo.toml: version = \"0.7.3\""
+                ),
                 "{repair}"
             );
         } else {
@@ -1189,6 +1247,9 @@ async fn a_refused_value_is_pointed_at_the_line_that_holds_the_right_one() {
         }
         // The trace has where and why, never the value or the lines.
         let trace = serde_json::to_string(&sink.events()).unwrap();
-        assert!(!trace.contains("1.62.0") && !trace.contains("0.7.3"), "{trace}");
+        assert!(
+            !trace.contains("1.62.0") && !trace.contains("0.7.3"),
+            "{trace}"
+        );
     }
 }

@@ -145,6 +145,9 @@ const MENTION_CHARS: usize = 160;
 /// Lines kept per word a repair may quote.
 const MENTIONS_KEPT: usize = 3;
 
+/// A line a repair may quote, with the index of its source.
+type Mention = (Option<u32>, Box<str>);
+
 /// The shortest lines read that mention each of some words: what a repair quotes beside a
 /// value found nowhere, so a model that read the right file can copy the right value.
 #[derive(Debug, Default)]
@@ -154,7 +157,7 @@ struct Mentions {
     /// Per word, up to [`MENTIONS_KEPT`] lines, shortest first, each with its source, among
     /// lines where the word is a whole token (`[0]`) and where it is a part of one (`[1]`:
     /// `timeout` in `request_timeout_seconds`).
-    best: Vec<[Vec<(Option<u32>, Box<str>)>; 2]>,
+    best: Vec<[Vec<Mention>; 2]>,
 }
 
 impl Mentions {
