@@ -55,12 +55,14 @@ fn output(results: &[(String, ToolOutput)], present: bool) -> Value {
         .iter()
         .map(|(id, out)| {
             let claim = if present {
-                // From the middle of the result, so the scan goes half way.
-                let start = out.content.len() / 2;
-                let start = (start..)
-                    .find(|&i| out.content.is_char_boundary(i))
-                    .unwrap();
-                out.content[start..start + 200].to_string()
+                // From the middle of the result, so the scan goes half way; whole words, as
+                // a quote is matched.
+                let c = &out.content;
+                let start = c[c.len() / 2..]
+                    .find(' ')
+                    .map_or(0, |i| c.len() / 2 + i + 1);
+                let end = c[..start + 200].rfind(' ').unwrap_or(start + 200);
+                c[start..end].to_string()
             } else {
                 format!("{} zebra-quokka {}", "the budget is ".repeat(10), id)
             };

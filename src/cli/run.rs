@@ -412,6 +412,11 @@ impl subcontract::EventSink for Progress {
                     .as_deref()
                     .map_or(String::new(), |p| format!(", kept in {p}"))
             ),
+            EventKind::GroundedFromInput { turn, paths } => eprintln!(
+                "[{}] turn {turn}: grounded only by its input: {}",
+                e.run_id,
+                paths.join(", ")
+            ),
             EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
             // Kinds added later are not progress this view knows how to show.
             _ => {}

@@ -963,3 +963,293 @@ async fn a_sub_agents_quote_counts_for_the_source_it_grounded_it_beside() {
         );
     }
 }
+
+/// A parent whose `version` is grounded as text, beside the file it cites.
+fn version_parent(child: &str) -> SubAgentSpec<Value, Value> {
+    SubAgentSpec::dynamic(
+        "parent",
+        json!({"type": "object"}),
+        json!({"type": "object", "additionalProperties": false, "required": ["version"],
+        "properties": {
+            "version": {"type": "string", "maxLength": 60, "x-grounded": "text"},
+            "file": {"type": "string", "maxLength": 80, "x-grounded": "source"}
+        }}),
+    )
+    .description("Reports a version through its child.")
+    .system("PARENT")
+    .tools([child, "read_file"])
+    .max_turns(2)
+    .build()
+    .unwrap()
+}
+
+/// Every way a sub-agent's words could reach its parent as evidence: an output its contract
+/// does not ground, a property of a grounded output that is not grounded, a text output; and
+/// the ways its grounded values do: with the source it found them in, or from the input the
+/// parent wrote (kept, and traced).
+#[tokio::test]
+async fn a_sub_agents_words_ground_nothing_for_its_parent() {
+    let dir = workspace();
+    let grounded = json!({"type": "object", "additionalProperties": false,
+    "properties": {
+        "version": {"type": "string", "maxLength": 20, "x-grounded": "text"},
+        "note": {"type": "string", "maxLength": 80}
+    }});
+    let plain = json!({"type": "object", "additionalProperties": false,
+        "properties": {"version": {"type": "string", "maxLength": 20}}});
+    let text = json!({"type": "string", "maxLength": 200});
+    // (child's output schema, what the child reads, its answer, the child's input, what the
+    // parent submits, whether the parent's output holds)
+    let cases: Vec<(Value, bool, Value, Value, Value, bool)> = vec![
+        // A child that grounds nothing repeats an invented version.
+        (
+            plain.clone(),
+            false,
+            json!({"version": "1.63.0"}),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
+        // Even one that read the file: its output is its model's words.
+        (
+            plain.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3"}),
+            false,
+        ),
+        // A grounded child's ungrounded property.
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3", "note": "the latest is 1.63.0"}),
+            json!({}),
+            json!({"version": "the latest is 1.63.0"}),
+            false,
+        ),
+        // A text output.
+        (
+            text.clone(),
+            true,
+            json!("version 1.63.0"),
+            json!({}),
+            json!({"version": "1.63.0"}),
+            false,
+        ),
+        // A grounded value, with the file it was found in.
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3", "file": "Cargo.toml"}),
+            true,
+        ),
+        // … and not with a file it was not found in.
+        (
+            grounded.clone(),
+            true,
+            json!({"version": "0.7.3"}),
+            json!({}),
+            json!({"version": "0.7.3", "file": "docs/a.md"}),
+            false,
+        ),
+        // The parent's own words, written into the child's input, come back grounded.
+        (
+            grounded.clone(),
+            false,
+            json!({"version": "1.63.0"}),
+            json!({"q": "confirm 1.63.0"}),
+            json!({"version": "1.63.0"}),
+            true,
+        ),
+    ];
+    for (schema, reads, answer, input, submit, holds) in cases {
+        let (a, i, sub) = (answer.clone(), input.clone(), submit.clone());
+        let m = model(move |system, turn, _| match (system, turn) {
+            ("PARENT", 1) => ScriptStep::tool_call("child", i.clone()),
+            ("PARENT", _) => ScriptStep::submit(sub.clone()),
+            (_, 1) if reads => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
+            _ if a.is_string() => ScriptStep::text(a.as_str().unwrap()),
+            _ => ScriptStep::submit(a.clone()),
+        });
+        let child = SubAgentSpec::dynamic("child", json!({"type": "object"}), schema.clone())
+            .description("Reads the manifest.")
+            .system("CHILD")
+            .tools(["read_file"])
+            .max_turns(3)
+            .build()
+            .unwrap();
+        let mut set = tools(&dir);
+        set.insert(child.as_tool()).unwrap();
+        let sink = Arc::new(MemorySink::new());
+        let ctx = Ctx::builder(m).tools(set).events(sink.clone()).build();
+        let r = version_parent("child").run(&json!({}), &ctx).await;
+        assert_eq!(
+            r.outcome == Outcome::Completed,
+            holds,
+            "{schema} {answer} → {submit}: {:?}",
+            r.error
+        );
+        // Which grounded values came from the child's input is in the trace: where, not what.
+        let from_input: Vec<Vec<String>> = sink
+            .events()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::GroundedFromInput { paths, .. } => Some(paths),
+                _ => None,
+            })
+            .collect();
+        if input == json!({}) {
+            assert!(from_input.is_empty(), "{from_input:?}");
+        } else {
+            assert_eq!(from_input, [vec!["/version".to_string()]]);
+            let tree = render_tree(&build_tree(&sink.events()));
+            assert!(
+                tree.contains("grounded only by its input: /version"),
+                "{tree}"
+            );
+            let trace = serde_json::to_string(&sink.events()).unwrap();
+            assert!(
+                trace.contains("\"event\":\"grounded_from_input\""),
+                "{trace}"
+            );
+        }
+    }
+}
+
+/// Lines a search showed from one file, far apart, are not one text; a read's lines are.
+#[tokio::test]
+async fn text_is_whole_tokens_within_one_piece() {
+    let dir = workspace();
+    let mut far = String::from("The budget is charged\n");
+    for i in 0..40 {
+        far.push_str(&format!("filler line {i}\n"));
+    }
+    far.push_str("upward to the root.\n");
+    std::fs::write(dir.path().join("far.md"), far).unwrap();
+    let schema = json!({"type": "object", "additionalProperties": false, "required": ["v"],
+        "properties": {"v": {"type": "string", "maxLength": 80, "x-grounded": "text"}}});
+    let grep = ("grep", json!({"pattern": "charged|upward"}));
+    let read = ("read_file", json!({"path": "Cargo.toml"}));
+    let read_a = ("read_file", json!({"path": "docs/a.md"}));
+    for (call, v, holds) in [
+        (grep.clone(), "budget is charged", true),
+        (grep.clone(), "upward to the root", true),
+        (grep.clone(), "charged upward", false),
+        (
+            grep.clone(),
+            "The budget is charged upward to the root.",
+            false,
+        ),
+        (read_a.clone(), "stores tides. It keeps 14 days", true),
+        (read_a.clone(), "keeps 1", false),
+        (read.clone(), "0.7.3", true),
+        (read.clone(), "version = \"0.7.3\"", true),
+        (read.clone(), "0.7", false),
+        (read.clone(), "7.3", false),
+        (read.clone(), "3", false),
+        (read.clone(), "tide", false),
+        (read.clone(), "pool", false),
+        (read.clone(), "   ", false),
+        (read.clone(), "", false),
+    ] {
+        let c = call.clone();
+        let m = model(move |_, turn, _| match turn {
+            1 => ScriptStep::tool_call(c.0, c.1.clone()),
+            _ => ScriptStep::submit(json!({ "v": v })),
+        });
+        let ctx = Ctx::builder(m).tools(tools(&dir)).build();
+        let r = spec(schema.clone(), &["read_file", "grep"], 2)
+            .run(&json!({}), &ctx)
+            .await;
+        assert_eq!(
+            r.outcome == Outcome::Completed,
+            holds,
+            "{call:?} {v:?}: {:?}",
+            r.error
+        );
+    }
+}
+
+/// The typical wrong answer: the model read the manifest, then wrote a remembered version.
+/// The repair quotes the line read that mentions `version`, with its file, and a model that
+/// copies it passes; with the pointers off, the same model never sees it.
+#[tokio::test]
+async fn a_refused_value_is_pointed_at_the_line_that_holds_the_right_one() {
+    use subcontract::spec::Levers;
+    for pointers in [true, false] {
+        let dir = workspace();
+        let told: Arc<Mutex<Vec<String>>> = Arc::default();
+        let t = told.clone();
+        let m = model(move |_, turn, req| {
+            let reply = last_reply(req);
+            t.lock().unwrap().push(reply.clone());
+            let pointed = t
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|r| r.contains("Cargo.toml: version = \"0.7.3\""));
+            match turn {
+                1 => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
+                2 => ScriptStep::submit(json!({"name": "tidepool", "version": "1.62.0"})),
+                // The turn after a refusal asks for a read first.
+                3 => ScriptStep::tool_call("grep", json!({"pattern": "license"})),
+                // It copies what it was pointed at, if anything, else repeats itself.
+                _ if pointed => ScriptStep::submit(json!({"name": "tidepool", "version": "0.7.3"})),
+                _ => ScriptStep::submit(json!({"name": "tidepool", "version": "1.62.0"})),
+            }
+        });
+        let s = SubAgentSpec::dynamic("g", json!({"type": "object"}), manifest_schema())
+            .description("Reads the manifest.")
+            .system("CHILD")
+            .tools(["read_file", "grep"])
+            .max_turns(4)
+            .levers(Levers {
+                grounding_pointers: pointers,
+                ..Levers::default()
+            })
+            .build()
+            .unwrap();
+        let sink = Arc::new(MemorySink::new());
+        let ctx = Ctx::builder(m)
+            .tools(tools(&dir))
+            .events(sink.clone())
+            .build();
+        let r = s.run(&json!({}), &ctx).await;
+        let told = told.lock().unwrap().clone();
+        let repair = &told[2];
+        assert!(
+            repair.contains("`/version` = \"1.62.0\" occurs in nothing this run has read"),
+            "{repair}"
+        );
+        if pointers {
+            assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+            assert_eq!(r.output.unwrap()["version"], "0.7.3");
+            assert!(
+                repair.contains(
+                    "Lines this run read that may hold it:\n    Cargo.toml: version = \"0.7.3\""
+                ),
+                "{repair}"
+            );
+        } else {
+            assert_eq!(r.outcome, Outcome::InvalidOutput, "{:?}", r.error);
+            assert!(!repair.contains("Lines this run read"), "{repair}");
+        }
+        // The trace has where and why, never the value or the lines.
+        let trace = serde_json::to_string(&sink.events()).unwrap();
+        assert!(
+            !trace.contains("1.62.0") && !trace.contains("0.7.3"),
+            "{trace}"
+        );
+    }
+}

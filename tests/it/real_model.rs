@@ -15,9 +15,10 @@
 //! setup (both endpoints, both templates, every mode), and `SUBCONTRACT_REAL_MODEL` picks the
 //! model size (`1.5b`, the default, or `0.5b`). `SUBCONTRACT_REAL_LEVERS` changes the
 //! small-model aids from their defaults, to measure one at a time: a comma-separated list of
-//! `NAME=on|off` for the run loop's `forced_output`, `text_calls` and `native_final`
-//! ([`Levers`]) and the spec files' own `require_tool_first` (on in each file that has tools;
-//! `off` turns it off). `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs
+//! `NAME=on|off` for the run loop's `forced_output`, `text_calls`, `native_final` and
+//! `grounding_pointers` (a grounded value's repair quotes the lines read that mention its
+//! property) ([`Levers`]) and the spec files' own `require_tool_first` (on in each file that
+//! has tools; `off` turns it off). `SUBCONTRACT_REAL_MODES` (`auto,tool,native,prompted`, any of them) runs
 //! other output modes, and `SUBCONTRACT_REAL_SETUP` (`own`, `messages`, or both,
 //! comma-separated) another template or endpoint, in place of the default setup.
 //!
@@ -196,6 +197,7 @@ fn aids() -> Aids {
             "forced_output" => a.levers.forced_output = on,
             "text_calls" => a.levers.text_calls = on,
             "native_final" => a.levers.native_final = on,
+            "grounding_pointers" => a.levers.grounding_pointers = on,
             "require_tool_first" => a.require_tool_first = on,
             _ => panic!("SUBCONTRACT_REAL_LEVERS: no lever `{name}`"),
         }

@@ -147,6 +147,15 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         patch: Option<String>,
     },
+    /// A run's output was accepted with grounded values (`x-grounded`) found only in the
+    /// run's input, which its caller wrote: a parent's own words that came back grounded.
+    /// Where only, never the values.
+    GroundedFromInput {
+        /// The turn the run ended on.
+        turn: u32,
+        /// The pointer of each such value.
+        paths: Vec<String>,
+    },
     /// A run ended.
     Finished {
         /// How it ended.
@@ -368,6 +377,9 @@ impl EventSink for TracingSink {
                 patch,
             } => {
                 tracing::info!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, id = %id, status = %status, files, insertions, deletions, patch = patch.as_deref().unwrap_or(""), "changes")
+            }
+            EventKind::GroundedFromInput { turn, paths } => {
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, paths = %paths.join(", "), "grounded_from_input")
             }
             EventKind::Finished {
                 outcome,

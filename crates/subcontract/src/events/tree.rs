@@ -47,6 +47,9 @@ pub struct RunNode {
     /// What became of its changes and of those of its sub-agents it decided on, in order
     /// (`captured`, `accepted`, `discarded`, `kept`).
     pub changes: Vec<ChangesSeen>,
+    /// The pointers of the grounded values of its accepted output found only in its input
+    /// (which its caller wrote).
+    pub grounded_from_input: Vec<String>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
 }
@@ -112,6 +115,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     ungrounded: Vec::new(),
                     commands: Vec::new(),
                     changes: Vec::new(),
+                    grounded_from_input: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -183,6 +187,9 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 deletions: *deletions,
                 patch: patch.clone(),
             }),
+            EventKind::GroundedFromInput { paths, .. } => {
+                n.grounded_from_input.extend(paths.iter().cloned())
+            }
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
     }
@@ -325,6 +332,11 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
             "{prefix}{pad}   ± changes{whose} {}: {} file(s), +{} -{}{kept}",
             c.status, c.files, c.insertions, c.deletions
         );
+    }
+    if !n.grounded_from_input.is_empty() {
+        let all = n.grounded_from_input.join(", ");
+        let short = cut(&all, ERROR_CHARS);
+        let _ = writeln!(s, "{prefix}{pad}   ↑ grounded only by its input: {short}");
     }
     if let Some(e) = &n.error {
         let short = cut(e, ERROR_CHARS);

@@ -1,24 +1,29 @@
 //! Grounded outputs: a contract on where a value came from, not only on its shape.
 //!
 //! An output property marked `x-grounded` must be backed by the run's **evidence**: its input
-//! and the content of every tool result it received (a sub-agent's validated output is a tool
-//! result of its parent); never the system prompt, the model's own words, or a tool's own
-//! presentation (the line numbers of `read_file`, the `path:line:` prefixes of `grep`, notes).
+//! and the content of every tool result it received, kept in the pieces it was shown in (a
+//! `read_file` range, a `grep` line, a text block); of a sub-agent's output, only the values
+//! its own contract grounded, with the sources it found them in. Never the system prompt, the
+//! model's own words, or a tool's own presentation (the line numbers of `read_file`, the
+//! `path:line:` prefixes of `grep`, notes).
 //!
-//! - `"text"`: the value occurs in one piece of evidence, compared after NFKC, case folding
-//!   and whitespace collapsing;
+//! - `"text"`: the value occurs as whole tokens within one piece of evidence, compared after
+//!   NFKC, case folding and whitespace collapsing (`0.7` is not in `0.7.3`, `tide` not in
+//!   `tidepool`); an empty value grounds nothing. A version is text;
 //! - `"source"`: the value is the id of a source the run consulted (a path `read_file` showed
 //!   or in which `grep` showed a match, an MCP resource, a source a tool's result names),
 //!   optionally with a line anchor (`src/lib.rs:42`, `src/lib.rs:40-45`, `src/lib.rs#L42`),
 //!   which is not checked;
-//! - `"number"`: the value occurs as a numeric token in the evidence (`14`, `14.0` and
-//!   `1.4e1` are one number; `140` holds no `14`).
+//! - `"number"`: the value is, exactly (as decimals, never floats), a number written whole in
+//!   the evidence (`14`, `14.0` and `1.4e1` are one number; `140` holds no `14`; `1,000` is
+//!   1000).
 //!
 //! In an object with a `"source"` property and a `"text"` property, the text must occur in the
 //! content of (one of) the source(s) that object cites.
 //!
 //! The check runs after the schema's, in every output mode; an ungrounded value is a violation
-//! repaired like any other, and the parent never sees it.
+//! repaired like any other (the repair quotes the shortest lines read that mention the
+//! property), and the parent never sees it.
 
 mod evidence;
 mod text;
@@ -76,10 +81,33 @@ enum Seg {
     Index(usize),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Rule {
     path: Vec<Seg>,
     kind: GroundKind,
+    /// What read lines that may hold the value mention, in order: the property's name, the
+    /// parts of that name, then words of its description (normalized tokens).
+    words: Vec<String>,
+}
+
+/// A value a sub-agent's contract grounded, as it travels up to its parent (who reads the
+/// sub-agent's output as a tool result): the value and the sources it was found in.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Carried {
+    pub(crate) kind: GroundKind,
+    /// A text as written, a number as the output holds it, a source's id.
+    pub(crate) value: String,
+    /// The consulted sources whose pieces hold it (none for a source, or for a value found
+    /// only in the input or in results that name no source).
+    pub(crate) sources: Vec<String>,
+}
+
+/// What an accepted output's grounded values carry up to a parent: each value with its
+/// sources, and the pointers of those found only in the run's input (which its caller wrote).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct CarriedUp {
+    pub(crate) values: Vec<Carried>,
+    pub(crate) from_input: Vec<String>,
 }
 
 /// An object whose text properties must occur in the sources its source properties name.
@@ -183,15 +211,16 @@ impl Grounding {
         for rule in &self.rules {
             each_at(v, &rule.path, String::new(), &mut |ptr, val| {
                 let key = (rule.kind, val.to_string());
-                if let Some(verdict) = seen.get(&key) {
-                    if let Some(prev) = verdict {
-                        out.push(prev.at(ptr));
+                let verdict = match seen.get(&key) {
+                    Some(verdict) => verdict.as_ref().map(|prev| prev.at(ptr)),
+                    None => {
+                        let u = check_value(rule.kind, ptr, val, ev);
+                        seen.insert(key, u.clone());
+                        u
                     }
-                    return;
-                }
-                let u = check_value(rule.kind, ptr, val, ev);
-                out.extend(u.clone());
-                seen.insert(key, u);
+                };
+                // The lines a repair points at are the rule's own: its property's name.
+                out.extend(verdict.map(|u| u.pointing(rule, ev)));
             });
         }
         for pair in &self.pairs {
@@ -206,6 +235,72 @@ impl Grounding {
             out.dedup_by(|a, b| a.violation == b.violation);
             Err(out)
         }
+    }
+
+    /// What `v`'s grounded values (checked against `ev`) carry up to a parent that reads `v`
+    /// as a tool result: each value with the sources it was found in, and the pointers of
+    /// those found only in the run's input.
+    pub(crate) fn carried(&self, v: &Value, ev: &Evidence) -> CarriedUp {
+        let mut up = CarriedUp::default();
+        for rule in &self.rules {
+            each_at(v, &rule.path, String::new(), &mut |ptr, val| {
+                let (found, value) = match (rule.kind, val) {
+                    (GroundKind::Source, Value::String(s)) => {
+                        up.values.push(Carried {
+                            kind: GroundKind::Source,
+                            value: s.clone(),
+                            sources: Vec::new(),
+                        });
+                        return;
+                    }
+                    (GroundKind::Text, Value::String(s)) => {
+                        let Some(n) = text::needle(s) else { return };
+                        (ev.text_found(&n), s.clone())
+                    }
+                    (GroundKind::Number, val) => {
+                        let Some(k) = number_of(val) else { return };
+                        let Some(f) = ev.number_found(&k) else { return };
+                        let shown = match val {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        (f, shown)
+                    }
+                    _ => return,
+                };
+                if found.input && !found.read {
+                    up.from_input.push(if ptr.is_empty() {
+                        "/".into()
+                    } else {
+                        ptr.to_owned()
+                    });
+                }
+                if !found.input && !found.read {
+                    return;
+                }
+                let sources = found
+                    .sources
+                    .iter()
+                    .filter_map(|&i| ev.source_name(i).map(str::to_owned))
+                    .collect();
+                up.values.push(Carried {
+                    kind: rule.kind,
+                    value,
+                    sources,
+                });
+            });
+        }
+        up.from_input.sort();
+        up.from_input.dedup();
+        up
+    }
+
+    /// Every word a repair may look for in read lines, over all grounded values.
+    pub(crate) fn mention_words(&self) -> impl Iterator<Item = &str> {
+        self.rules
+            .iter()
+            .filter(|r| r.kind != GroundKind::Source)
+            .flat_map(|r| r.words.iter().map(String::as_str))
     }
 
     /// The values of `v` grounded as sources, as the ids a parent may cite: a sub-agent's
@@ -248,37 +343,6 @@ fn keyword_places(schema: &Value, ptr: String, depth: usize, out: &mut Vec<Strin
     }
 }
 
-impl Grounding {
-    /// The (source, text) pairs of `v`: each text grounded beside a source in one object,
-    /// with each source that object cites.
-    pub(crate) fn pair_values(&self, v: &Value) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for pair in &self.pairs {
-            each_at(v, &pair.object, String::new(), &mut |_, obj| {
-                let Value::Object(m) = obj else { return };
-                let strings = |k: &String| -> Vec<String> {
-                    match m.get(k) {
-                        Some(Value::String(s)) => vec![s.clone()],
-                        Some(Value::Array(a)) => a
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect(),
-                        _ => Vec::new(),
-                    }
-                };
-                let sources: Vec<String> = pair.sources.iter().flat_map(strings).collect();
-                for text in pair.texts.iter().flat_map(strings) {
-                    for s in &sources {
-                        out.push((s.clone(), text.clone()));
-                    }
-                }
-            });
-        }
-        out
-    }
-}
-
 /// Calls `f` with every value at `path` inside `v`, and its pointer.
 fn each_at(v: &Value, path: &[Seg], ptr: String, f: &mut dyn FnMut(&str, &Value)) {
     let Some((first, rest)) = path.split_first() else {
@@ -313,7 +377,12 @@ fn each_at(v: &Value, path: &[Seg], ptr: String, f: &mut dyn FnMut(&str, &Value)
 pub struct Ungrounded {
     pub(crate) violation: Violation,
     pub(crate) repair: String,
+    /// Whether the value occurs in nothing read (a repair may then point at lines read).
+    nowhere: bool,
 }
+
+/// Lines of what was read a repair quotes at most per value.
+const POINTER_LINES: usize = 3;
 
 impl Ungrounded {
     /// The same verdict for the same value at another pointer.
@@ -331,7 +400,32 @@ impl Ungrounded {
                 message: self.violation.message.clone(),
             },
             repair: format!("`{shown}`{rest}"),
+            nowhere: self.nowhere,
         }
+    }
+
+    /// The same verdict with, for a value found nowhere, the shortest lines read that
+    /// mention the rule's property (its name, or a word of its description), so a model that
+    /// read the right file but wrote a remembered value can copy the right one.
+    fn pointing(mut self, rule: &Rule, ev: &Evidence) -> Ungrounded {
+        if !self.nowhere {
+            return self;
+        }
+        let lines = ev.mentions(&rule.words, POINTER_LINES);
+        if lines.is_empty() {
+            return self;
+        }
+        self.repair
+            .push_str(". Lines this run read that may hold it:");
+        for (src, line) in lines {
+            self.repair.push_str("\n    ");
+            if let Some(src) = src {
+                self.repair.push_str(src);
+                self.repair.push_str(": ");
+            }
+            self.repair.push_str(line);
+        }
+        self
     }
 
     /// Where and why, never the value: what may reach a parent, a trace or a log.
@@ -363,6 +457,25 @@ fn ungrounded(ptr: &str, val: &Value, why: &str, what_to_do: &str) -> Ungrounded
             message: why.to_owned(),
         },
         repair: format!("`{at}` = {} {why}; {what_to_do}", shown(val)),
+        nowhere: false,
+    }
+}
+
+/// [`ungrounded`] for a value found in nothing read.
+fn nowhere(ptr: &str, val: &Value, why: &str, what_to_do: &str) -> Ungrounded {
+    Ungrounded {
+        nowhere: true,
+        ..ungrounded(ptr, val, why, what_to_do)
+    }
+}
+
+/// The number a value grounded as one is: a JSON number as the output holds it, or a string
+/// that is one number, written whole.
+fn number_of(val: &Value) -> Option<text::NumKey> {
+    match val {
+        Value::Number(n) => text::json_number(n),
+        Value::String(s) => text::parse_number(&text::normalize(s)),
+        _ => None,
     }
 }
 
@@ -375,31 +488,37 @@ fn check_value(kind: GroundKind, ptr: &str, val: &Value, ev: &Evidence) -> Optio
                 Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
                 other => std::borrow::Cow::Owned(other.to_string()),
             };
-            (!ev.has_text(&text::normalize(&s)))
-                .then(|| ungrounded(ptr, val, "occurs in nothing this run has read", READ_IT))
-        }
-        GroundKind::Number => {
-            let n = match val {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => text::normalize(s).parse::<f64>().ok(),
-                _ => None,
-            };
-            match n {
+            match text::needle(&s) {
                 None => Some(ungrounded(
                     ptr,
                     val,
-                    "is not a number, and only a number can be grounded as one",
-                    "write the number as it occurs in what was read",
+                    "is empty or blank, and claims nothing that could be grounded",
+                    "write the text as it occurs in what was read",
                 )),
-                Some(n) if ev.has_number(n) => None,
-                Some(_) => Some(ungrounded(
+                Some(n) if ev.has_text(&n) => None,
+                Some(_) => Some(nowhere(
                     ptr,
                     val,
-                    "occurs as a number in nothing this run has read",
-                    "read the file that holds it, or correct the value (a value computed from what was read, such as a sum or a converted unit, cannot be grounded: give the number as it is written)",
+                    "occurs in nothing this run has read",
+                    READ_IT,
                 )),
             }
         }
+        GroundKind::Number => match number_of(val) {
+            None => Some(ungrounded(
+                ptr,
+                val,
+                "is not a number, and only a number can be grounded as one",
+                "write the number as it occurs in what was read",
+            )),
+            Some(n) if ev.has_number(&n) => None,
+            Some(_) => Some(nowhere(
+                ptr,
+                val,
+                "occurs as a number in nothing this run has read",
+                "read the file that holds it, or correct the value (a value computed from what was read, such as a sum or a converted unit, cannot be grounded: give the number as it is written)",
+            )),
+        },
         GroundKind::Source => {
             let Value::String(s) = val else {
                 return Some(ungrounded(
@@ -486,7 +605,10 @@ fn check_pair(pair: &Pair, ptr: &str, obj: &Value, ev: &Evidence, out: &mut Vec<
             _ => Vec::new(),
         };
         for (at, v) in texts {
-            let needle = text::normalize(v.as_str().unwrap_or_default());
+            // An empty one is reported by its own rule.
+            let Some(needle) = text::needle(v.as_str().unwrap_or_default()) else {
+                continue;
+            };
             // Text found nowhere is reported by its own rule.
             if !ev.has_text(&needle) || keys.iter().any(|k| ev.has_text_in(k, &needle)) {
                 continue;
@@ -505,6 +627,69 @@ fn check_pair(pair: &Pair, ptr: &str, obj: &Value, ev: &Evidence, out: &mut Vec<
     }
 }
 
+/// Words too common to point at a line: a description's words are looked for only past these.
+const STOPWORDS: &[&str] = &[
+    "about", "after", "also", "always", "been", "before", "each", "either", "exactly", "file",
+    "files", "from", "given", "have", "into", "must", "only", "other", "same", "should", "some",
+    "than", "that", "their", "them", "then", "there", "these", "they", "this", "those", "used",
+    "value", "values", "what", "when", "where", "which", "will", "with", "written", "your",
+];
+
+/// A description's words looked for at most.
+const DESCRIPTION_WORDS: usize = 6;
+
+/// The words a read line that may hold the value at `path` mentions: the property's name
+/// (the last one on the path), its parts (`crate_version`: `crate`, `version`; `maxRetries`:
+/// `max`, `retries`), then words of the description of `s`.
+fn words_of(path: &[Seg], s: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let add = |w: String, out: &mut Vec<String>| {
+        if !w.is_empty() && !out.contains(&w) {
+            out.push(w);
+        }
+    };
+    if let Some(name) = path.iter().rev().find_map(|s| match s {
+        Seg::Prop(p) => Some(p.as_str()),
+        _ => None,
+    }) {
+        let norm = text::normalize(name);
+        text::tokens(&norm, |r| add(norm[r].to_owned(), &mut out));
+        // Split at `_`, `-`, `.` and where a lower-case letter meets an upper-case one.
+        let mut part = String::new();
+        let mut prev_lower = false;
+        for c in name.chars() {
+            let split = matches!(c, '_' | '-' | '.' | ' ') || (c.is_uppercase() && prev_lower);
+            if split && !part.is_empty() {
+                add(text::normalize(&part), &mut out);
+                part.clear();
+            }
+            if !matches!(c, '_' | '-' | '.' | ' ') {
+                part.push(c);
+            }
+            prev_lower = c.is_lowercase() || c.is_ascii_digit();
+        }
+        if part.len() < name.len() {
+            add(text::normalize(&part), &mut out);
+        }
+    }
+    if let Some(d) = s.get("description").and_then(Value::as_str) {
+        let norm = text::normalize(d);
+        let mut n = 0;
+        text::tokens(&norm, |r| {
+            let w = &norm[r];
+            if n < DESCRIPTION_WORDS
+                && w.chars().count() >= 4
+                && w.chars().all(char::is_alphabetic)
+                && !STOPWORDS.contains(&w)
+            {
+                n += 1;
+                add(w.to_owned(), &mut out);
+            }
+        });
+    }
+    out
+}
+
 /// The walk over an output schema that finds its grounded values.
 struct Walk<'a> {
     root: &'a Value,
@@ -515,7 +700,7 @@ struct Walk<'a> {
     /// Subschemas visited so far; past [`MAX_VISITS`] the walk stops.
     visits: usize,
     /// The rules found so far, to add each once.
-    seen: std::collections::HashSet<Rule>,
+    seen: std::collections::HashSet<(Vec<Seg>, GroundKind)>,
 }
 
 /// Whether a subschema's values are fixed by the contract.
@@ -575,10 +760,10 @@ impl<'a> Walk<'a> {
         })
     }
 
-    fn rule(&mut self, path: Vec<Seg>, kind: GroundKind, at: String) {
-        let r = Rule { path, kind };
-        if self.seen.insert(r.clone()) {
-            self.g.rules.push(r);
+    fn rule(&mut self, path: Vec<Seg>, kind: GroundKind, at: String, s: &Value) {
+        if self.seen.insert((path.clone(), kind)) {
+            let words = words_of(&path, s);
+            self.g.rules.push(Rule { path, kind, words });
         }
         if !self.g.marks.iter().any(|(p, k)| *p == at && *k == kind) {
             self.g.marks.push((at, kind));
@@ -715,7 +900,7 @@ impl<'a> Walk<'a> {
                 );
                 return;
             }
-            self.rule(path.to_vec(), kind, at);
+            self.rule(path.to_vec(), kind, at, s);
             return;
         }
         if ts == ["array"] {
@@ -735,7 +920,7 @@ impl<'a> Walk<'a> {
             {
                 let mut p = path.to_vec();
                 p.push(Seg::Items);
-                self.rule(p, kind, at);
+                self.rule(p, kind, at, s);
                 return;
             }
             self.error(

@@ -102,6 +102,7 @@ impl EventSink for ProgressRouter {
             EventKind::Changes {
                 status, files, ..
             } => format!("{}: changes {status} ({files} file(s))", e.spec),
+            EventKind::GroundedFromInput { .. } => return,
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
         let calls = self.lock();

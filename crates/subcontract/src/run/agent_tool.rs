@@ -57,7 +57,8 @@ impl Tool for AgentTool {
 
 impl AgentTool {
     async fn run(&self, args: Value, ctx: &Ctx, check: InputCheck) -> ToolOutput {
-        let mut r = super::run_child_checked(&self.spec, args, ctx, OutputText::Write, check).await;
+        let (mut r, carried) =
+            super::run_child_carrying(&self.spec, args, ctx, OutputText::Write, check).await;
         let changes = r.changes.take().filter(|c| !c.is_empty());
         match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
@@ -65,24 +66,11 @@ impl AgentTool {
                 // A spec over JSON values holds its output as one; a typed spec's output is
                 // never turned back into a `Value` just for this copy (see `ToolOutput`).
                 let structured = value.downcast::<Value>().ok().map(|v| *v);
-                // The sources the child's output cites were checked against what the child
-                // read: the parent has consulted them through it, and may cite them too; a
-                // text the child grounded beside a citation is that source's for the parent.
-                let (cited, attributed) = match &self.spec.grounding {
-                    Some(g) if g.grounds(GroundKind::Source) => {
-                        let parsed;
-                        let v = match &structured {
-                            Some(v) => Some(v),
-                            None => {
-                                parsed = serde_json::from_str::<Value>(&text).ok();
-                                parsed.as_ref()
-                            }
-                        };
-                        v.map(|v| (g.source_values(v), g.pair_values(v)))
-                            .unwrap_or_default()
-                    }
-                    _ => Default::default(),
-                };
+                // The output is the child's model's words: only what the child's contract
+                // grounded is evidence for the parent, each value with the sources the child
+                // found it in; the sources it cites were checked against what it read, so the
+                // parent has consulted them through it, and may cite them too.
+                let values = carried.map(|c| c.values).unwrap_or_default();
                 // An acting child's changes travel beside its output: the parent decides on
                 // them (`accept_changes`), or they are kept as a patch, never lost.
                 let text = match changes {
@@ -91,10 +79,10 @@ impl AgentTool {
                 };
                 let mut out = ToolOutput::text(text);
                 out.structured = structured;
-                for id in cited {
-                    out = out.with_source(id);
+                for c in values.iter().filter(|c| c.kind == GroundKind::Source) {
+                    out = out.with_source(c.value.clone());
                 }
-                out.with_json_body(attributed)
+                out.with_child_values(values)
             }
             (outcome, _) => ToolOutput::error(ended_without_result(
                 &self.spec.def.name,

@@ -56,12 +56,15 @@ impl RunResult<Decoded> {
 
 /// The outputs a run rejected, for its span's end (the events that report them mark no span
 /// of their own).
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Rejections {
     /// Outputs the contract rejected.
     repairs: u32,
     /// Valid outputs rejected as ungrounded.
     ungrounded: u32,
+    /// What the accepted output's grounded values carry up to a parent that reads it (a run
+    /// whose output is written for one, of a spec that grounds values).
+    carried: Option<crate::ground::CarriedUp>,
 }
 
 /// What a run's loop keeps as it goes, for the run's end: the turns taken, this run's own
@@ -93,6 +96,18 @@ pub(crate) async fn run_child_checked(
     text: OutputText,
     check: InputCheck,
 ) -> RunResult<Decoded> {
+    run_child_carrying(spec, input, parent, text, check).await.0
+}
+
+/// [`run_child_checked`], with what its output's grounded values carry up to the parent that
+/// reads it (when its spec grounds values and the run completed).
+pub(crate) async fn run_child_carrying(
+    spec: &SpecCore,
+    input: Value,
+    parent: &Ctx,
+    text: OutputText,
+    check: InputCheck,
+) -> (RunResult<Decoded>, Option<crate::ground::CarriedUp>) {
     // A host whose tools follow changing sources gives the child the current ones. The
     // child's context is a run's from the start: a spec its tools run in it is its child.
     match parent.for_new_run().await.child_run(spec) {
@@ -119,7 +134,10 @@ pub(crate) async fn run_child_checked(
                     error: Some(error.to_string()),
                 },
             );
-            RunResult::ended(run_id, Err(error), RunStats::default())
+            (
+                RunResult::ended(run_id, Err(error), RunStats::default()),
+                None,
+            )
         }
     }
 }
@@ -172,16 +190,18 @@ pub(crate) async fn run_core(
     run_owned(spec, input, &ctx, text, InputCheck::Full)
         .instrument(span)
         .await
+        .0
 }
 
-/// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone.
+/// Runs `spec` on `input` in `ctx`, whose cancellation token belongs to this run alone; with
+/// what its output's grounded values carry up, when a parent reads it.
 async fn run_owned(
     spec: &SpecCore,
     input: Value,
     ctx: &Ctx,
     text: OutputText,
     check: InputCheck,
-) -> RunResult<Decoded> {
+) -> (RunResult<Decoded>, Option<crate::ground::CarriedUp>) {
     let start = Instant::now();
     let mut guard = FinishGuard {
         ctx,
@@ -221,6 +241,19 @@ async fn run_owned(
     let outcome = ended
         .as_ref()
         .map_or_else(Failure::outcome, |_| Outcome::Completed);
+    let carried = st.rejections.carried.take().filter(|_| ended.is_ok());
+    // A grounded value its caller wrote into its input comes back grounded: the trace says
+    // which (where, never the value).
+    if let Some(paths) = carried
+        .as_ref()
+        .map(|c| c.from_input.clone())
+        .filter(|p| !p.is_empty())
+    {
+        ctx.emit(EventKind::GroundedFromInput {
+            turn: st.turns,
+            paths,
+        });
+    }
     let error_text = ended.as_ref().err().map(Failure::to_string);
     let duration = start.elapsed();
     let total = ctx.budget().snapshot().spent_usd - spent_before;
@@ -240,7 +273,7 @@ async fn run_owned(
         grounding_rejections: st.rejections.ungrounded,
     };
     policy::report(ctx, tracing::Span::current(), finished, detail);
-    let mut r = RunResult::ended(
+    let mut result = RunResult::ended(
         ctx.run_id().to_string(),
         ended,
         RunStats {
@@ -251,8 +284,8 @@ async fn run_owned(
             duration,
         },
     );
-    r.changes = changes;
-    r
+    result.changes = changes;
+    (result, carried)
 }
 
 /// The context an acting spec's run works in: `ctx` with a working copy of its own

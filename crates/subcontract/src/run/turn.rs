@@ -29,7 +29,7 @@ use super::{Decoded, LoopState, TurnsResult};
 use crate::contract::{repair_message, Violation};
 use crate::ctx::Ctx;
 use crate::events::{EventKind, Forced, TextRead};
-use crate::ground::{Evidence, GroundKind};
+use crate::ground::Evidence;
 use crate::model::{
     worst_case_at, Arguments, Message, ModelRequest, ModelResponse, PromptCache, Rates,
     ResponseFormat, ToolCall, ToolChoice, ToolDefinition, SUBMIT_TOOL,
@@ -417,7 +417,13 @@ impl Check<'_, '_> {
         hint: impl FnOnce() -> String,
     ) -> Option<Rejected> {
         let (g, ev) = (self.spec.grounding.as_deref()?, evidence?);
-        let u = g.check(v, ev).err()?;
+        let Err(u) = g.check(v, ev) else {
+            // Accepted: a parent that reads it gets the grounded values with their sources.
+            if self.out == OutputText::Write {
+                tally.carried = Some(g.carried(v, ev));
+            }
+            return None;
+        };
         let violations: Vec<Violation> = u.iter().map(|x| x.violation.clone()).collect();
         tally.ungrounded += 1;
         self.ctx.emit(EventKind::OutputUngrounded {
@@ -835,7 +841,7 @@ pub(super) async fn turns(
     let mut progress = Progress {
         convo: Conversation::new(spec, plan.system.len(), tools_bytes, &input),
         evidence: spec.grounding.as_ref().map(|g| {
-            let mut ev = Evidence::new(g.grounds(GroundKind::Number));
+            let mut ev = Evidence::for_run(g, spec.def.levers.grounding_pointers);
             ev.add_input(&input);
             ev
         }),

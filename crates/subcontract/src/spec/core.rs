@@ -83,6 +83,10 @@ pub struct Levers {
     /// In `auto`, a turn that asks for the output alone sends the output schema as the
     /// provider's response format, with no tools, instead of forcing the submission tool.
     pub native_final: bool,
+    /// A repair of a grounded value found in nothing read quotes the shortest lines read that
+    /// mention its property (its name, or a word of its description), with their sources.
+    /// Off: the repair names the value and what to do, and quotes nothing.
+    pub grounding_pointers: bool,
 }
 
 impl Default for Levers {
@@ -91,6 +95,7 @@ impl Default for Levers {
             forced_output: true,
             text_calls: true,
             native_final: false,
+            grounding_pointers: true,
         }
     }
 }

@@ -117,10 +117,16 @@ impl ToolOutput {
         self
     }
 
-    /// The content is a sub-agent's JSON output: its values are the evidence, from no source,
-    /// and `attributed` the (source, text) pairs it grounded together.
-    pub(crate) fn with_json_body(mut self, attributed: Vec<(String, String)>) -> Self {
-        self.provenance_mut().body = Body::Json(attributed);
+    /// The content is a structured value as JSON: its values are the evidence, from no source.
+    pub(crate) fn with_json_body(mut self) -> Self {
+        self.provenance_mut().body = Body::Json;
+        self
+    }
+
+    /// The content is a sub-agent's output: only `values`, which its contract grounded, are
+    /// evidence, each from the sources it was found in.
+    pub(crate) fn with_child_values(mut self, values: Vec<crate::ground::Carried>) -> Self {
+        self.provenance_mut().body = Body::Child(values);
         self
     }
 }

@@ -180,7 +180,7 @@ impl McpTool {
             out = out.with_source(uri);
         }
         if json_only {
-            out.with_json_body(Vec::new())
+            out.with_json_body()
         } else {
             // The text blocks and text resources are the evidence; the descriptions of what is
             // not shown are ours.

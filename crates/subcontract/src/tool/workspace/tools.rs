@@ -140,13 +140,20 @@ impl Shows for GrepTool {
     async fn shown(&self, args: GrepArgs, ctx: &Ctx) -> ToolOutput {
         match blocking("grep", &self.0, ctx, move |ws| ws.grep_found(&args)).await {
             // Each file with a shown match is a source; its matched lines, without the
-            // `path:line:` prefixes, the evidence. A search that matched nothing adds none.
+            // `path:line:` prefixes, the evidence, each line a piece of its own (lines of one
+            // file far apart were never next to each other). A search that matched nothing
+            // adds none.
             Ok(found) => {
                 let text = with_read_it(found.text, found.partly_shown.as_ref(), ctx);
                 let excerpts = found
                     .evidence
                     .into_iter()
-                    .map(|(path, lines)| (Some(path), lines))
+                    .flat_map(|(path, lines)| {
+                        lines
+                            .lines()
+                            .map(|l| (Some(path.clone()), l.to_owned()))
+                            .collect::<Vec<_>>()
+                    })
                     .collect();
                 ToolOutput::text(text).with_excerpts(excerpts)
             }
