@@ -130,6 +130,11 @@ struct Attempt {
 pub fn tls_config() -> Result<rustls::ClientConfig, String> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let err = |what: &str, e: &dyn std::error::Error| format!("cannot set up {what}: {e}");
+    // rustls 0.23.48 deprecates its `ring` provider (no post-quantum key exchange) in favour
+    // of aws-lc-rs, which builds a C library inside every user's build, or of the provider
+    // crates of rustls 0.24. It stays the provider here, with its deprecation kept inside the library:
+    // a user's build of subcontract must print no warning.
+    #[allow(deprecated)]
     let crypto = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(crypto)
         .with_safe_default_protocol_versions()
