@@ -75,12 +75,14 @@ impl Expect {
 }
 
 /// A cases file that cannot be used: every problem found, each as `file:line: message`.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[error("{}", render(.errors))]
 pub struct CasesError {
     /// The problems, in file order.
     pub errors: Vec<String>,
 }
+
+crate::debug_as_display!(CasesError);
 
 fn render(errors: &[String]) -> String {
     let mut out: Vec<String> = errors.iter().take(MAX_ERRORS_SHOWN).cloned().collect();

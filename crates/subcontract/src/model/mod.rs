@@ -417,7 +417,7 @@ pub struct ModelResponse {
 }
 
 /// A failed model call. Every provider maps its failures to one of these; none panics.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
     /// The provider answered with an HTTP error status.
@@ -478,6 +478,8 @@ pub enum ModelError {
     #[error(transparent)]
     Foreign(ForeignError),
 }
+
+crate::debug_as_display!(ModelError);
 
 impl ModelError {
     /// Whether the call was answered, and so billed, but its cost cannot be known: the

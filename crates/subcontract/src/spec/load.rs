@@ -10,12 +10,14 @@ use crate::diag::{codes, Diagnostic, Severity};
 use crate::tool::is_valid_name;
 
 /// A spec file that could not be loaded: every problem found, each with its position.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[error("{}", render(.diagnostics))]
 pub struct LoadError {
     /// What is wrong, in file order.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+crate::debug_as_display!(LoadError);
 
 fn render(d: &[Diagnostic]) -> String {
     d.iter()
