@@ -300,6 +300,7 @@ pub(super) async fn call_tool(
         tool: name,
         is_error: output.is_error,
         duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        unknown: false,
     };
     let result = Detail::Result(&output.content);
     report(ctx, Span::current(), event, result);
