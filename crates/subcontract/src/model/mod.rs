@@ -210,6 +210,10 @@ pub struct ModelRequest<'a> {
     /// Prompt caching for this call, overriding the provider's own setting when set (a
     /// spec's `prompt_cache`, else its host's).
     pub prompt_cache: Option<PromptCache>,
+    /// The name of the spec whose run makes this call (`host` for a host's own
+    /// [`ask`](crate::Ctx::ask)), when a run makes it. Providers send nothing of it; a
+    /// scripted model answers by it ([`ScriptedModel::per_spec`]).
+    pub spec: Option<&'a str>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -230,7 +234,14 @@ impl<'a> ModelRequest<'a> {
             response_format: None,
             retry_after: None,
             prompt_cache: None,
+            spec: None,
         }
+    }
+
+    /// The same request, made by a run of the spec `name`.
+    pub fn with_spec(mut self, name: &'a str) -> Self {
+        self.spec = Some(name);
+        self
     }
 
     /// The same request with these sampling settings.

@@ -247,7 +247,7 @@ impl<'s> Plan<'s> {
     #[inline]
     fn call<'a>(
         &'a self,
-        spec: &SpecCore,
+        spec: &'a SpecCore,
         req: &TurnRequest<'a>,
         convo: &'a Conversation,
         turn: u32,
@@ -260,7 +260,8 @@ impl<'s> Plan<'s> {
         let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
             .with_sampling(spec.def.sampling)
             .with_tool_choice(req.choice)
-            .with_prompt_cache(self.cache);
+            .with_prompt_cache(self.cache)
+            .with_spec(&spec.def.name);
         if let Some(f) = req.format {
             request = request.with_response_format(f);
         }
