@@ -214,6 +214,11 @@ pub struct ModelRequest<'a> {
     /// [`ask`](crate::Ctx::ask)), when a run makes it. Providers send nothing of it; a
     /// scripted model answers by it ([`ScriptedModel::per_spec`]).
     pub spec: Option<&'a str>,
+    /// When the caller stops waiting for the answer: a run's end (its start and its spec's
+    /// `timeout`). A provider gives the request no longer than what is left of it (and its
+    /// own ceiling, [`ProviderConfig::timeout`](crate::provider::ProviderConfig::timeout)),
+    /// so a request's own timeout never ends a run that its spec would let go on.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -235,7 +240,14 @@ impl<'a> ModelRequest<'a> {
             retry_after: None,
             prompt_cache: None,
             spec: None,
+            deadline: None,
         }
+    }
+
+    /// The same request, its answer awaited until `deadline` at most.
+    pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     /// The same request, made by a run of the spec `name`.

@@ -108,6 +108,7 @@ pub(super) async fn call_model<R>(
     // 5. The model. A call in flight when the run stops is dropped, and its reservation
     // released; one is never first polled (started) after the cancellation.
     let model = ctx.model();
+    let request = request.with_deadline(st.deadline);
     let answered = ctx.unless_cancelled(model.complete(request)).await;
     let answered = answered.ok_or(Failure::Cancelled)?;
     let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;

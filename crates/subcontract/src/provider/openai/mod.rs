@@ -169,7 +169,12 @@ impl Model for OpenAiModel {
         );
         let answer = self
             .transport
-            .post("/chat/completions", &built.body, request.retry_after)
+            .post_until(
+                "/chat/completions",
+                &built.body,
+                request.retry_after,
+                request.deadline,
+            )
             .await
             .map_err(|e| self.not_found(e))?;
         let mut response = response::parse(&self.transport, &answer)?;
