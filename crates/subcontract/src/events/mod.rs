@@ -195,7 +195,16 @@ pub enum TextRead {
         tool: Arc<str>,
         /// Whether it was in a fenced code block rather than the whole text.
         fenced: bool,
+        /// Characters the model wrote after the call when the call opens its answer, dropped:
+        /// a call ends the model's turn, and what a model writes after it (the tool's answer,
+        /// as it imagines it) is not part of the conversation.
+        #[serde(default, skip_serializing_if = "is_zero_usize")]
+        dropped_chars: usize,
     },
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 impl EventKind {

@@ -219,6 +219,11 @@ pub struct ModelRequest<'a> {
     /// own ceiling, [`ProviderConfig::timeout`](crate::provider::ProviderConfig::timeout)),
     /// so a request's own timeout never ends a run that its spec would let go on.
     pub deadline: Option<std::time::Instant>,
+    /// Text at which the model's generation is to stop, where the provider takes stop
+    /// sequences: OpenAI-compatible servers (llama.cpp, vLLM, Ollama) as `stop`; not sent to
+    /// OpenAI's own API (its reasoning models refuse it) nor to Anthropic's. The run loop
+    /// sets `<tool_response>` on a turn whose calls may come as text.
+    pub stop: &'a [&'a str],
 }
 
 impl<'a> ModelRequest<'a> {
@@ -241,7 +246,14 @@ impl<'a> ModelRequest<'a> {
             prompt_cache: None,
             spec: None,
             deadline: None,
+            stop: &[],
         }
+    }
+
+    /// The same request, asking the model to stop at any of `stop`.
+    pub fn with_stop(mut self, stop: &'a [&'a str]) -> Self {
+        self.stop = stop;
+        self
     }
 
     /// The same request, its answer awaited until `deadline` at most.
