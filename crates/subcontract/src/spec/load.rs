@@ -38,7 +38,7 @@ fn render(d: &[Diagnostic]) -> String {
 /// too-large output and invalid examples are all errors, each pointing at file:line:col.
 pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, LoadError> {
     let path = path.as_ref();
-    let src = match std::fs::read(path) {
+    let src = match crate::spec::file::read_regular(path, crate::spec::file::MAX_SPEC_FILE_BYTES) {
         Ok(b) => b,
         Err(e) => {
             return Err(LoadError {
