@@ -10,8 +10,8 @@ use rust_decimal::Decimal;
 use serde_json::Value;
 
 use subcontract::eval::{
-    check_cases, load_judges, load_spec_as, read_cases, run_eval, AttemptReport, EvalOptions,
-    EvalSpec, Recording, Report,
+    check_cases, load_judges, load_spec_as, open_report, prepare_recording, read_cases, recordings,
+    run_eval, write_report, AttemptReport, EvalOptions, EvalSpec, Recording, Report,
 };
 use subcontract::model::{Model, ReplayModel};
 use subcontract::spec::OutputMode;
@@ -189,6 +189,23 @@ async fn eval(args: EvalArgs, quiet: bool) -> u8 {
         max_cost_usd: limit,
         recording,
     };
+    // Everything the eval writes, made ready before its first (paid) model call: the report's
+    // file opened, the recordings' tree made and checked for links leading out of it.
+    let mut out = match args.out.as_deref().map(open_report).transpose() {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("error: --out {e}");
+            eprintln!("error: nothing was run");
+            return USAGE;
+        }
+    };
+    if let Recording::Record(dir) = &opts.recording {
+        if let Err(e) = prepare_recording(dir, &recordings(&eval_specs, &cases, &opts)) {
+            eprintln!("error: --record {e}");
+            eprintln!("error: nothing was run");
+            return USAGE;
+        }
+    }
     let progress: Option<Arc<subcontract::eval::OnAttempt>> =
         (!quiet && std::io::stderr().is_terminal()).then(|| {
             Arc::new(|a: &AttemptReport, done: usize, total: usize| {
@@ -208,14 +225,14 @@ async fn eval(args: EvalArgs, quiet: bool) -> u8 {
         EvalFormat::Json => format!("{}\n", report.to_json()),
         EvalFormat::Junit => report.to_junit(),
     };
-    match &args.out {
-        Some(path) => {
-            if let Err(e) = std::fs::write(path, &text) {
+    match (&mut out, &args.out) {
+        (Some(file), Some(path)) => {
+            if let Err(e) = write_report(file, &text) {
                 eprintln!("error: {}: {e}", path.display());
                 return USAGE;
             }
         }
-        None => emit(&text),
+        _ => emit(&text),
     }
     verdict(&args, &report, &model, &cases_path)
 }

@@ -364,11 +364,16 @@ impl subcontract::EventSink for Progress {
                 turn,
                 tool,
                 is_error,
+                unknown,
                 ..
             } => eprintln!(
                 "[{}] turn {turn}: {tool}{}",
                 e.run_id,
-                if *is_error { " (error)" } else { "" }
+                match (unknown, is_error) {
+                    (true, _) => " (no such tool)",
+                    (false, true) => " (error)",
+                    (false, false) => "",
+                }
             ),
             EventKind::OutputRejected { turn, violations } => {
                 let all: Vec<String> = violations.iter().map(|v| v.to_string()).collect();

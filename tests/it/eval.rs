@@ -1025,3 +1025,239 @@ output = { pass = false, reason = "it gives no district" }
         stderr(&o)
     );
 }
+
+/// `subcontract eval ARGS` in `d`, killed (and the test failed) if it runs past 60 s: a path
+/// that blocks a read (a FIFO) must be refused, not waited on.
+fn eval_bounded(d: &Dir, args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .current_dir(d.tmp.path())
+        .args(["eval", "capital.toml"])
+        .args(args)
+        .env_remove("SUBCONTRACT_MODEL")
+        .env("OPENAI_API_KEY", "")
+        .env("ANTHROPIC_API_KEY", "")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("eval {args:?} still running after 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Exit 2 before anything ran, the path named in the error; no recording written.
+fn refused_before_any_call(d: &Dir, args: &[&str], names: &str, why: &str) {
+    let rec = d.path("rec-refused");
+    let rec_arg = rec.to_str().unwrap();
+    let mut all = vec!["--model", "example"];
+    all.extend_from_slice(args);
+    if !args.contains(&"--record") {
+        all.extend_from_slice(&["--record", rec_arg]);
+    }
+    let o = eval_bounded(d, &all);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 2, "{args:?}: {err}");
+    assert!(err.contains(names), "{args:?}: wanted {names:?} in:\n{err}");
+    assert!(err.contains(why), "{args:?}: wanted {why:?} in:\n{err}");
+    assert!(err.contains("nothing was run"), "{args:?}: {err}");
+    assert!(
+        !rec.exists()
+            || walk(&rec)
+                .iter()
+                .all(|p| !p.to_string_lossy().ends_with(".jsonl")),
+        "{args:?}: a recording was written"
+    );
+    let _ = std::fs::remove_dir_all(&rec);
+}
+
+fn mkfifo(path: &Path) {
+    let ok = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+fn judged(judge: &str) -> String {
+    format!(r#"{{"id": "fr", "input": {{"country": "France"}}, "expect": {{"judge": "{judge}"}}}}"#)
+}
+
+/// A cases file's judge path that is a FIFO, a device, a link out of the cases file's
+/// directory or a path out of it: refused before the first model call, naming the path, and
+/// never opened (a FIFO would block the eval for ever, `/dev/zero` never end it).
+#[cfg(unix)]
+#[test]
+fn hostile_judge_paths_are_refused_before_any_model_call() {
+    let d = Dir::new(&[PASSING]);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("judge.toml"), SPEC).unwrap();
+    std::fs::create_dir_all(d.path("judges")).unwrap();
+    mkfifo(&d.path("judges/fifo.toml"));
+    std::os::unix::fs::symlink("/dev/zero", d.path("judges/zero.toml")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("judge.toml"), d.path("judges/out.toml"))
+        .unwrap();
+    std::os::unix::fs::symlink("fifo.toml", d.path("judges/to-fifo.toml")).unwrap();
+    std::fs::create_dir_all(d.path("judges/dir.toml")).unwrap();
+    let out = outside.path().join("judge.toml");
+    for (judge, why) in [
+        ("judges/fifo.toml", "a FIFO, not a regular file"),
+        ("judges/to-fifo.toml", "a FIFO, not a regular file"),
+        ("judges/dir.toml", "a directory, not a regular file"),
+        ("/dev/zero", "outside the cases file's directory"),
+        ("judges/zero.toml", "outside the cases file's directory"),
+        ("judges/out.toml", "outside the cases file's directory"),
+        ("../judge.toml", "cannot be read"),
+        (out.to_str().unwrap(), "outside the cases file's directory"),
+    ] {
+        d.cases(&[&judged(judge)]);
+        refused_before_any_call(&d, &[], &format!("the judge `{judge}`"), why);
+    }
+}
+
+/// The cases file itself: a FIFO and a device are refused without being read, as is a link
+/// that leads out of its directory.
+#[cfg(unix)]
+#[test]
+fn a_cases_file_that_is_a_fifo_a_device_or_a_link_out_is_refused() {
+    let d = Dir::new(&[PASSING]);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("c.jsonl"), PASSING).unwrap();
+    mkfifo(&d.path("fifo.jsonl"));
+    std::os::unix::fs::symlink(outside.path().join("c.jsonl"), d.path("out.jsonl")).unwrap();
+    for (cases, why) in [
+        ("fifo.jsonl", "a FIFO, not a regular file"),
+        ("/dev/zero", "a device, not a regular file"),
+        ("out.jsonl", "outside its own directory"),
+    ] {
+        refused_before_any_call(&d, &["--cases", cases], cases, why);
+    }
+}
+
+/// `--out` is opened before the first model call: a file in a directory that does not exist,
+/// a directory, a FIFO or a device is refused then, not after every call was paid for.
+#[cfg(unix)]
+#[test]
+fn an_out_that_cannot_be_written_is_refused_before_any_model_call() {
+    let d = Dir::new(&[PASSING]);
+    mkfifo(&d.path("fifo.json"));
+    std::fs::create_dir_all(d.path("a-dir")).unwrap();
+    for (out, why) in [
+        ("missing/report.json", "cannot be written"),
+        ("a-dir", "a directory, not a regular file"),
+        ("fifo.json", "a FIFO, not a regular file"),
+        ("/dev/null", "a device, not a regular file"),
+    ] {
+        refused_before_any_call(&d, &["--out", out], out, why);
+    }
+    // A file that can be written gets the report, replacing what it held.
+    std::fs::write(d.path("report.json"), "x".repeat(100_000)).unwrap();
+    let o = eval_bounded(
+        &d,
+        &[
+            "--model",
+            "example",
+            "--format",
+            "json",
+            "--out",
+            "report.json",
+        ],
+    );
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let written = std::fs::read(d.path("report.json")).unwrap();
+    let r: Value = serde_json::from_slice(&written).expect("the whole file is the report");
+    assert_eq!(r["cases"][0]["passed"], true, "{r}");
+}
+
+/// A recordings' tree with a link in it that leads elsewhere: refused before the first model
+/// call, and nothing is written where the link leads.
+#[cfg(unix)]
+#[test]
+fn a_record_tree_linked_outside_is_refused_before_any_model_call() {
+    let d = Dir::new(&[PASSING]);
+    let outside = tempfile::tempdir().unwrap();
+    let rec = d.path("rec");
+    let model_dir = rec.join(subcontract::eval::record::safe_name("example"));
+    std::fs::create_dir_all(&rec).unwrap();
+    // The model's directory is a link out.
+    std::os::unix::fs::symlink(outside.path(), &model_dir).unwrap();
+    let o = eval_bounded(&d, &["--model", "example", "--record", "rec"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is a symbolic link in the recordings' tree"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("nothing was run"), "{}", stderr(&o));
+    assert!(walk(outside.path()).is_empty(), "written through the link");
+    // The mode's directory is the link, one level down.
+    std::fs::remove_file(&model_dir).unwrap();
+    std::fs::create_dir_all(&model_dir).unwrap();
+    std::os::unix::fs::symlink(outside.path(), model_dir.join("auto")).unwrap();
+    let o = eval_bounded(&d, &["--model", "example", "--record", "rec"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("auto: is a symbolic link"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(walk(outside.path()).is_empty(), "written through the link");
+    // `--record` naming a file, or a FIFO where a recording goes.
+    std::fs::remove_file(model_dir.join("auto")).unwrap();
+    std::fs::write(d.path("a-file"), "").unwrap();
+    refused_before_any_call(&d, &["--record", "a-file"], "a-file", "not a directory");
+    std::fs::create_dir_all(model_dir.join("auto")).unwrap();
+    let target = subcontract::eval::recording_path(
+        &rec,
+        "example",
+        subcontract::spec::OutputMode::Auto,
+        "fr",
+        1,
+    );
+    mkfifo(&target);
+    refused_before_any_call(&d, &["--record", "rec"], "fr", "a FIFO, not a regular file");
+    // With the tree clean, the same eval records.
+    std::fs::remove_file(&target).unwrap();
+    let o = eval_bounded(&d, &["--model", "example", "--record", "rec"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(target.is_file());
+}
+
+/// A key given twice in one object of a case (a grader's, an input's) and a case id with a
+/// bidi control are errors naming the line: JSON would keep the last of two keys silently,
+/// and a bidi override would reorder what a report shows of the id.
+#[test]
+fn a_repeated_key_and_a_bidi_control_in_an_id_are_refused() {
+    let d = Dir::new(&[PASSING]);
+    for (line, wants) in [
+        (
+            r#"{"id": "a", "input": {"country": "France"}, "expect": {"fields": {"/city": "Paris", "/city": "Rome"}}}"#,
+            "capital.cases.jsonl:1: the key `/city` is given twice in one object",
+        ),
+        (
+            r#"{"id": "a", "input": {"country": "France"}, "expect": {"contains": {"/city": ["P"], "/city": ["R"]}}}"#,
+            "the key `/city` is given twice",
+        ),
+        (
+            r#"{"id": "a", "input": {"country": "France", "country": "Japan"}}"#,
+            "the key `country` is given twice",
+        ),
+        (
+            r#"{"id": "a", "input": {"country": "France"}, "expect": {"fields": {"/city": {"x": 1, "x": 2}}}}"#,
+            "the key `x` is given twice",
+        ),
+        (
+            "{\"id\": \"a\u{202e}b\", \"input\": {\"country\": \"France\"}}",
+            "no control or bidi control character",
+        ),
+        (
+            "{\"id\": \"a\u{2066}b\", \"input\": {\"country\": \"France\"}}",
+            "no control or bidi control character",
+        ),
+    ] {
+        d.cases(&[line]);
+        refused_before_any_call(&d, &[], "capital.cases.jsonl:1", wants);
+    }
+}

@@ -142,3 +142,97 @@ mod tool_names {
         assert_eq!(query, "found tokio");
     }
 }
+
+/// A `main` returning `Result<(), Box<dyn Error>>`, as the README writes it, prints the error
+/// a `?` hands it through `Debug`: each error a user's `main` meets reads as its sentence.
+mod errors_read_as_sentences {
+    use std::error::Error;
+    use std::sync::Arc;
+
+    use subcontract::model::{ModelError, ScriptStep, ScriptedModel};
+    use subcontract::prelude::*;
+    use subcontract::spec::load_spec_str;
+
+    #[contract]
+    #[derive(Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Q {
+        #[validate(length(max = 50))]
+        q: String,
+    }
+
+    #[contract]
+    #[derive(Serialize, Deserialize, JsonSchema, Validate)]
+    #[serde(deny_unknown_fields)]
+    struct Unbounded {
+        answer: String,
+    }
+
+    /// What `main` prints for `e`, and what `e` says.
+    fn printed(e: impl Error + 'static) -> (String, String) {
+        let boxed: Box<dyn Error> = Box::new(e);
+        (format!("{boxed:?}"), boxed.to_string())
+    }
+
+    fn assert_sentence(e: impl Error + 'static, says: &str) {
+        let (debug, display) = printed(e);
+        assert_eq!(debug, display);
+        assert!(display.contains(says), "{display}");
+    }
+
+    #[tokio::test]
+    async fn each_error_a_main_returns_prints_its_sentence() {
+        let spec = SubAgentSpec::<Q, Q>::builder("ask")
+            .description("Asks.")
+            .tools(["read_fille"])
+            .build()
+            .expect("a bounded spec");
+        let model = Arc::new(ScriptedModel::queue("scripted:e", vec![]));
+        // A host build: a spec names a tool the host lacks.
+        let host = Host::builder()
+            .model(model.clone())
+            .workspace(".")
+            .spec(&spec)
+            .build()
+            .err()
+            .expect("refused");
+        assert_sentence(host, "did you mean `read_file`?");
+        // A spec build: an unbounded output.
+        let unbounded = SubAgentSpec::<Q, Unbounded>::builder("u")
+            .description("Unbounded.")
+            .build()
+            .expect_err("refused");
+        assert_sentence(unbounded, "answer");
+        // A spec file.
+        let load = load_spec_str(std::path::Path::new("x.toml"), "name = 5").expect_err("refused");
+        assert_sentence(load, "x.toml");
+        // A run that fails, its result taken with `?` (`into_result`).
+        let spec = SubAgentSpec::<Q, Q>::builder("ask")
+            .description("Asks.")
+            .build()
+            .expect("a spec");
+        let host = Host::builder()
+            .model(model)
+            .build()
+            .expect("a host")
+            .build();
+        let run = spec.run(&Q { q: "why".into() }, &host).await;
+        let failure = run.error.clone().expect("the script is empty");
+        assert_sentence(failure, "no more responses");
+        let run_error = run.into_result().err().expect("a failed run");
+        assert_sentence(run_error, "model_error");
+        // The model's own error and an ask's.
+        let model = Arc::new(ScriptedModel::queue(
+            "scripted:ask",
+            vec![ScriptStep::error(ModelError::Exhausted("out".into()))],
+        ));
+        let host = Host::builder()
+            .model(model)
+            .build()
+            .expect("a host")
+            .build();
+        let ask = host.ask("Which?").await.expect_err("fails");
+        assert_sentence(ask, "out");
+        assert_sentence(ModelError::Config("no key".into()), "no key");
+    }
+}

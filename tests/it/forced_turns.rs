@@ -350,3 +350,94 @@ async fn with_native_final_a_repair_asks_for_json_and_names_no_submission_tool()
     assert!(repair.contains("only the corrected JSON"), "{repair}");
     assert!(!repair.contains("submit_output"), "{repair}");
 }
+
+/// On Qwen's chat template (llama.cpp), a model writes its call as text and goes on to write
+/// the tool's answer itself. The call ends its turn: it runs, what follows it is dropped (the
+/// trace says how many characters), the conversation holds the call alone, and every turn
+/// that offers tools asks the server to stop at `<tool_response>`.
+#[tokio::test]
+async fn a_call_written_as_text_ends_the_turn_and_what_follows_is_dropped() {
+    let call = r#"{"name": "lookup", "arguments": {"q": "x"}}"#;
+    let cases = [
+        (
+            format!("<tool_call>\n{call}\n</tool_call>\n<tool_response> ERROR: src/lib.rs does not exist"),
+            "<tool_response> ERROR: src/lib.rs does not exist",
+            false,
+        ),
+        (
+            format!("{{{call}}}\n<tool_response>\n{{\"cargo_version\": \"1.0\"}}\n</tool_response>"),
+            "<tool_response>\n{\"cargo_version\": \"1.0\"}\n</tool_response>",
+            false,
+        ),
+        (
+            format!("```json\n{call}\n```\nThe tool says: 1.0"),
+            "The tool says: 1.0",
+            true,
+        ),
+        (format!("<tool_call>{call}</tool_call>"), "", false),
+    ];
+    for (text, dropped, fenced) in cases {
+        let sink = Arc::new(MemorySink::new());
+        let stops: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let history: Arc<Mutex<String>> = Arc::default();
+        let (s, h, t) = (stops.clone(), history.clone(), text.clone());
+        let m = model(move |_, turn, req| {
+            s.lock()
+                .unwrap()
+                .push(req.stop.iter().map(|x| x.to_string()).collect());
+            match turn {
+                1 => ScriptStep::text(t.clone()),
+                _ => {
+                    *h.lock().unwrap() = serde_json::to_string(req.messages).unwrap();
+                    ScriptStep::submit(good_findings())
+                }
+            }
+        });
+        let mut set = ToolSet::new();
+        set.insert(lookup_tool("lookup")).unwrap();
+        let ctx = Ctx::builder(m).tools(set).events(sink.clone()).build();
+        let r = two_turn_spec(Levers::default())
+            .run(&json!({"question": "what?"}), &ctx)
+            .await;
+        assert_eq!(r.outcome, Outcome::Completed, "{text}: {:?}", r.error);
+        let events = sink.events();
+        let ran = events
+            .iter()
+            .filter(|e| matches!(&e.kind, EventKind::ToolCall { tool, .. } if &**tool == "lookup"))
+            .count();
+        assert_eq!(ran, 1, "{text}");
+        let read = events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::ModelCall {
+                    turn: 1,
+                    text_read_as,
+                    ..
+                } => text_read_as.clone(),
+                _ => None,
+            })
+            .expect("the first turn's text was read as a call");
+        assert_eq!(
+            read,
+            subcontract::events::TextRead::Call {
+                tool: "lookup".into(),
+                fenced,
+                dropped_chars: dropped.chars().count(),
+            },
+            "{text}"
+        );
+        let history = history.lock().unwrap().clone();
+        assert!(history.contains("constant-tool-result"), "{history}");
+        for imagined in [
+            "tool_response",
+            "does not exist",
+            "cargo_version",
+            "The tool says",
+        ] {
+            assert!(!history.contains(imagined), "{text}: {history}");
+        }
+        // The first turn offers `lookup`: the server is asked to stop at a tool's answer.
+        let stops = stops.lock().unwrap().clone();
+        assert_eq!(stops[0], ["<tool_response>"], "{text}");
+    }
+}

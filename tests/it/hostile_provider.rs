@@ -166,3 +166,41 @@ async fn a_usage_past_u64_saturates_and_exhausts_the_budget() {
         assert_eq!(r.server_calls, 1, "no further call");
     }
 }
+
+/// A local server that accepts a request and never answers: the run ends `timeout` at its
+/// spec's `timeout`, not `model_error` at a request timeout of its own (the request is given
+/// what is left of the run's time, under a ceiling of 600 s).
+#[tokio::test]
+async fn a_silent_server_ends_the_run_at_its_own_timeout() {
+    use std::time::{Duration, Instant};
+    use subcontract::provider::{OpenAiModel, ProviderConfig, DEFAULT_REQUEST_TIMEOUT};
+
+    assert_eq!(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs(600));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            open.push(socket);
+        }
+    });
+    let config = ProviderConfig::new(format!("http://{addr}/v1"));
+    let model = Arc::new(OpenAiModel::new("silent", config).unwrap());
+    let ctx = Ctx::builder(model).build();
+    let spec = subcontract::SubAgentSpec::dynamic(
+        "wait",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 10}),
+    )
+    .description("Waits.")
+    .timeout(Duration::from_millis(800))
+    .build()
+    .unwrap();
+    let t0 = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(30), spec.run(&json!({}), &ctx))
+        .await
+        .expect("the run's timeout ends it");
+    assert_eq!(r.outcome, Outcome::Timeout, "{:?}", r.error);
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    held.abort();
+}

@@ -164,3 +164,72 @@ async fn an_oversized_output_names_the_fields_over_their_bounds() {
     assert_eq!(spec.validate_output_json(&text).unwrap_err(), errs);
     let _: Value = out;
 }
+
+/// A host's model that calls a sub-agent by a misspelt name gets an error result, and the
+/// trace and the run tree show the call as a failed one: the reader of the tree sees why the
+/// sub-agent never ran. A name with a terminal escape and a bidi override is shown escaped.
+#[tokio::test]
+async fn a_call_of_a_tool_that_does_not_exist_is_a_failed_call_in_the_trace_and_the_tree() {
+    let hostile = "research\u{1b}[2J\u{202e}x";
+    let m = model(move |system, turn, _req| match (system, turn) {
+        ("HOST", 1) => ScriptStep::tool_calls(vec![
+            ("reserch".into(), json!({"question": "what runtime?"})),
+            (hostile.into(), json!({})),
+        ]),
+        ("HOST", _) => ScriptStep::text("done"),
+        _ => ScriptStep::text("unreachable"),
+    });
+    let sink = Arc::new(MemorySink::new());
+    let mut tools = ToolSet::new();
+    tools
+        .insert(research_spec("research", &[]).as_tool())
+        .unwrap();
+    let ctx = Ctx::builder(m).tools(tools).events(sink.clone()).build();
+    let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed);
+
+    let events = sink.events();
+    let unknown: Vec<(u32, String, bool)> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ToolCall {
+                turn,
+                tool,
+                is_error,
+                unknown: true,
+                ..
+            } => Some((*turn, tool.to_string(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    let shown = "research\\u{1b}[2J\\u{202e}x";
+    assert_eq!(
+        unknown,
+        [
+            (1, "reserch".to_string(), true),
+            (1, shown.to_string(), true)
+        ]
+    );
+    // A trace file reads back with the mark.
+    let first = events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::ToolCall { unknown: true, .. }))
+        .unwrap();
+    let line = serde_json::to_string(first).unwrap();
+    assert!(line.contains(r#""unknown":true"#), "{line}");
+    let back: subcontract::Event = serde_json::from_str(&line).unwrap();
+    assert_eq!(&back, first);
+
+    let tree = render_tree(&build_tree(&events));
+    assert!(
+        tree.contains("✗ turn 1: called `reserch`, a tool this run does not hold"),
+        "{tree}"
+    );
+    assert!(tree.contains(shown), "{tree}");
+    assert!(
+        !tree.contains('\u{1b}') && !tree.contains('\u{202e}'),
+        "{tree}"
+    );
+    // No sub-agent ran.
+    assert!(build_tree(&events)[0].children.is_empty(), "{tree}");
+}

@@ -133,6 +133,7 @@ mod agent_loop {
     async fn run_agent(server: &Server, parent: &Ctx) -> rig_agent::run::PromptResponse {
         // rig's shared reqwest client is built from the process's rustls provider (this crate
         // brings none of its own into reqwest; plain HTTP is all the test needs).
+        #[allow(deprecated)] // as in the library's own TLS set-up (provider::tls_config)
         let _ = rustls::crypto::ring::default_provider().install_default();
         let model = OpenAIConfig::new("sk-rig-test")
             .with_base_url(format!("{}/v1", server.base))

@@ -35,7 +35,7 @@ pub trait SpendJournal: Send + Sync {
 }
 
 /// Why a reservation was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BudgetError {
     /// Not enough USD left in `node` (the node itself or an ancestor).
     #[error("budget exhausted at {node}: {spent} USD spent and {reserved} USD reserved of {limit} USD; the next call may cost up to {requested} USD")]
@@ -83,10 +83,14 @@ pub enum BudgetError {
     },
 }
 
+crate::debug_as_display!(BudgetError);
+
 /// A USD limit that breaks [`check_limit_usd`]'s rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("must be greater than 0, found {0}")]
 pub struct LimitUsdError(pub Decimal);
+
+crate::debug_as_display!(LimitUsdError);
 
 /// The one rule for a USD limit a user gives (a spec's `max_cost_usd`, `subcontract mcp
 /// --max-cost-usd`): greater than zero. A zero limit could never afford a priced call, so it is

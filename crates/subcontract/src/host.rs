@@ -54,7 +54,7 @@ use crate::tool::{IntoTool, LiveTools, Tool, ToolSet, ToolSetError, ToolSource};
 use crate::Ctx;
 
 /// Why a host could not be assembled.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum HostError {
     /// No model was given, by name or as a value.
@@ -90,6 +90,8 @@ pub enum HostError {
     },
 }
 
+crate::debug_as_display!(HostError);
+
 /// One unknown tool on one line; several under a line that says how many, each indented, so
 /// that a caller's prefix (`error: `) heads the whole.
 fn unknown_tools(all: &[UnknownTool]) -> String {
@@ -109,7 +111,7 @@ fn unknown_tools(all: &[UnknownTool]) -> String {
 }
 
 /// A tool a spec names and the host does not hold ([`HostError::UnknownTools`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "spec `{spec}` names the tool `{tool}`, which this host does not hold{}",
     match suggestion {
@@ -126,6 +128,8 @@ pub struct UnknownTool {
     /// The closest name the host holds, if one is close.
     pub suggestion: Option<String>,
 }
+
+crate::debug_as_display!(UnknownTool);
 
 /// The entry point: [`Host::builder`].
 #[derive(Debug)]

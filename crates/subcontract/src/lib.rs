@@ -1,6 +1,20 @@
 #![doc = include_str!("docs/crate.md")]
 #![warn(unreachable_pub)]
 
+/// `Debug` for an error type, written as its sentence (its `Display`): a `main` that returns
+/// `Result<(), Box<dyn Error>>` prints the error it ends with through `Debug`, and a user of
+/// `?` there reads what went wrong, not a dump of the enum. Every public error type has it.
+macro_rules! debug_as_display {
+    ($($t:ty),+ $(,)?) => {$(
+        impl ::std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                ::std::fmt::Display::fmt(self, f)
+            }
+        }
+    )+};
+}
+pub(crate) use debug_as_display;
+
 // The layers, lowest first, between `·`; each module uses only those on its own or a lower
 // layer, except that `ctx` and `tool` use each other (a tool is called with the context that
 // holds it). `tests/it/layers.rs` reads this list and holds the code to it:

@@ -64,7 +64,7 @@ impl fmt::Display for Outcome {
 
 /// Why a child context could not be made. The run loop turns it into an error result for the
 /// model that asked; nothing panics.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpawnError {
     /// The spec asks for tools its parent does not hold (invariant 1: never widen).
@@ -95,6 +95,8 @@ pub enum SpawnError {
     },
 }
 
+crate::debug_as_display!(SpawnError);
+
 /// Why a run ended without an output: one variant per cause, each naming its [`Outcome`]
 /// ([`Failure::outcome`]). Its `Display` is the one-line message traces, result lines and
 /// error results carry. Violations say where and why, never what the sub-agent wrote.
@@ -109,7 +111,7 @@ pub enum SpawnError {
 /// assert_eq!(f.outcome(), Outcome::MaxTurns);
 /// assert_eq!(f.to_string(), "no output within 4 turns");
 /// ```
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Failure {
     /// The input broke the input contract.
@@ -203,6 +205,8 @@ pub enum Failure {
     #[error("{0}")]
     Workspace(String),
 }
+
+crate::debug_as_display!(Failure);
 
 fn join(v: &[Violation]) -> String {
     v.iter()
@@ -378,7 +382,7 @@ impl<O> RunResult<O> {
 
 /// A run that ended without an output. It reads `run ended: <outcome>: <why>`, or `run ended:
 /// <why>` when the why already begins with the outcome (`cancelled`, `stalled: …`).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[error("run ended: {}", self.said())]
 pub struct RunError {
     /// How it ended.
@@ -386,6 +390,8 @@ pub struct RunError {
     /// Why.
     pub failure: Failure,
 }
+
+crate::debug_as_display!(RunError);
 
 impl RunError {
     /// The failure, after its outcome unless it names the outcome itself.

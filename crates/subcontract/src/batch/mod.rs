@@ -57,7 +57,7 @@ use crate::spec::DynSpec;
 use crate::{Ctx, Outcome};
 
 /// Why a batch could not run (not why one input failed: that is a [`ResultLine`]).
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum BatchError {
     /// A file could not be read or written.
     #[error("{path}: {source}")]
@@ -103,6 +103,8 @@ pub enum BatchError {
         path: String,
     },
 }
+
+crate::debug_as_display!(BatchError);
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> BatchError + '_ {
     move |source| BatchError::Io {

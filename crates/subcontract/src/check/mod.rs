@@ -100,7 +100,7 @@ impl Default for CheckOptions {
 }
 
 /// Why a check could not run at all (as opposed to finding violations): exit code 2.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum CheckError {
     /// A path given to check does not exist or cannot be read.
     #[error("{path}: {source}")]
@@ -120,6 +120,8 @@ pub enum CheckError {
         message: String,
     },
 }
+
+crate::debug_as_display!(CheckError);
 
 /// The outcome of a check run.
 #[derive(Debug, Clone, Default)]

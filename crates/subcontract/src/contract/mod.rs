@@ -53,7 +53,7 @@ impl fmt::Display for Violation {
 }
 
 /// A schema that does not compile.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid JSON Schema at {path}: {message}")]
 pub struct SchemaError {
     /// JSON Pointer into the schema.
@@ -61,6 +61,8 @@ pub struct SchemaError {
     /// The compiler's message.
     pub message: String,
 }
+
+crate::debug_as_display!(SchemaError);
 
 /// A compiled JSON Schema (draft 2020-12; a schema whose `$schema` names another draft, or a
 /// meta-schema this crate does not know, is refused) and its analysis.

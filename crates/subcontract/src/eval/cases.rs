@@ -75,12 +75,14 @@ impl Expect {
 }
 
 /// A cases file that cannot be used: every problem found, each as `file:line: message`.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[error("{}", render(.errors))]
 pub struct CasesError {
     /// The problems, in file order.
     pub errors: Vec<String>,
 }
+
+crate::debug_as_display!(CasesError);
 
 fn render(errors: &[String]) -> String {
     let mut out: Vec<String> = errors.iter().take(MAX_ERRORS_SHOWN).cloned().collect();
@@ -129,6 +131,71 @@ struct RawExpect {
     judge: Option<String>,
 }
 
+/// Whether `c` is a bidirectional-text control (an embedding, override or isolate, or a
+/// directional mark): it changes the order in which text around it is shown.
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// A JSON document read only to refuse an object that names a key twice, at any depth.
+struct UniqueKeys;
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueKeys)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self, A::Error> {
+        let mut keys = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if !keys.insert(key.clone()) {
+                let key: String = key.chars().take(80).collect();
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{}` is given twice in one object",
+                    key.escape_debug()
+                )));
+            }
+            map.next_value::<UniqueKeys>()?;
+        }
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<Self, E> {
+        Ok(UniqueKeys)
+    }
+}
+
 /// Every outcome's name, for checking `expect.outcome`.
 const OUTCOMES: [Outcome; 10] = [
     Outcome::Completed,
@@ -148,13 +215,25 @@ const OUTCOMES: [Outcome; 10] = [
 /// either.
 pub fn read_cases(path: &Path) -> Result<Vec<Case>, CasesError> {
     let shown = path.display().to_string();
-    let file = std::fs::File::open(path)
-        .map_err(|e| CasesError::one(format!("{shown}: cannot read the cases file: {e}")))?;
+    let unreadable = |e: &dyn std::fmt::Display| {
+        CasesError::one(format!("{shown}: cannot read the cases file: {e}"))
+    };
+    // A FIFO or a device is refused before it is opened (it would block, or never end), as
+    // is a link that leads out of the file's directory.
+    super::files::no_link_out(path).map_err(|e| CasesError::one(e.to_string()))?;
+    let meta = std::fs::metadata(path).map_err(|e| unreadable(&e))?;
+    if !meta.is_file() {
+        let kind = crate::spec::file::file_kind(&meta);
+        return Err(unreadable(&format!("it is {kind}, not a regular file")));
+    }
+    let file = std::fs::File::open(path).map_err(|e| unreadable(&e))?;
     let mut bytes = Vec::new();
-    file.take(MAX_CASES_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| CasesError::one(format!("{shown}: cannot read the cases file: {e}")))?;
-    if bytes.len() as u64 > MAX_CASES_BYTES {
+    if meta.len() <= MAX_CASES_BYTES {
+        file.take(MAX_CASES_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| unreadable(&e))?;
+    }
+    if meta.len() > MAX_CASES_BYTES || bytes.len() as u64 > MAX_CASES_BYTES {
         return Err(CasesError::one(format!(
             "{shown}: the cases file is over {} MiB; split it, or run the inputs with `subcontract batch`",
             MAX_CASES_BYTES / (1024 * 1024)
@@ -186,6 +265,12 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, CasesError> {
             continue;
         }
         let at = format!("{file}:{}", i + 1);
+        // serde_json keeps the last of two equal keys: a grader (or an input) that named a key
+        // twice would silently grade (or send) less than it says.
+        if let Err(e) = serde_json::from_str::<UniqueKeys>(line) {
+            errors.push(format!("{at}: {e}"));
+            continue;
+        }
         let raw: RawCase = match serde_json::from_str(line) {
             Ok(r) => r,
             Err(e) => {
@@ -197,10 +282,13 @@ pub fn parse_cases(file: &str, text: &str) -> Result<Vec<Case>, CasesError> {
             errors.push(format!("{at}: the case id is empty"));
             continue;
         }
-        // An id is a name in reports, file names and messages: short, and printable.
-        if raw.id.chars().count() > MAX_ID_CHARS || raw.id.chars().any(char::is_control) {
+        // An id is a name in reports, file names and messages: short, printable, and shown
+        // as written (a bidi control would reorder what a report shows of it).
+        if raw.id.chars().count() > MAX_ID_CHARS
+            || raw.id.chars().any(|c| c.is_control() || is_bidi_control(c))
+        {
             errors.push(format!(
-                "{at}: a case id is at most {MAX_ID_CHARS} characters, with no control character"
+                "{at}: a case id is at most {MAX_ID_CHARS} characters, with no control or bidi control character"
             ));
             continue;
         }

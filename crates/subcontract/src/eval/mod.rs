@@ -39,6 +39,7 @@
 //! ```
 
 pub mod cases;
+pub mod files;
 pub mod grade;
 pub mod record;
 pub mod report;
@@ -47,6 +48,7 @@ pub use cases::{
     can_produce, check_cases, parse_cases, read_cases, Case, CasesError, Expect, MAX_CASES,
     MAX_CASES_BYTES,
 };
+pub use files::{check_readable, open_report, prepare_recording, write_report, PathError};
 pub use grade::grade;
 pub use record::{recording_path, RecordedAttempt, RecordedError, RecordingHeader};
 pub use report::{AttemptReport, ModeSummary, Report, NOT_RUN, STALE_RECORDING};
@@ -88,7 +90,8 @@ pub fn load_spec_as(
     };
     // The file read again, now that it is known to load: the same text unless it changed
     // in between, and then its errors are reported as for any load.
-    let text = std::fs::read(path).map_err(|e| LoadError {
+    let max = crate::spec::file::MAX_SPEC_FILE_BYTES;
+    let text = crate::spec::file::read_regular(path, max).map_err(|e| LoadError {
         diagnostics: vec![crate::diag::Diagnostic {
             file: path.display().to_string(),
             line: 1,
@@ -189,6 +192,13 @@ pub fn load_judges(cases: &[Case], base: &Path, file: &str) -> Result<Judges, Ca
         if judges.contains_key(path) {
             continue;
         }
+        // A judge path is the cases file's to name: it stays in that file's directory, and it
+        // is a regular spec file, never a FIFO or a device, checked before it is opened.
+        let max = crate::spec::file::MAX_SPEC_FILE_BYTES;
+        if let Err(e) = check_readable(&base.join(path), Some(base), max) {
+            errors.push(format!("{file}:{}: the judge `{path}`: {e}", c.line));
+            continue;
+        }
         match crate::spec::load_spec(base.join(path)) {
             Ok(j) => {
                 let schema: &Value = j.output_contract().schema();
@@ -213,6 +223,23 @@ pub fn load_judges(cases: &[Case], base: &Path, file: &str) -> Result<Judges, Ca
     } else {
         Err(CasesError { errors })
     }
+}
+
+/// The recordings an eval of `cases` in `specs` writes with `opts` (none unless it records):
+/// what [`prepare_recording`] checks before the eval runs.
+pub fn recordings(specs: &[EvalSpec], cases: &[Case], opts: &EvalOptions) -> Vec<PathBuf> {
+    let Recording::Record(dir) = &opts.recording else {
+        return Vec::new();
+    };
+    let mut paths = Vec::new();
+    for case in cases {
+        for s in specs {
+            for attempt in 1..=opts.repeat.max(1) {
+                paths.push(recording_path(dir, &opts.model, s.mode, &case.id, attempt));
+            }
+        }
+    }
+    paths
 }
 
 /// Runs every case of `cases` in every spec of `specs` (one per mode), `opts.repeat` times,

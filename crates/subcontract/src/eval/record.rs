@@ -182,6 +182,8 @@ pub struct RecordedAttempt {
 /// A hash of everything a request sends besides its system prompt and messages: the tools
 /// offered (names, descriptions, schemas), `max_tokens`, sampling, the tool choice, the
 /// response format and prompt caching. Two requests that differ in any of them differ here.
+/// The stop sequences are left out: the run loop sets them from the tools a turn offers,
+/// which are in (and a recording made before it sent any still replays).
 pub fn request_settings(request: &ModelRequest<'_>) -> String {
     let mut text = String::new();
     for t in request.tools {

@@ -92,6 +92,11 @@ pub enum EventKind {
         is_error: bool,
         /// Wall time of the call.
         duration_ms: f64,
+        /// The model called a tool the run does not hold (a misspelt sub-agent name, say): the
+        /// call did not run, and the model was told which tools there are. `tool` is then the
+        /// name as called, its characters that are not printable escaped, at most 64 kept.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unknown: bool,
     },
     /// An output was rejected: the sub-agent is asked to repair it (or, on its last turn, the
     /// run ends `invalid_output`). Where and why only, never the output.
@@ -235,7 +240,16 @@ pub enum TextRead {
         tool: Arc<str>,
         /// Whether it was in a fenced code block rather than the whole text.
         fenced: bool,
+        /// Characters the model wrote after the call when the call opens its answer, dropped:
+        /// a call ends the model's turn, and what a model writes after it (the tool's answer,
+        /// as it imagines it) is not part of the conversation.
+        #[serde(default, skip_serializing_if = "is_zero_usize")]
+        dropped_chars: usize,
     },
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 impl EventKind {
@@ -277,6 +291,27 @@ impl EventKind {
         // writes redact their text again in any case).
         serde_json::from_value(value).unwrap_or(self)
     }
+}
+
+/// A tool name as a model called it, fit for a trace, a run tree and a terminal: at most 64
+/// characters (then `…`), each that is not printable (a control, a bidi override, a zero-width
+/// character) escaped as `\u{…}`.
+pub(crate) fn shown_tool_name(name: &str) -> Arc<str> {
+    const MAX: usize = 64;
+    let mut s = String::with_capacity(name.len().min(4 * MAX));
+    for (i, c) in name.chars().enumerate() {
+        if i == MAX {
+            s.push('…');
+            break;
+        }
+        let invisible = matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}');
+        if invisible || c.is_control() {
+            s.extend(c.escape_unicode());
+        } else {
+            s.extend(c.escape_debug());
+        }
+    }
+    s.into()
 }
 
 pub(crate) fn now_ms() -> u64 {
@@ -341,8 +376,9 @@ impl EventSink for TracingSink {
                 tool,
                 is_error,
                 duration_ms,
+                unknown,
             } => {
-                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, tool = %tool, is_error, duration_ms, "tool_call")
+                tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, tool = %tool, is_error, duration_ms, unknown, "tool_call")
             }
             EventKind::OutputRejected { turn, violations } => {
                 let first = violations

@@ -50,6 +50,9 @@ pub struct RunNode {
     /// The pointers of the grounded values of its accepted output found only in its input
     /// (which its caller wrote).
     pub grounded_from_input: Vec<String>,
+    /// Calls its model made of tools the run does not hold (a misspelt sub-agent name), in
+    /// turn order: each failed without running.
+    pub unknown_tools: Vec<UnknownToolCall>,
     /// Sub-agent runs, in start order.
     pub children: Vec<RunNode>,
 }
@@ -93,6 +96,15 @@ pub struct RejectedOutput {
     pub violations: Vec<Violation>,
 }
 
+/// A call of a tool the run does not hold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UnknownToolCall {
+    /// The turn that made it.
+    pub turn: u32,
+    /// The name as called (escaped and cut as the event has it).
+    pub tool: String,
+}
+
 /// Builds the forest of runs in `events` (usually one root).
 pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
     let mut nodes: BTreeMap<String, (RunNode, Option<String>, u64)> = BTreeMap::new();
@@ -116,6 +128,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     commands: Vec::new(),
                     changes: Vec::new(),
                     grounded_from_input: Vec::new(),
+                    unknown_tools: Vec::new(),
                     children: Vec::new(),
                 },
                 e.parent_run_id.as_deref().map(str::to_string),
@@ -190,6 +203,15 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
             EventKind::GroundedFromInput { paths, .. } => {
                 n.grounded_from_input.extend(paths.iter().cloned())
             }
+            EventKind::ToolCall {
+                turn,
+                tool,
+                unknown: true,
+                ..
+            } => n.unknown_tools.push(UnknownToolCall {
+                turn: *turn,
+                tool: tool.to_string(),
+            }),
             EventKind::Started { .. } | EventKind::ToolCall { .. } => {}
         }
     }
@@ -279,22 +301,30 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
     } else {
         "│  "
     };
-    let mut rejections: Vec<(&RejectedOutput, &str)> = n
+    // What went wrong in a turn, in turn order: outputs rejected, tools that do not exist.
+    let mut failed: Vec<(u32, String)> = n
         .rejected
         .iter()
         .map(|r| (r, "rejected"))
         .chain(n.ungrounded.iter().map(|r| (r, "ungrounded")))
+        .map(|(r, why)| {
+            let all: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
+            (
+                r.turn,
+                format!("output {why}: {}", cut(&all.join("; "), ERROR_CHARS)),
+            )
+        })
+        .chain(n.unknown_tools.iter().map(|u| {
+            let tool = cut(&u.tool, ERROR_CHARS);
+            (
+                u.turn,
+                format!("called `{tool}`, a tool this run does not hold"),
+            )
+        }))
         .collect();
-    rejections.sort_by_key(|(r, _)| r.turn);
-    for (r, why) in rejections {
-        let all: Vec<String> = r.violations.iter().map(|v| v.to_string()).collect();
-        let all = all.join("; ");
-        let short = cut(&all, ERROR_CHARS);
-        let _ = writeln!(
-            s,
-            "{prefix}{pad}   ✗ turn {}: output {why}: {short}",
-            r.turn
-        );
+    failed.sort_by_key(|(turn, _)| *turn);
+    for (turn, what) in failed {
+        let _ = writeln!(s, "{prefix}{pad}   ✗ turn {turn}: {what}");
     }
     if !n.commands.is_empty() {
         let failed = n

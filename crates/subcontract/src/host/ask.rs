@@ -33,7 +33,7 @@ part of the work, call it with the arguments its schema asks for, and use what i
 When you are done, give your final answer.";
 
 /// Why an ask ended without an answer.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum AskError {
     /// The answer's contract could not be built: a typed output whose largest value is over
@@ -45,6 +45,8 @@ pub enum AskError {
     #[error("{0}")]
     Run(RunError),
 }
+
+crate::debug_as_display!(AskError);
 
 impl AskError {
     /// The run's failure, when the run ended without an answer.

@@ -32,7 +32,7 @@ pub use server::SubcontractServer;
 pub use transport::{StdioTransport, MAX_LINE};
 
 /// Why the server could not start or stopped abnormally.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
     /// Two specs share a name: a host could not tell the tools apart.
@@ -48,6 +48,8 @@ pub enum McpError {
     #[error("MCP server task: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
+
+crate::debug_as_display!(McpError);
 
 /// What the server serves and with what.
 pub struct McpConfig {

@@ -210,6 +210,20 @@ pub struct ModelRequest<'a> {
     /// Prompt caching for this call, overriding the provider's own setting when set (a
     /// spec's `prompt_cache`, else its host's).
     pub prompt_cache: Option<PromptCache>,
+    /// The name of the spec whose run makes this call (`host` for a host's own
+    /// [`ask`](crate::Ctx::ask)), when a run makes it. Providers send nothing of it; a
+    /// scripted model answers by it ([`ScriptedModel::per_spec`]).
+    pub spec: Option<&'a str>,
+    /// When the caller stops waiting for the answer: a run's end (its start and its spec's
+    /// `timeout`). A provider gives the request no longer than what is left of it (and its
+    /// own ceiling, [`ProviderConfig::timeout`](crate::provider::ProviderConfig::timeout)),
+    /// so a request's own timeout never ends a run that its spec would let go on.
+    pub deadline: Option<std::time::Instant>,
+    /// Text at which the model's generation is to stop, where the provider takes stop
+    /// sequences: OpenAI-compatible servers (llama.cpp, vLLM, Ollama) as `stop`; not sent to
+    /// OpenAI's own API (its reasoning models refuse it) nor to Anthropic's. The run loop
+    /// sets `<tool_response>` on a turn whose calls may come as text.
+    pub stop: &'a [&'a str],
 }
 
 impl<'a> ModelRequest<'a> {
@@ -230,7 +244,28 @@ impl<'a> ModelRequest<'a> {
             response_format: None,
             retry_after: None,
             prompt_cache: None,
+            spec: None,
+            deadline: None,
+            stop: &[],
         }
+    }
+
+    /// The same request, asking the model to stop at any of `stop`.
+    pub fn with_stop(mut self, stop: &'a [&'a str]) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    /// The same request, its answer awaited until `deadline` at most.
+    pub fn with_deadline(mut self, deadline: Option<std::time::Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The same request, made by a run of the spec `name`.
+    pub fn with_spec(mut self, name: &'a str) -> Self {
+        self.spec = Some(name);
+        self
     }
 
     /// The same request with these sampling settings.
@@ -417,7 +452,7 @@ pub struct ModelResponse {
 }
 
 /// A failed model call. Every provider maps its failures to one of these; none panics.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
     /// The provider answered with an HTTP error status.
@@ -478,6 +513,8 @@ pub enum ModelError {
     #[error(transparent)]
     Foreign(ForeignError),
 }
+
+crate::debug_as_display!(ModelError);
 
 impl ModelError {
     /// Whether the call was answered, and so billed, but its cost cannot be known: the

@@ -368,7 +368,7 @@ impl PriceTable {
 }
 
 /// A price table that could not be read.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum PriceError {
     /// The file could not be read.
     #[error("cannot read price table {path}: {source}")]
@@ -392,6 +392,8 @@ pub enum PriceError {
         value: Decimal,
     },
 }
+
+crate::debug_as_display!(PriceError);
 
 /// The cost of `usage` at `price`, looked up once for `model`; zero (with the one warning)
 /// when it is unknown. The run loop looks a model's price up once per run, not per turn.

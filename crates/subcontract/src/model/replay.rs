@@ -47,7 +47,7 @@ fn key(system: &str, messages: &[Message], tools: &mut dyn Iterator<Item = &str>
 }
 
 /// Errors reading a recording.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum ReplayError {
     /// The file could not be read.
     #[error("cannot read recording {path}: {source}")]
@@ -68,6 +68,8 @@ pub enum ReplayError {
         message: String,
     },
 }
+
+crate::debug_as_display!(ReplayError);
 
 /// Answers requests from a recording (JSON Lines of [`RecordedExchange`]). A request matches a
 /// recorded one with the same system prompt, conversation and tool names; identical requests

@@ -92,14 +92,20 @@ impl ScriptStep {
 
 type ScriptFn = dyn Fn(ModelRequest<'_>) -> ScriptStep + Send + Sync;
 
+type Queue = Mutex<VecDeque<ScriptStep>>;
+
 enum Script {
-    Queue(Mutex<VecDeque<ScriptStep>>),
+    Queue(Queue),
     Function(Box<ScriptFn>),
+    /// One queue per spec name, in the order given (few specs: a list beats a map).
+    PerSpec(Vec<(String, Queue)>),
 }
 
-/// A model that answers from a script, either a queue of steps taken in order or a function
-/// of the request. A function is the right choice when several runs share the model
-/// concurrently: it answers each request by its content, not by arrival order.
+/// A model that answers from a script: a queue of steps taken in order, a queue per spec
+/// ([`per_spec`](Self::per_spec): a host and its sub-agents, each scripted by name), or a
+/// function of the request. A function is the right choice when several runs of one spec
+/// share the model concurrently: it answers each request by its content, not by arrival
+/// order.
 ///
 /// ```
 /// # tokio_test_block(async {
@@ -138,6 +144,46 @@ impl ScriptedModel {
         }
     }
 
+    /// Answers each run from the script of its spec: `scripts` pairs a spec's name with its
+    /// steps, taken in order by that spec's runs; `host` names a host's own model
+    /// ([`Ctx::ask`](crate::Ctx::ask)). The name is the request's
+    /// [`spec`](ModelRequest::spec), so one model serves a host and every sub-agent it
+    /// calls, each with a script of its own. A spec with no script, or a script used up,
+    /// fails the call with [`ModelError::Exhausted`] naming it.
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// use serde_json::json;
+    /// use subcontract::model::{Model, ModelRequest, ScriptStep, ScriptedModel};
+    ///
+    /// let model = ScriptedModel::per_spec("scripted:demo", [
+    ///     ("host", vec![ScriptStep::tool_call("lookup", json!({"city": "Lyon"}))]),
+    ///     ("lookup", vec![ScriptStep::submit(json!("France"))]),
+    /// ]);
+    /// let asked = |spec| ModelRequest::new("", &[], &[], 100).with_spec(spec);
+    /// let child = model.complete(asked("lookup")).await.unwrap();
+    /// assert_eq!(child.tool_calls[0].name, "submit_output");
+    /// let host = model.complete(asked("host")).await.unwrap();
+    /// assert_eq!(host.tool_calls[0].name, "lookup");
+    /// let e = model.complete(asked("other")).await.unwrap_err();
+    /// assert!(e.to_string().contains("no script for spec `other`"), "{e}");
+    /// # });
+    /// ```
+    pub fn per_spec<N: Into<String>>(
+        id: impl Into<String>,
+        scripts: impl IntoIterator<Item = (N, Vec<ScriptStep>)>,
+    ) -> Self {
+        ScriptedModel {
+            id: id.into(),
+            script: Script::PerSpec(
+                scripts
+                    .into_iter()
+                    .map(|(name, steps)| (name.into(), Mutex::new(steps.into())))
+                    .collect(),
+            ),
+        }
+    }
+
     /// Answers each request with `f(request)`.
     pub fn from_fn(
         id: impl Into<String>,
@@ -158,21 +204,38 @@ impl Model for ScriptedModel {
 
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let step = match &self.script {
-            Script::Queue(q) => q
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .pop_front()
-                .ok_or_else(|| {
+            Script::Queue(q) => next(q).ok_or_else(|| {
+                ModelError::Exhausted(format!("scripted model {} has no more responses", self.id))
+            })?,
+            Script::Function(f) => f(request),
+            Script::PerSpec(scripts) => {
+                let spec = request.spec.unwrap_or("");
+                let Some((_, q)) = scripts.iter().find(|(name, _)| name == spec) else {
+                    let names: Vec<&str> = scripts.iter().map(|(n, _)| n.as_str()).collect();
+                    return Err(ModelError::Exhausted(format!(
+                        "scripted model {} has no script for spec `{spec}`; it scripts {}",
+                        self.id,
+                        names.join(", ")
+                    )));
+                };
+                next(q).ok_or_else(|| {
                     ModelError::Exhausted(format!(
-                        "scripted model {} has no more responses",
+                        "scripted model {} has no more responses for spec `{spec}`",
                         self.id
                     ))
-                })?,
-            Script::Function(f) => f(request),
+                })?
+            }
         };
         if !step.delay.is_zero() {
             tokio::time::sleep(step.delay).await;
         }
         step.response
     }
+}
+
+/// The next step of a queue (a poisoned lock still holds a usable queue).
+fn next(q: &Queue) -> Option<ScriptStep> {
+    q.lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .pop_front()
 }

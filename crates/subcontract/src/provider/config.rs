@@ -54,8 +54,10 @@ impl fmt::Display for ApiKey {
 /// (a completion of 100k tokens is well under 1 MiB) and small enough to hold in memory.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The default [`ProviderConfig::timeout`].
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default [`ProviderConfig::timeout`]: ten minutes, as the providers' official clients
+/// wait. A run's own `timeout` is what bounds a request made by a run: the request is given
+/// what is left of the run's time, up to this ceiling.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The default [`ProviderConfig::max_retries`].
 pub const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -83,8 +85,10 @@ pub struct ProviderConfig {
     pub base_url: String,
     /// The key, if the endpoint needs one.
     pub api_key: Option<ApiKey>,
-    /// Time allowed for one attempt, from connecting to the last byte of the body
-    /// (default [`DEFAULT_REQUEST_TIMEOUT`], 60 s).
+    /// Time allowed for one attempt, from connecting to the last byte of the body, at most
+    /// (default [`DEFAULT_REQUEST_TIMEOUT`], 600 s). A request with a
+    /// [`deadline`](crate::model::ModelRequest::deadline), as every request of a run has, is
+    /// given less when less is left before it.
     pub timeout: Duration,
     /// Retries after the first attempt on 429, 5xx, connection errors and timeouts
     /// (default [`DEFAULT_MAX_RETRIES`], 3).
@@ -105,7 +109,7 @@ pub struct ProviderConfig {
 }
 
 impl ProviderConfig {
-    /// Defaults for `base_url`: no key, 60 s timeout, 3 retries.
+    /// Defaults for `base_url`: no key, 600 s timeout, 3 retries.
     pub fn new(base_url: impl Into<String>) -> Self {
         ProviderConfig {
             base_url: base_url.into(),

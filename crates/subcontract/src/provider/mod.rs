@@ -56,8 +56,9 @@ use crate::model::{Model, ModelError, ModelRequest, ToolChoice};
 ///
 /// Settings of both:
 ///
-/// - `SUBCONTRACT_REQUEST_TIMEOUT`: seconds one attempt may take ([`ProviderConfig::timeout`],
-///   default 60; decimals allowed).
+/// - `SUBCONTRACT_REQUEST_TIMEOUT`: seconds one attempt may take at most
+///   ([`ProviderConfig::timeout`], default 600; decimals allowed); a run's request is given
+///   no more than what is left of the run's `timeout` in any case.
 /// - `SUBCONTRACT_RETRIES`: retries after a failed attempt ([`ProviderConfig::max_retries`],
 ///   default 3; `0` for none).
 /// - `SUBCONTRACT_PROMPT_CACHE`: `off`, `5m` (the default) or `1h` ([`PromptCache`]).

@@ -5,13 +5,18 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, LOCATION, RETRY_AFTER};
 use serde::{Deserialize, Serialize};
 
 use super::config::{shown_url, ProviderConfig};
 use crate::model::{ModelError, RetryAfter};
+
+/// How long past a request's deadline an attempt may still run: the caller's own timer at the
+/// deadline (a run's `timeout`) ends the call first, and the run ends `timeout`, not
+/// `model_error`.
+const DEADLINE_GRACE: Duration = Duration::from_secs(1);
 
 /// Where the [`ProviderConfig::api_key`] travels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -130,6 +135,11 @@ struct Attempt {
 pub fn tls_config() -> Result<rustls::ClientConfig, String> {
     use rustls_platform_verifier::BuilderVerifierExt;
     let err = |what: &str, e: &dyn std::error::Error| format!("cannot set up {what}: {e}");
+    // rustls 0.23.48 deprecates its `ring` provider (no post-quantum key exchange) in favour
+    // of aws-lc-rs, which builds a C library inside every user's build, or of the provider
+    // crates of rustls 0.24. It stays the provider here, with its deprecation kept inside the library:
+    // a user's build of subcontract must print no warning.
+    #[allow(deprecated)]
     let crypto = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(crypto)
         .with_safe_default_protocol_versions()
@@ -226,6 +236,19 @@ impl Transport {
         body: &B,
         retry_after: Option<&RetryAfter>,
     ) -> Result<Vec<u8>, ModelError> {
+        self.post_until(path, body, retry_after, None).await
+    }
+
+    /// [`post`](Self::post), each attempt given at most what is left before `deadline`
+    /// (pass the request's [`ModelRequest::deadline`](crate::model::ModelRequest::deadline)),
+    /// and no retry started past it.
+    pub async fn post_until<B: Serialize + ?Sized>(
+        &self,
+        path: &str,
+        body: &B,
+        retry_after: Option<&RetryAfter>,
+        deadline: Option<Instant>,
+    ) -> Result<Vec<u8>, ModelError> {
         let url = self.config.url(path);
         let text = serde_json::to_string(body).map_err(|e| {
             ModelError::Config(format!("{}: cannot encode request: {e}", self.provider))
@@ -236,11 +259,15 @@ impl Transport {
         let headers = self.headers_with_key()?;
         let mut attempt = 0u32;
         loop {
-            match self.attempt(&url, &headers, bytes.clone()).await {
+            let limit = self.attempt_limit(deadline);
+            match self.attempt(&url, &headers, bytes.clone(), limit).await {
                 Ok(value) => return Ok(value),
                 Err(failed) => {
                     let error = redact(failed.error);
                     if !failed.retryable || attempt >= self.config.max_retries {
+                        return Err(with_attempts(error, attempt + 1));
+                    }
+                    if self.attempt_limit(deadline).is_zero() {
                         return Err(with_attempts(error, attempt + 1));
                     }
                     let wait = match failed.retry_after {
@@ -333,21 +360,37 @@ impl Transport {
         Ok(headers)
     }
 
+    /// The time one attempt starting now is given: the configured ceiling, or less when less
+    /// is left before `deadline`, plus [`DEADLINE_GRACE`] (zero once the deadline is past).
+    fn attempt_limit(&self, deadline: Option<Instant>) -> Duration {
+        match deadline {
+            None => self.config.timeout,
+            Some(d) => match d.checked_duration_since(Instant::now()) {
+                Some(left) => self.config.timeout.min(left + DEADLINE_GRACE),
+                None => Duration::ZERO,
+            },
+        }
+    }
+
     async fn attempt(
         &self,
         url: &str,
         headers: &HeaderMap,
         body: Vec<u8>,
+        limit: Duration,
     ) -> Result<Vec<u8>, Attempt> {
+        if limit.is_zero() {
+            return Err(self.timed_out(limit));
+        }
         let mut response = self
             .client
             .post(url)
             .headers(headers.clone())
-            .timeout(self.config.timeout)
+            .timeout(limit)
             .body(body)
             .send()
             .await
-            .map_err(|e| self.transport_error(e))?;
+            .map_err(|e| self.transport_error(e, limit))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -390,7 +433,7 @@ impl Transport {
         while let Some(chunk) = response
             .chunk()
             .await
-            .map_err(|e| self.transport_error(e))?
+            .map_err(|e| self.transport_error(e, limit))?
         {
             if chunk.len() > cap - bytes.len() {
                 return Err(too_large());
@@ -422,18 +465,22 @@ impl Transport {
         Ok(bytes)
     }
 
-    fn transport_error(&self, e: reqwest::Error) -> Attempt {
+    /// An attempt that ran out of its `limit`.
+    fn timed_out(&self, limit: Duration) -> Attempt {
+        Attempt {
+            error: ModelError::Timeout {
+                provider: self.provider.to_string(),
+                secs: limit.as_secs(),
+            },
+            retryable: self.config.retries_timeouts(),
+            retry_after: None,
+        }
+        .logged_if_not_retried(&self.provider, limit.as_secs_f64())
+    }
+
+    fn transport_error(&self, e: reqwest::Error, limit: Duration) -> Attempt {
         if e.is_timeout() {
-            let secs = self.config.timeout.as_secs_f64();
-            return Attempt {
-                error: ModelError::Timeout {
-                    provider: self.provider.to_string(),
-                    secs: self.config.timeout.as_secs(),
-                },
-                retryable: self.config.retries_timeouts(),
-                retry_after: None,
-            }
-            .logged_if_not_retried(&self.provider, secs);
+            return self.timed_out(limit);
         }
         // The address without its credentials or query, then the cause without the URL
         // reqwest would print whole.
@@ -615,6 +662,59 @@ mod tests {
                 assert!((base / 2..=base).contains(&wait), "{attempt}: {wait}");
             }
         }
+    }
+
+    #[test]
+    fn an_attempt_is_given_what_is_left_before_the_deadline_up_to_the_ceiling() {
+        let config = ProviderConfig::new("http://x").timeout(Duration::from_secs(600));
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        assert_eq!(t.attempt_limit(None), Duration::from_secs(600));
+        let far = Instant::now() + Duration::from_secs(3600);
+        assert_eq!(t.attempt_limit(Some(far)), Duration::from_secs(600));
+        let near = t.attempt_limit(Some(Instant::now() + Duration::from_secs(90)));
+        assert!(
+            near <= Duration::from_secs(91) && near > Duration::from_secs(89),
+            "{near:?}"
+        );
+        let past = Instant::now().checked_sub(Duration::from_secs(1));
+        assert_eq!(t.attempt_limit(past), Duration::ZERO);
+    }
+
+    /// A server that accepts and never answers: the attempt ends at the deadline (and its
+    /// grace), not at the 600 s ceiling; past the deadline, no attempt is made at all.
+    #[tokio::test]
+    async fn a_request_to_a_silent_server_ends_at_its_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                open.push(socket);
+            }
+        });
+        let config = ProviderConfig::new(format!("http://{addr}/v1"))
+            .max_retries(3)
+            .retry_timeouts(true);
+        let t = Transport::new("openai", config).expect("invariant: client builds");
+        let t0 = Instant::now();
+        let deadline = Some(t0 + Duration::from_millis(200));
+        let e = tokio::time::timeout(
+            Duration::from_secs(20),
+            t.post_until("/chat/completions", &serde_json::json!({}), None, deadline),
+        )
+        .await
+        .expect("bounded by the deadline")
+        .unwrap_err();
+        let took = t0.elapsed();
+        assert!(matches!(e, ModelError::Timeout { secs: 1, .. }), "{e}");
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        let past = Some(Instant::now());
+        let e = t
+            .post_until("/chat/completions", &serde_json::json!({}), None, past)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ModelError::Timeout { secs: 0, .. }), "{e}");
+        held.abort();
     }
 
     #[test]

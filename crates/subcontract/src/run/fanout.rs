@@ -16,6 +16,7 @@ use super::policy::call_tool;
 use super::wording;
 use crate::contract::Contract;
 use crate::ctx::{Ctx, SharedPrefix};
+use crate::events::EventKind;
 use crate::ground::Evidence;
 use crate::model::{ToolCall, ToolResult, SUBMIT_TOOL};
 use crate::spec::core::{OutputKind, SpecCore};
@@ -210,6 +211,15 @@ fn dispatch(
             slots.push(Slot::Done(ToolOutput::error(wording::unknown_tool(
                 &c.name, &offered,
             ))));
+            // A failed call in the trace and the run tree: a misspelt sub-agent name is
+            // otherwise seen only by the model.
+            ctx.emit(EventKind::ToolCall {
+                turn,
+                tool: crate::events::shown_tool_name(&c.name),
+                is_error: true,
+                duration_ms: 0.0,
+                unknown: true,
+            });
             continue;
         };
         let args = match args {

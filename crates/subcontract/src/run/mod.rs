@@ -75,6 +75,8 @@ struct LoopState {
     usage: Usage,
     cost: Decimal,
     rejections: Rejections,
+    /// When the run times out: its model calls are given no longer than what is left.
+    deadline: Option<Instant>,
 }
 
 /// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as
@@ -212,7 +214,10 @@ async fn run_owned(
     ctx.emit(EventKind::Started {
         model: ctx.model_id().clone(),
     });
-    let mut st = LoopState::default();
+    let mut st = LoopState {
+        deadline: start.checked_add(spec.def.limits.timeout),
+        ..LoopState::default()
+    };
     // An acting spec's run works in a copy of its own, which its context carries from here.
     let mut copy = None;
     let ended = match spec.accept_input(&input, check) {

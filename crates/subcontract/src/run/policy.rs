@@ -106,6 +106,7 @@ pub(super) async fn call_model<R>(
     // 5. The model. A call in flight when the run stops is dropped, and its reservation
     // released; one is never first polled (started) after the cancellation.
     let model = ctx.model();
+    let request = request.with_deadline(st.deadline);
     let answered = ctx.unless_cancelled(model.complete(request)).await;
     let answered = answered.ok_or(Failure::Cancelled)?;
     let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
@@ -298,6 +299,7 @@ pub(super) async fn call_tool(
         tool: name,
         is_error: output.is_error,
         duration_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        unknown: false,
     };
     let result = Detail::Result(&output.content);
     report(ctx, Span::current(), event, result);

@@ -247,7 +247,7 @@ impl<'s> Plan<'s> {
     #[inline]
     fn call<'a>(
         &'a self,
-        spec: &SpecCore,
+        spec: &'a SpecCore,
         req: &TurnRequest<'a>,
         convo: &'a Conversation,
         turn: u32,
@@ -260,9 +260,13 @@ impl<'s> Plan<'s> {
         let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
             .with_sampling(spec.def.sampling)
             .with_tool_choice(req.choice)
-            .with_prompt_cache(self.cache);
+            .with_prompt_cache(self.cache)
+            .with_spec(&spec.def.name);
         if let Some(f) = req.format {
             request = request.with_response_format(f);
+        }
+        if self.text_calls && !req.tools.is_empty() {
+            request = request.with_stop(text::TEXT_CALL_STOP);
         }
         ModelCall {
             request,
@@ -300,8 +304,9 @@ enum Reading {
     Calls,
     /// Its text is the output (a text output), or holds none.
     Text,
-    /// Its text is one call of a tool offered this turn, written as JSON.
-    TextCall(text::TextCall, bool),
+    /// Its text is one call of a tool offered this turn, written as JSON (fenced or not), with
+    /// the characters it wrote after the call, dropped.
+    TextCall(text::TextCall, bool, usize),
     /// Its text holds a JSON value, to check as the output.
     Output(Value, bool),
     /// Its text holds several JSON blocks.
@@ -317,19 +322,30 @@ impl Reading {
         let Some(t) = r.text.as_deref() else {
             return Reading::Text;
         };
-        match text::json_in_text(t) {
+        // A first turn's call may still come as text, and as a submission: it is read as what
+        // it is.
+        let offered = match req.forced {
+            Some(Forced::FirstTurn | Forced::Ungrounded) => &plan.offered[..],
+            _ => req.tools,
+        };
+        let call_of_offered = |value: &Value| {
+            text::as_text_call(value)
+                .filter(|c| plan.text_calls && offered.iter().any(|d| *d.name == *c.name))
+        };
+        // A call at the start of the text ends the turn: whatever follows it (on a chat template
+        // that has the model write the tool's answer next, the answer it imagines) is dropped.
+        if let Some((f, dropped)) = text::leading_object(t).filter(|_| plan.text_calls) {
+            if let Some(call) = call_of_offered(&f.value) {
+                return Reading::TextCall(call, f.fenced, dropped);
+            }
+        }
+        let found = text::json_in_text(t);
+        if let Some(call) = found.as_ref().ok().and_then(|f| call_of_offered(&f.value)) {
+            let fenced = found.as_ref().is_ok_and(|f| f.fenced);
+            return Reading::TextCall(call, fenced, 0);
+        }
+        match found {
             Ok(found) => {
-                if let Some(call) = text::as_text_call(&found.value).filter(|_| plan.text_calls) {
-                    // A first turn's call may still come as text, and as a submission: it is
-                    // read as what it is.
-                    let offered = match req.forced {
-                        Some(Forced::FirstTurn | Forced::Ungrounded) => &plan.offered[..],
-                        _ => req.tools,
-                    };
-                    if offered.iter().any(|d| *d.name == *call.name) {
-                        return Reading::TextCall(call, found.fenced);
-                    }
-                }
                 if plan.output_in_text() {
                     Reading::Output(found.value, found.fenced)
                 } else {
@@ -344,9 +360,10 @@ impl Reading {
     /// What the trace says the text was read as.
     fn event(&self) -> Option<TextRead> {
         match self {
-            Reading::TextCall(c, fenced) => Some(TextRead::Call {
+            Reading::TextCall(c, fenced, dropped) => Some(TextRead::Call {
                 tool: Arc::from(c.name.as_str()),
                 fenced: *fenced,
+                dropped_chars: *dropped,
             }),
             Reading::Output(_, fenced) => Some(TextRead::Output { fenced: *fenced }),
             _ => None,
@@ -605,7 +622,7 @@ impl Answer {
                     calls: tool_calls,
                 }
             }
-            Reading::TextCall(call, _) => {
+            Reading::TextCall(call, _, _) => {
                 // Kept as the call it is: the history shows the model a real call and its
                 // result, in whatever form the server's template gives calls.
                 tool_calls.push(ToolCall {

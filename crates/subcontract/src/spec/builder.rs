@@ -80,7 +80,7 @@ impl std::fmt::Display for SpecProblem {
 }
 
 /// Why a spec could not be built: every problem found, not only the first.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error("spec `{}`: {}", shown(spec), problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
 pub struct SpecError {
     /// The spec's name, as given.
@@ -88,6 +88,8 @@ pub struct SpecError {
     /// Every problem, in the order of the spec's parts; never empty.
     pub problems: Vec<SpecProblem>,
 }
+
+crate::debug_as_display!(SpecError);
 
 impl SpecError {
     /// Whether some problem has this code.

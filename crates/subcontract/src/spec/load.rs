@@ -10,12 +10,14 @@ use crate::diag::{codes, Diagnostic, Severity};
 use crate::tool::is_valid_name;
 
 /// A spec file that could not be loaded: every problem found, each with its position.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[error("{}", render(.diagnostics))]
 pub struct LoadError {
     /// What is wrong, in file order.
     pub diagnostics: Vec<Diagnostic>,
 }
+
+crate::debug_as_display!(LoadError);
 
 fn render(d: &[Diagnostic]) -> String {
     d.iter()
@@ -36,7 +38,7 @@ fn render(d: &[Diagnostic]) -> String {
 /// too-large output and invalid examples are all errors, each pointing at file:line:col.
 pub fn load_spec(path: impl AsRef<Path>) -> Result<SubAgentSpec<Value, Value>, LoadError> {
     let path = path.as_ref();
-    let src = match std::fs::read(path) {
+    let src = match crate::spec::file::read_regular(path, crate::spec::file::MAX_SPEC_FILE_BYTES) {
         Ok(b) => b,
         Err(e) => {
             return Err(LoadError {

@@ -62,7 +62,7 @@ use temporalio_sdk::{Runtime, Worker, WorkerOptions};
 use crate::batch::{Ledger, Progress, Summary};
 
 /// Why the Temporal engine could not do its part.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum TemporalError {
     /// `--engine` is not `temporal://HOST:PORT`.
     #[error("engine `{0}`: expected temporal://HOST:PORT (for example temporal://localhost:7233)")]
@@ -108,6 +108,8 @@ pub enum TemporalError {
     #[error(transparent)]
     Batch(#[from] crate::batch::BatchError),
 }
+
+crate::debug_as_display!(TemporalError);
 
 /// Where the Temporal service is, and which namespace and task queue the batch uses.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::contract::{Contract, Violation};
 use crate::model::ToolDefinition;
 
 /// Why a tool could not be added to a set.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Clone, PartialEq, thiserror::Error)]
 pub enum ToolSetError {
     /// The name is not `[A-Za-z0-9_-]{1,64}`.
     #[error("invalid tool name `{0}`: use 1 to 64 of A-Z a-z 0-9 _ -")]
@@ -30,6 +30,8 @@ pub enum ToolSetError {
         message: String,
     },
 }
+
+crate::debug_as_display!(ToolSetError);
 
 /// A tool with its compiled argument contract and its definition for models.
 #[derive(Clone)]

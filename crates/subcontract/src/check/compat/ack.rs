@@ -14,7 +14,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 /// An acknowledgements file that cannot be used.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum AckError {
     /// It cannot be read.
     #[error("{path}: {source}")]
@@ -34,6 +34,8 @@ pub enum AckError {
         message: String,
     },
 }
+
+crate::debug_as_display!(AckError);
 
 /// One accepted break: a spec, a code, and why it is fine.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

@@ -125,7 +125,7 @@ pub struct LockFile {
 }
 
 /// A lock file that cannot be read.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum LockError {
     /// Not JSON, or not the lock format.
     #[error("not a contracts lock file: {0}")]
@@ -134,6 +134,8 @@ pub enum LockError {
     #[error("lock file version {0} is not supported (this build reads version {LOCK_VERSION})")]
     Version(u32),
 }
+
+crate::debug_as_display!(LockError);
 
 impl LockFile {
     /// A lock file of `specs`, sorted.

@@ -132,7 +132,7 @@ impl Model for AnthropicModel {
         let body = request::build(&self.model, self.strict, cache, &request);
         let answer = self
             .transport
-            .post("/v1/messages", &body, request.retry_after)
+            .post_until("/v1/messages", &body, request.retry_after, request.deadline)
             .await
             .map_err(|e| self.not_found(e))?;
         response::parse(&self.transport, &answer)

@@ -10,6 +10,7 @@
 //! | `response_format` | `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`: with [`OpenAiModel::strict`], the schema in OpenAI's dialect ([`dialect::openai`]), `strict` when strict mode takes it; without (the default), the full schema and `strict: false` |
 //! | `max_tokens` | `max_completion_tokens`, or `max_tokens` ([`MaxTokensField`]) |
 //! | (prompt caching) | `prompt_cache_key`: a hash of the tools and system prompt ([`PromptCache`]) |
+//! | `stop` | `stop`, when set, to any server but OpenAI's own API (whose reasoning models refuse it) |
 //!
 //! A tool choice other than `Auto` with no tools offered, or naming a tool not offered, is
 //! refused before any request ([`ModelError::Config`]): the API would refuse it, and sending
@@ -29,6 +30,16 @@ use crate::model::{Arguments, Model, ModelError, ModelRequest, ModelResponse};
 
 /// The default API root.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Whether the server at `base_url` takes `stop` sequences: OpenAI-compatible servers do
+/// (llama.cpp, vLLM, Ollama, LM Studio); OpenAI's own API refuses `stop` for its reasoning
+/// models, so it is sent none (nor is Azure's).
+fn takes_stop(base_url: &str) -> bool {
+    let host = reqwest::Url::parse(base_url.trim())
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase));
+    !host.is_some_and(|h| h == "api.openai.com" || h.ends_with(".openai.azure.com"))
+}
 
 /// Which field carries the output-token limit.
 ///
@@ -165,11 +176,17 @@ impl Model for OpenAiModel {
             self.max_tokens_field,
             self.strict,
             request.prompt_cache.unwrap_or(self.prompt_cache),
+            takes_stop(&self.transport.config().base_url),
             &request,
         );
         let answer = self
             .transport
-            .post("/chat/completions", &built.body, request.retry_after)
+            .post_until(
+                "/chat/completions",
+                &built.body,
+                request.retry_after,
+                request.deadline,
+            )
             .await
             .map_err(|e| self.not_found(e))?;
         let mut response = response::parse(&self.transport, &answer)?;

@@ -35,6 +35,9 @@ pub(super) struct ChatRequest<'a> {
     /// Routes every call with this prefix to the same cache ([`super::super::cache`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) prompt_cache_key: Option<String>,
+    /// Where generation stops ([`ModelRequest::stop`]), to a server that takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) stop: Option<&'a [&'a str]>,
 }
 
 /// One message, tagged by its `role`.
@@ -134,12 +137,13 @@ pub(super) struct Built<'a> {
 }
 
 /// The body for `request`. `strict` sends each tool in the strict dialect (with `strict: true`
-/// where the converted schema allows it).
+/// where the converted schema allows it); `takes_stop` says whether the server takes `stop`.
 pub(super) fn build<'a>(
     model: &'a str,
     field: MaxTokensField,
     strict: bool,
     cache: PromptCache,
+    takes_stop: bool,
     request: &ModelRequest<'a>,
 ) -> Built<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
@@ -205,6 +209,7 @@ pub(super) fn build<'a>(
         }),
         prompt_cache_key: (cache != PromptCache::Off)
             .then(|| prefix_key(request.system, request.tools)),
+        stop: Some(request.stop).filter(|s| takes_stop && !s.is_empty()),
     };
     Built { body, strict_tools }
 }

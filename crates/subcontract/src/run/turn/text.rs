@@ -90,6 +90,66 @@ fn fenced_blocks(text: &str) -> Vec<&str> {
     blocks
 }
 
+/// What a server is asked to stop generating at, on a turn whose calls may come as text: the
+/// tag with which a chat template (Qwen's, Hermes') opens a tool's answer. A model that goes on
+/// after its call writes the tool's answer itself; that is not its turn to write.
+pub(crate) const TEXT_CALL_STOP: &[&str] = &["<tool_response>"];
+
+/// The JSON object at the start of `text`, as a model writes a call there before going on to
+/// write the tool's answer itself: inside `<tool_call>` tags (as Qwen's and Hermes' chat
+/// templates teach), a fenced block, or bare, its outer braces doubled or not. With the
+/// characters after it (its closing tag or fence aside), which are dropped: a call ends the
+/// model's turn. `None` when the text does not start with an object.
+pub(crate) fn leading_object(text: &str) -> Option<(Found, usize)> {
+    let mut t = text.trim_start();
+    let tagged = match t.strip_prefix("<tool_call>") {
+        Some(rest) => {
+            t = rest.trim_start();
+            true
+        }
+        None => false,
+    };
+    let fenced = match t.strip_prefix("```") {
+        Some(rest) => {
+            t = rest
+                .trim_start_matches(|c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                .trim_start();
+            true
+        }
+        None => false,
+    };
+    let (value, mut rest) = match first_value(t) {
+        Some(v) => v,
+        // `{{…}}}`: the object inside the doubled braces, then the extra `}`.
+        None => {
+            let (v, rest) = first_value(t.strip_prefix('{')?.trim_start())?;
+            (v, rest.trim_start().strip_prefix('}')?)
+        }
+    };
+    if !value.is_object() {
+        return None;
+    }
+    rest = rest.trim_start();
+    if fenced {
+        rest = rest.strip_prefix("```").unwrap_or(rest).trim_start();
+    }
+    if tagged {
+        rest = rest.strip_prefix("</tool_call>").unwrap_or(rest);
+    }
+    let dropped = rest.trim().chars().count();
+    Some((Found { value, fenced }, dropped))
+}
+
+/// The first JSON value of `text` (which must start with it) and the text after it.
+fn first_value(text: &str) -> Option<(Value, &str)> {
+    if !text.starts_with('{') {
+        return None;
+    }
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
+    let value = values.next()?.ok()?;
+    Some((value, text.get(values.byte_offset()..)?))
+}
+
 /// A tool call written as text: the name it calls and its arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TextCall {
@@ -197,6 +257,45 @@ mod tests {
             found("```json\n{\"a\": 1}\n```\nor\n```json\n{\"a\": 2}\n```"),
             Err(NoJson::Several(2))
         );
+    }
+
+    /// Canned answers of Qwen2.5-Coder under its own chat template on llama.cpp: the call, then
+    /// the tool's answer as the model imagines it.
+    #[test]
+    fn an_object_at_the_start_is_read_and_what_follows_it_counted() {
+        let lead = |t: &str| leading_object(t).map(|(f, n)| (f.value, f.fenced, n));
+        let call = json!({"name": "read_file", "arguments": {"path": "src/lib.rs"}});
+        let tail = "<tool_response> ERROR: src/lib.rs does not exist";
+        let n = tail.chars().count();
+        for (text, fenced, dropped) in [
+            (
+                format!("<tool_call>\n{call}\n</tool_call>\n{tail}"),
+                false,
+                n,
+            ),
+            (format!("  <tool_call>{call}</tool_call>"), false, 0),
+            (format!("{{{call}}}\n{tail}"), false, n),
+            (format!("{call}{tail}"), false, n),
+            (format!("```json\n{call}\n```\n{tail}"), true, n),
+            (
+                format!("<tool_call>\n```json\n{call}\n```\n</tool_call> ü"),
+                true,
+                1,
+            ),
+        ] {
+            assert_eq!(lead(&text), Some((call.clone(), fenced, dropped)), "{text}");
+        }
+        // Not an object at the start: nothing is read (prose first, an array, broken JSON).
+        for text in [
+            format!("I will call it: {call}"),
+            "[1, 2] and more".to_string(),
+            "{\"name\": \"read_file\", \"arguments\": {".to_string(),
+            "{{{\"a\": 1}}}}".to_string(),
+            String::new(),
+            "<tool_call>".to_string(),
+        ] {
+            assert_eq!(lead(&text), None, "{text}");
+        }
     }
 
     #[test]

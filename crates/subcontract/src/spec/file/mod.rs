@@ -80,12 +80,71 @@ pub(crate) fn parse_spec(path: &Path, src: &str) -> (Option<RawSpec>, Vec<Diagno
     (spec, diags)
 }
 
+/// The most bytes a spec file, or a prompt file it names, may hold (4 MiB): far above any
+/// spec, and a bound on what a path a hostile file names can make us read.
+pub(crate) const MAX_SPEC_FILE_BYTES: u64 = 4 << 20;
+
+/// What kind of file `meta` describes, for a refusal: `a directory`, `a FIFO`, `a device`, …
+pub(crate) fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_file() {
+        return "a regular file";
+    }
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    "not a regular file"
+}
+
+/// The file at `path` (a link followed), read whole when it is a regular file of at most
+/// `max` bytes. Anything else is refused before it is opened: a FIFO would block the read
+/// for ever, a device (`/dev/zero`) would never end it.
+pub(crate) fn read_regular(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(format!(
+            "it is {}, not a regular file",
+            file_kind(&meta)
+        )));
+    }
+    let too_big = |n: u64| {
+        std::io::Error::other(format!(
+            "it is {n} bytes, over the {max} bytes such a file may hold"
+        ))
+    };
+    if meta.len() > max {
+        return Err(too_big(meta.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_big(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
 /// Read and parse one spec file. Content that is not UTF-8 is a `toml-syntax` diagnostic at the
 /// first bad byte, not an error; only failing to read the file is.
 pub(crate) fn parse_spec_file(
     path: &Path,
 ) -> Result<(Option<RawSpec>, Vec<Diagnostic>), std::io::Error> {
-    let bytes = std::fs::read(path)?;
+    let bytes = read_regular(path, MAX_SPEC_FILE_BYTES)?;
     match String::from_utf8(bytes) {
         Ok(src) => Ok(parse_spec(path, &src)),
         Err(e) => {
@@ -371,7 +430,10 @@ impl Parser<'_> {
                 }
                 let dir = path.parent().unwrap_or(Path::new(""));
                 let resolved = dir.join(&rel.value);
-                match std::fs::read_to_string(&resolved) {
+                let read = read_regular(&resolved, MAX_SPEC_FILE_BYTES).and_then(|b| {
+                    String::from_utf8(b).map_err(|_| std::io::Error::other("it is not UTF-8"))
+                });
+                match read {
                     Ok(text) => Some(Located {
                         value: text,
                         pos: rel.pos,

@@ -54,7 +54,7 @@ pub const ENV_ALLOW_LIST: [&str; 14] = [
 const MAX_HTTP_RESPONSE: usize = 8 << 20;
 
 /// Why servers or their tools are not available.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum McpError {
     /// A server could not be started or did not answer.
@@ -86,6 +86,8 @@ pub enum McpError {
         message: String,
     },
 }
+
+crate::debug_as_display!(McpError);
 
 /// One server: its config, its running session (if any) and its last tool list.
 pub(super) struct Server {

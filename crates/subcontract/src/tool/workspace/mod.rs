@@ -163,7 +163,7 @@ pub struct GrepArgs {
 /// Why a workspace tool call failed. Messages are written for the model:
 /// they say what to do next and name paths only as the caller gave them,
 /// never as absolute paths.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 pub enum WorkspaceError {
     /// The workspace root itself is unusable (an operator error, not a model one).
     #[error("workspace root {} is not a usable directory: {reason}", root.display())]
@@ -289,6 +289,8 @@ pub enum WorkspaceError {
         source: io::Error,
     },
 }
+
+crate::debug_as_display!(WorkspaceError);
 
 impl WorkspaceError {
     /// Maps an I/O error on `path` (as the caller gave it) to the variant a
