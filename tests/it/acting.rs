@@ -552,71 +552,23 @@ maxLength = 300
 #[test]
 fn an_acting_tool_without_isolation_is_refused_where_it_is_written() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("bad.toml");
     std::fs::write(
-        &path,
+        dir.path().join("bad.toml"),
         "name = \"bad\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"read_file\", \"run_command\"]\n\
-         [input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n",
+         [input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n\
+         [[examples]]\ninput = {}\noutput = \"x\"\n",
     )
     .unwrap();
-    let err = subcontract::spec::load_spec(&path).unwrap_err().to_string();
-    assert!(err.contains("bad.toml:4:"), "{err}");
-    assert!(err.contains("acting-without-isolation"), "{err}");
-}
-
-#[tokio::test]
-async fn a_child_cannot_run_what_its_acting_parent_cannot() {
-    let s = setup(false);
-    let child = fixer("copy", "");
-    // The parent acts but may run nothing: its child's `commands` narrow to none, so even the
-    // child's own check cannot run, and the child cannot complete.
-    let parent_src = r#"
-name = "lead"
-description = "Leads."
-system = "LEAD"
-tools = ["fixer"]
-[limits]
-max_turns = 3
-[workspace]
-isolation = "copy"
-[input]
-type = "object"
-[output]
-type = "string"
-maxLength = 2000
-"#;
-    let parent = load_spec_str(Path::new("lead.toml"), parent_src).unwrap();
-    let m = model(|system, turn, req: &ModelRequest<'_>| {
-        let last = match req.messages.last() {
-            Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
-            _ => String::new(),
-        };
-        if system == "LEAD" {
-            return match turn {
-                1 => ScriptStep::tool_call("fixer", json!({})),
-                _ => ScriptStep::text(last),
-            };
-        }
-        match turn {
-            1 => ScriptStep::tool_call("run_command", json!({"argv": ["python3", "-V"]})),
-            _ => {
-                if turn == 2 {
-                    assert!(last.contains("not an allowed program"), "{last}");
-                }
-                edit(GOOD_EDIT.0, GOOD_EDIT.1)
-            }
-        }
-    });
-    let ctx = host(&s, m, &[&child]);
-    let r = parent.run(&json!({}), &ctx).await;
-    let answer = r.output.unwrap_or_default();
-    let answer = answer.as_str().unwrap_or_default();
-    assert!(answer.contains("ended without a result"), "{answer}");
-    let tree = build_tree(&s.events.events());
-    let refused = &tree[0].children[0].commands;
+    let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .arg("check")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        !refused.is_empty() && refused.iter().all(|c| c.error.is_some()),
-        "every command of the child was refused: {refused:?}"
+        text.contains("bad.toml:4:23: error[acting-without-isolation]"),
+        "{text}"
     );
 }
 

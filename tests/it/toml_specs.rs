@@ -147,7 +147,11 @@ fn the_spec_reference_snippets_parse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let doc = std::fs::read_to_string(root.join("crates/subcontract/src/docs/specs.md")).unwrap();
     let blocks = toml_blocks(&doc);
-    assert_eq!(blocks.len(), 4, "spec, [model], catalogue, prices");
+    assert_eq!(
+        blocks.len(),
+        5,
+        "spec, [model], [workspace], catalogue, prices"
+    );
 
     let spec = subcontract::spec::load_spec_str(Path::new("specs/doc.toml"), &blocks[0])
         .unwrap_or_else(|e| panic!("the documented spec loads:\n{e}"));
@@ -157,6 +161,12 @@ fn the_spec_reference_snippets_parse() {
     assert_eq!(spec.limits().max_tokens_per_turn, 2048);
 
     // The `[model]` table, in place of the complete spec's own.
+    // The `[workspace]` table, added to the complete spec, makes it one that acts.
+    let acting = format!("{}\n{}", blocks[0], blocks[2]);
+    let acting = subcontract::spec::load_spec_str(Path::new("specs/acting.toml"), &acting)
+        .unwrap_or_else(|e| panic!("the documented [workspace] loads:\n{e}"));
+    assert_eq!(acting.workspace().commands, ["python3"]);
+
     let (before, after) = blocks[0].split_once("[model]").expect("a [model] table");
     let after = &after[after.find("\n[").expect("a table after [model]")..];
     let with = format!("{before}{}{after}", blocks[1]);
@@ -167,14 +177,14 @@ fn the_spec_reference_snippets_parse() {
 
     let dir = tempfile::tempdir().unwrap();
     let catalogue = dir.path().join("catalogue.toml");
-    std::fs::write(&catalogue, &blocks[2]).unwrap();
+    std::fs::write(&catalogue, &blocks[3]).unwrap();
     let tools = subcontract::check::load_catalogue(&catalogue).expect("documented catalogue");
     assert_eq!(tools[0].name, "web_search");
     let shipped = subcontract::check::load_catalogue(&root.join("examples/catalogue.toml"))
         .expect("shipped catalogue");
     assert_eq!(shipped[0].name, "web_search");
 
-    let prices = subcontract::model::PriceTable::from_toml_str(&blocks[3]).expect("prices");
+    let prices = subcontract::model::PriceTable::from_toml_str(&blocks[4]).expect("prices");
     let local = prices.get("openai:llama3.1").expect("documented price");
     assert_eq!(local.input_per_mtok.to_string(), "0.10");
     // The format the reference warns about is refused, naming the key it expects.

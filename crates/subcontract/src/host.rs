@@ -272,9 +272,10 @@ impl HostBuilder {
     }
 
     /// The workspace tools rooted at `dir`: the read-only ones (`read_file`, `list_dir`,
-    /// `grep`), and the acting ones (`write_file`, `edit_file`, `run_command`,
-    /// `accept_changes`, `discard_changes`), which act only in a working copy of `dir` that an
-    /// acting spec's run gets (its `[workspace]`), never on `dir` itself.
+    /// `grep`), and, when one of the host's specs acts (its `[workspace]` isolates it), the
+    /// acting ones (`write_file`, `edit_file`, `run_command`, `accept_changes`,
+    /// `discard_changes`), which act only in a working copy of `dir` that an acting run gets,
+    /// never on `dir` itself.
     pub fn workspace(mut self, dir: impl AsRef<Path>) -> Self {
         self.workspace = Some(dir.as_ref().to_path_buf());
         self
@@ -379,8 +380,17 @@ impl HostBuilder {
             for t in Workspace::new(dir)?.tools() {
                 tools.insert(t)?;
             }
-            for t in crate::act::tools() {
-                tools.insert(t)?;
+            // Held only where a spec acts: a host whose specs only read offers its models no
+            // tool that would refuse.
+            let acts = self
+                .specs
+                .iter()
+                .chain(&self.optional)
+                .any(|s| s.workspace().acts());
+            if acts {
+                for t in crate::act::tools() {
+                    tools.insert(t)?;
+                }
             }
         }
         for t in self.tools {

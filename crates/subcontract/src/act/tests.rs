@@ -635,11 +635,11 @@ fn policy_defaults_parse_and_validate() {
     );
     assert!(problems.contains("empty command"), "{problems}");
     assert!(
-        problems.contains("max_changed_files must be at least 1"),
+        problems.contains("`max_changed_files` must be at least 1"),
         "{problems}"
     );
     assert!(
-        problems.contains("max_command_secs must be at least 1"),
+        problems.contains("`max_command_secs` must be at least 1"),
         "{problems}"
     );
     assert!(!problems.contains("max_diff_lines"), "{problems}");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::act::ACT_TOOLS;
+use crate::act::{ACTING_TOOLS, ACT_TOOLS};
 use crate::ctx::DEFAULT_MAX_DEPTH;
 use crate::diag::{LineIndex, Pos};
 use crate::ground::GroundKind;
@@ -474,6 +474,22 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
     for (i, r) in specs.iter().enumerate() {
         for (k, (name, &pos)) in r.def.tools.iter().zip(&r.at.tools).enumerate() {
             let name = name.as_str();
+            if ACTING_TOOLS.contains(&name)
+                && !r.def.workspace.acts()
+                && !catalogue.contains(name)
+                && !node_of.contains_key(name)
+            {
+                out.push(err(
+                    r,
+                    pos,
+                    codes::ACTING_WITHOUT_ISOLATION,
+                    format!(
+                        "`{name}` acts on files, so the spec needs a working copy of its own: \
+                         add [workspace] with isolation = \"worktree\" (a git worktree at the \
+                         parent's state) or \"copy\""
+                    ),
+                ));
+            }
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
             } else if catalogue.contains(name) {

@@ -211,7 +211,13 @@ impl<'a> Ask<'a> {
         max_output_chars: usize,
     ) -> Result<(SubAgentSpec<I, O>, Ctx), SpecError> {
         let ctx = self.ctx.for_new_run().await;
-        let tools: Vec<String> = ctx.tools().names().map(str::to_owned).collect();
+        // An ask does not act (it has no working copy): the acting tools would only refuse.
+        let tools: Vec<String> = ctx
+            .tools()
+            .names()
+            .filter(|n| !crate::act::ACT_TOOLS.contains(n))
+            .map(str::to_owned)
+            .collect();
         let limits = Limits {
             max_turns: self.max_turns,
             timeout: self.timeout,

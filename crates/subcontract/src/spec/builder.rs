@@ -427,7 +427,7 @@ impl<I, O> SpecBuilder<I, O> {
             &mut problems,
         );
         sampling_problems(&def.sampling, &mut problems);
-        workspace_problems(&def.tools, &def.workspace, &mut problems);
+        workspace_problems(&def.workspace, &mut problems);
         let input = compile("input", self.input_schema, &mut problems);
         let output = compile("output", self.output_schema, &mut problems);
         let max = def.limits.max_output_chars;
@@ -550,29 +550,11 @@ fn field_problems(
     limit_problems(l, out);
 }
 
-/// What a `[workspace]` table's settings mean together: acting tools need a copy of their own,
-/// checks must be commands the spec allows, globs must compile, limits must be positive.
-pub(crate) fn workspace_problems(
-    tools: &[String],
-    ws: &crate::act::WorkspacePolicy,
-    out: &mut Vec<SpecProblem>,
-) {
-    use crate::act::{Isolation, ACTING_TOOLS};
-    if ws.isolation == Isolation::None {
-        for (i, t) in tools.iter().enumerate() {
-            if ACTING_TOOLS.contains(&t.as_str()) {
-                out.push(SpecProblem {
-                    code: codes::ACTING_WITHOUT_ISOLATION,
-                    message: format!(
-                        "`{t}` acts on files, so the spec needs a copy of its own: add \
-                         [workspace] with isolation = \"worktree\" (a git worktree at the \
-                         parent's state) or \"copy\""
-                    ),
-                    at: SpecLocation::Tool(i),
-                });
-            }
-        }
-    }
+/// What a `[workspace]` table's settings mean together: checks must be commands the spec
+/// allows, globs must compile, limits must be positive.
+pub(crate) fn workspace_problems(ws: &crate::act::WorkspacePolicy, out: &mut Vec<SpecProblem>) {
+    // An acting tool without isolation is `check`'s to report, not the builder's: a tool of a
+    // user's own may share the name, and ours refuse to act outside a copy anyway.
     for p in ws.problems() {
         out.push(SpecProblem {
             code: p.code,

@@ -158,6 +158,10 @@ impl DynSpec {
     pub fn examples(&self) -> &[(Value, Value)] {
         &self.core.def.examples
     }
+    /// How it acts, if it does: its `[workspace]` ([`WorkspacePolicy`](crate::act::WorkspacePolicy)).
+    pub fn workspace(&self) -> &crate::act::WorkspacePolicy {
+        &self.core.def.workspace
+    }
     /// Where its output grounds values ([`x-grounded`](crate::ground)), if anywhere.
     pub fn grounding(&self) -> Option<&crate::ground::Grounding> {
         self.core.grounding.as_deref()

@@ -136,6 +136,10 @@ impl<I, O> SubAgentSpec<I, O> {
     pub fn examples(&self) -> &[(Value, Value)] {
         self.erased.examples()
     }
+    /// How it acts, if it does ([`DynSpec::workspace`]).
+    pub fn workspace(&self) -> &crate::act::WorkspacePolicy {
+        self.erased.workspace()
+    }
     /// Where its output grounds values, if anywhere ([`DynSpec::grounding`]).
     pub fn grounding(&self) -> Option<&Grounding> {
         self.erased.grounding()
