@@ -19,7 +19,7 @@ mod shared_prefix;
 mod tests;
 mod unless_cancelled;
 
-pub(crate) use shared_prefix::SharedPrefix;
+pub(crate) use shared_prefix::{Opener, SharedPrefix};
 use unless_cancelled::UnlessCancelled;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
@@ -176,6 +176,10 @@ struct Inner {
     cancel: CancellationToken,
     fanout: Fanout,
     counters: Counters,
+    // When this run must answer by, for its sub-agents (written by the run as it goes), and
+    // its parent's, which bounds this run's own.
+    clock: Arc<crate::run::RunClock>,
+    parent_clock: Option<Arc<crate::run::RunClock>>,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -386,6 +390,8 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout: Fanout::default(),
                 counters: Counters::default(),
+                clock: Arc::default(),
+                parent_clock: None,
             }),
         }
     }
@@ -557,6 +563,8 @@ impl Ctx {
                     siblings: run.siblings,
                 },
                 counters: run.counters,
+                clock: Arc::default(),
+                parent_clock: Some(p.clock.clone()),
             }),
         }
     }
@@ -709,6 +717,10 @@ impl Ctx {
     /// Its price table.
     pub fn prices(&self) -> &PriceTable {
         &self.inner.host.prices
+    }
+    /// This run's clock, and its parent's: when each must answer by.
+    pub(crate) fn clocks(&self) -> (&crate::run::RunClock, Option<&crate::run::RunClock>) {
+        (&self.inner.clock, self.inner.parent_clock.as_deref())
     }
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::fanout::{run_tool_calls, Prepared};
 use super::policy::{call_model, ModelCall};
+use super::reserve::{self, Ask, Reserve};
 use super::wording::{self, answer_again, no_output};
 use super::Rejections;
 use super::{Decoded, LoopState, TurnsResult};
@@ -87,6 +88,30 @@ impl Conversation {
         self.bytes += message_bytes(&assistant) + message_bytes(&answer);
         self.messages.push(assistant);
         self.messages.push(answer);
+    }
+
+    /// The size of the conversation with the text of the last turn's tool results withheld
+    /// (see [`reserve`](super::reserve)).
+    fn bytes_withheld(&self) -> usize {
+        match self.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results.iter().fold(self.bytes, |b, r| {
+                b.saturating_sub(r.content.len())
+                    .saturating_add(super::reserve::WITHHELD.len())
+            }),
+            _ => self.bytes,
+        }
+    }
+
+    /// The messages with the text of the last turn's tool results withheld: a copy, made only
+    /// for an answer call the reserve pays for only without them.
+    fn withheld(&self) -> Vec<Message> {
+        let mut messages = self.messages.clone();
+        if let Some(Message::ToolResults { results, .. }) = messages.last_mut() {
+            for r in results {
+                r.content = super::reserve::WITHHELD.to_owned();
+            }
+        }
+        messages
     }
 }
 
@@ -240,24 +265,28 @@ impl<'s> Plan<'s> {
         }
     }
 
-    /// The model call of a turn making `req`, at the conversation so far: the request as it
-    /// is sent, and what the policy steps need of it (see [`call_model`]). `first` says no
-    /// call of this run has been answered yet.
+    /// The worst case of a call whose prompt is `bytes` long, as the run reserves it.
+    fn worst(&self, spec: &SpecCore, bytes: usize) -> Decimal {
+        let max_tokens = spec.def.limits.max_tokens_per_turn;
+        self.rates.map_or(Decimal::ZERO, |(r, input)| {
+            worst_case_at(input, r.output(), bytes as u64, u64::from(max_tokens))
+        })
+    }
+
+    /// The model call of a turn making `req` over `messages`, whose worst case is `worst`:
+    /// the request as it is sent, and what the policy steps need of it (see [`call_model`]).
     // Inlined: its result is moved into the call's future at once, so built in place there.
     #[inline]
     fn call<'a>(
         &'a self,
         spec: &SpecCore,
         req: &TurnRequest<'a>,
-        convo: &'a Conversation,
+        messages: &'a [Message],
+        worst: Decimal,
         turn: u32,
-        first: bool,
     ) -> ModelCall<'a> {
         let max_tokens = spec.def.limits.max_tokens_per_turn;
-        let worst = self.rates.map_or(Decimal::ZERO, |(r, input)| {
-            worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
-        });
-        let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
+        let mut request = ModelRequest::new(&self.system, messages, req.tools, max_tokens)
             .with_sampling(spec.def.sampling)
             .with_tool_choice(req.choice)
             .with_prompt_cache(self.cache);
@@ -269,7 +298,6 @@ impl<'s> Plan<'s> {
             worst,
             rates: self.rates.map(|(r, _)| r),
             turn,
-            shares_cache: first && self.caching,
             output_mode: self.mode.map(|m| Cow::Borrowed(m.as_str())),
             forced: req.forced,
         }
@@ -809,6 +837,7 @@ pub(super) async fn turns(
     ctx: &Ctx,
     out: OutputText,
     st: &mut LoopState,
+    mut reserve: Reserve,
 ) -> TurnsResult {
     let (plan, tools_bytes) = Plan::new(spec, ctx)?;
     let mut progress = Progress {
@@ -828,14 +857,46 @@ pub(super) async fn turns(
             return Err(Failure::Cancelled);
         }
         let forced = progress.forced(spec, &plan, turn);
-        let req = plan.request(forced);
-        let call = plan.call(spec, &req, &progress.convo, turn, st.turns == 0);
-        let (response, reading) = call_model(ctx, call, st, |r| {
+        // The share step comes before the reservation (see `policy`), and is held until the
+        // call is over.
+        let _opener = super::policy::share(ctx, st.turns == 0 && plan.caching).await?;
+        let bytes = progress.convo.bytes;
+        let ask = Ask {
+            call: plan.worst(spec, bytes),
+            after: plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
+            withheld: || plan.worst(spec, progress.convo.bytes_withheld()),
+        };
+        let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
+            Ok(a) => a,
+            // A cut-short answer that failed its checks, with no money or time left to repair
+            // it: the run ends on those violations, never on an output that did not pass.
+            Err(Failure::Budget { .. } | Failure::Timeout(_))
+                if reserve.cut_short().is_some() && progress.last_invalid.is_some() =>
+            {
+                let v = progress.last_invalid.take().unwrap_or_default();
+                return Err(Failure::InvalidOutput(v));
+            }
+            Err(f) => return Err(f),
+        };
+        let req = plan.request(admitted.forced);
+        let withheld;
+        let messages = if admitted.withhold {
+            withheld = progress.convo.withheld();
+            &withheld[..]
+        } else {
+            &progress.convo.messages[..]
+        };
+        let call = plan.call(spec, &req, messages, admitted.worst, turn);
+        let t0 = tokio::time::Instant::now();
+        let (response, reading) = call_model(ctx, call, admitted.reservation, st, |r| {
             let reading = Reading::of(r, &plan, &req);
             let read_as = reading.event();
             (reading, read_as)
         })
         .await?;
+        let t1 = tokio::time::Instant::now();
+        reserve.answered(ctx, t1 - t0);
+        st.cut_short = reserve.cut_short();
         let check = Check {
             spec,
             ctx,
@@ -845,11 +906,20 @@ pub(super) async fn turns(
         };
         let tally = &mut st.rejections;
         let done = match Answer::of(response, reading, &plan, turn) {
-            Answer::Text { text, value } => progress.text_answer(&check, tally, text, value),
+            Answer::Text { text, value } => {
+                let done = progress.text_answer(&check, tally, text, value);
+                reserve.checked(t1.elapsed());
+                done
+            }
             Answer::Calls { text, calls } => {
-                progress
+                let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
+                let done = progress
                     .tool_calls(&check, tally, &req, text, calls)
-                    .await?
+                    .await?;
+                if submits_alone {
+                    reserve.checked(t1.elapsed());
+                }
+                done
             }
         };
         if let Some(done) = done {

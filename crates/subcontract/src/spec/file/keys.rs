@@ -33,6 +33,7 @@ pub(crate) const LIMIT_KEYS: &[&str] = &[
     "max_tokens_per_turn",
     "max_tool_calls_per_turn",
     "max_tool_result_chars_per_turn",
+    "answer_reserve",
 ];
 /// Keys of the `[model]` table (`model` may also be a plain string, the name alone).
 pub(crate) const MODEL_KEYS: &[&str] = &["name", "temperature", "top_p", "seed"];
