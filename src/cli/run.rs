@@ -274,6 +274,12 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
                 r.total_cost_usd.round_dp(6).normalize(),
                 r.duration.as_secs_f64() * 1000.0
             );
+            if let Some(limit) = r.cut_short {
+                eprintln!(
+                    "completed, cut short by {}: the answer may be incomplete",
+                    limit.said()
+                );
+            }
             match (r.outcome, r.output) {
                 (subcontract::Outcome::Completed, Some(mut out)) => {
                     // stdout leaves the process too: an output that quotes a key loses it.
@@ -355,7 +361,12 @@ impl subcontract::EventSink for Progress {
                     all.join("; ")
                 )
             }
-            EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
+            EventKind::Finished {
+                outcome, cut_short, ..
+            } => match cut_short {
+                Some(l) => eprintln!("[{}] {outcome}, cut short by {}", e.run_id, l.said()),
+                None => eprintln!("[{}] {outcome}", e.run_id),
+            },
             // Kinds added later are not progress this view knows how to show.
             _ => {}
         }

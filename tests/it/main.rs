@@ -1,5 +1,6 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
+mod answer_reserve;
 mod batch;
 #[path = "../support/billing_mock.rs"]
 mod billing_mock;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::ids::IdSet;
 use super::{io_err, BatchError};
 use crate::model::Usage;
-use crate::{Outcome, RunResult};
+use crate::{Limit, Outcome, RunResult};
 
 /// One line of a batch's output: the result of one input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +39,10 @@ pub struct ResultLine {
     /// The run's id (empty for a line that held no input).
     #[serde(default)]
     pub run_id: String,
+    /// The limit that cut the run short, when it completed with an output asked for before it
+    /// was done (the output may be incomplete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<Limit>,
 }
 
 impl ResultLine {
@@ -58,6 +62,7 @@ impl ResultLine {
             cost_usd: r.total_cost_usd,
             usage: r.usage,
             run_id: r.run_id,
+            cut_short: r.cut_short,
         }
     }
 
@@ -72,6 +77,7 @@ impl ResultLine {
             cost_usd: Decimal::ZERO,
             usage: Usage::default(),
             run_id: String::new(),
+            cut_short: None,
         }
     }
 
@@ -420,6 +426,7 @@ mod tests {
             cost_usd: Decimal::new(15, 4),
             usage: Usage::default(),
             run_id: "r.s-1".into(),
+            cut_short: None,
         };
         let b = ResultLine::invalid("2".into(), "line 2: not JSON".into());
         let text = format!("{}\n{}\n{{\"id\":\"c\",\"outc", a.to_json(), b.to_json());

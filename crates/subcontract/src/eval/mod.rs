@@ -322,6 +322,7 @@ fn empty(id: &str, mode: OutputMode, attempt: u32, outcome: &str) -> AttemptRepo
         wall_ms: 0,
         stale: None,
         output: None,
+        cut_short: None,
     }
 }
 
@@ -468,6 +469,7 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
         }
         report.passed = report.failed.is_empty();
         report.output = r.output.clone();
+        report.cut_short = r.cut_short;
     }
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.requests = tape.requests.load(Ordering::Relaxed);

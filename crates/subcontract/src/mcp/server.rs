@@ -133,6 +133,7 @@ impl SubcontractServer {
             p.finish().await;
         }
         self.log_call(spec.name(), &result);
+        let cut_short = result.cut_short;
         match (result.outcome, result.output) {
             (Outcome::Completed, Some(output)) => {
                 let mut output = if served.wrapped {
@@ -142,7 +143,7 @@ impl SubcontractServer {
                 };
                 // A reply leaves the process: it passes the same redaction as every exit.
                 crate::redact::redact_value(&mut output);
-                CallToolResult::structured(output)
+                with_cut_short(CallToolResult::structured(output), cut_short)
             }
             (outcome, _) => error_result(
                 outcome,
@@ -163,6 +164,9 @@ impl SubcontractServer {
             "subcontract mcp: {tool} [{}] {} in {} turn(s), ${} ({:.1?})",
             r.run_id, r.outcome, r.turns, r.total_cost_usd, r.duration
         );
+        if let Some(l) = r.cut_short {
+            line.push_str(&format!(", cut short by {}", l.said()));
+        }
         if let Some(e) = &r.error {
             line.push_str(": ");
             line.push_str(&e.to_string());
@@ -171,6 +175,22 @@ impl SubcontractServer {
         let line = crate::redact::redact(&line);
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
+}
+
+/// A completed result that says, when the run was cut short, by which limit: in its `_meta`
+/// (`subcontract/cut_short`: `turns`, `budget` or `time`) for a host, and in a second text
+/// block for a model, which may ask again with more of that limit.
+fn with_cut_short(mut r: CallToolResult, cut_short: Option<crate::Limit>) -> CallToolResult {
+    if let Some(limit) = cut_short {
+        let mut meta = serde_json::Map::new();
+        meta.insert("subcontract/cut_short".into(), json!(limit.as_str()));
+        r.meta = Some(rmcp::model::MetaObject(meta));
+        r.content.push(rmcp::model::ContentBlock::text(format!(
+            "completed, cut short by {}: the answer may be incomplete",
+            limit.said()
+        )));
+    }
+    r
 }
 
 /// An `isError` result whose text starts with the outcome's stable name, so hosts and models

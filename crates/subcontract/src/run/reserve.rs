@@ -153,6 +153,11 @@ impl Reserve {
         self.cut
     }
 
+    /// Whether the run keeps a reserve at all.
+    pub(super) fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// The time an answer takes, as the reserve counts it: the slowest call with its margin,
     /// and the slowest output check.
     fn answer_time(&self) -> Duration {
@@ -184,9 +189,9 @@ impl Reserve {
         self.check = self.check.max(took);
     }
 
-    /// The one question of a turn: whether `turn`'s call (which the turn's own reasons would
-    /// have ask for the output alone when `forced` says so) may call tools, and its
-    /// reservation. `called` says a model call of this run was made before.
+    /// The one question of a turn: whether `turn`'s call may call tools or must ask for the
+    /// output alone (`forced` is what the turn's own reasons ask for), and its reservation.
+    /// `called` says a model call of this run was made before.
     pub(super) async fn admit<F: FnOnce() -> Decimal>(
         &mut self,
         ctx: &Ctx,
@@ -213,15 +218,20 @@ impl Reserve {
             Some(Limit::Time) if !output_alone(forced) => forced = Some(Forced::Time),
             _ => {}
         }
-        if self.cut == Some(Limit::Time) && self.time_short(1) {
-            // Not even one more answer fits in the time left.
+        if self.time_short(1) && (!called || self.cut == Some(Limit::Time)) {
+            // Not even one answer fits in the time left: no call is started that could not
+            // end in time (a sub-agent started too late, or a repair after a cut-short answer).
             return Err(Failure::Timeout(self.timeout));
         }
         if !output_alone(forced) && self.time_short(2) {
             forced = Some(Forced::Time);
             self.cut = Some(Limit::Time);
         }
-        if !output_alone(forced) {
+        // A turn after which another may come keeps room for an answer beside its call: a
+        // turn that may call tools, and one that asks for the output for a reason of its own
+        // (a repair may follow it). The last turn, and one a limit forced, need none.
+        let last = forced == Some(Forced::LastTurn) || self.cut.is_some_and(|l| l != Limit::Turns);
+        if !last {
             if !self.limited {
                 let reservation = plain(ctx, ask.call, turn).await?;
                 return Ok(Admitted {
@@ -248,8 +258,10 @@ impl Reserve {
                 }
                 Err((_, own)) => {
                     self.hold = own;
-                    forced = Some(Forced::Budget);
-                    self.cut = Some(Limit::Budget);
+                    if !output_alone(forced) {
+                        forced = Some(Forced::Budget);
+                        self.cut = Some(Limit::Budget);
+                    }
                 }
             }
         }

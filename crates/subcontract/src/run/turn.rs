@@ -868,10 +868,10 @@ pub(super) async fn turns(
         };
         let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
             Ok(a) => a,
-            // A cut-short answer that failed its checks, with no money or time left to repair
-            // it: the run ends on those violations, never on an output that did not pass.
+            // An answer that failed its checks, with no money or time left to repair it: the
+            // run ends on those violations, never on an output that did not pass.
             Err(Failure::Budget { .. } | Failure::Timeout(_))
-                if reserve.cut_short().is_some() && progress.last_invalid.is_some() =>
+                if reserve.is_on() && progress.last_invalid.is_some() =>
             {
                 let v = progress.last_invalid.take().unwrap_or_default();
                 return Err(Failure::InvalidOutput(v));

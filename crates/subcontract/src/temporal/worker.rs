@@ -196,6 +196,7 @@ fn report(
             cost_usd,
             usage: crate::model::Usage::default(),
             run_id: req.run_id.clone(),
+            cut_short: None,
         },
         refused_at_start: false,
         lost_attempts,

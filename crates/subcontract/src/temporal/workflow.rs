@@ -327,6 +327,7 @@ impl BatchWorkflow {
                                 cost_usd: cap.unwrap_or(Decimal::ZERO),
                                 usage: crate::model::Usage::default(),
                                 run_id: run_id.clone(),
+                                cut_short: None,
                             };
                             ctx.state_mut(|s| {
                                 s.in_flight -= 1;
