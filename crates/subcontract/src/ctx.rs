@@ -14,11 +14,13 @@ use crate::model::{Model, ModelError, PriceTable, PromptCache};
 use crate::outcome::SpawnError;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
+mod clock;
 mod shared_prefix;
 #[cfg(test)]
 mod tests;
 mod unless_cancelled;
 
+pub(crate) use clock::RunClock;
 pub(crate) use shared_prefix::{Opener, SharedPrefix};
 use unless_cancelled::UnlessCancelled;
 
@@ -178,8 +180,8 @@ struct Inner {
     counters: Counters,
     // When this run must answer by, for its sub-agents (written by the run as it goes), and
     // its parent's, which bounds this run's own.
-    clock: Arc<crate::run::RunClock>,
-    parent_clock: Option<Arc<crate::run::RunClock>>,
+    clock: Arc<RunClock>,
+    parent_clock: Option<Arc<RunClock>>,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -719,7 +721,7 @@ impl Ctx {
         &self.inner.host.prices
     }
     /// This run's clock, and its parent's: when each must answer by.
-    pub(crate) fn clocks(&self) -> (&crate::run::RunClock, Option<&crate::run::RunClock>) {
+    pub(crate) fn clocks(&self) -> (&RunClock, Option<&RunClock>) {
         (&self.inner.clock, self.inner.parent_clock.as_deref())
     }
     /// Its cancellation token.

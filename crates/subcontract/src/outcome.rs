@@ -180,10 +180,11 @@ pub enum Failure {
         /// The turn whose call was refused (1 for the first).
         turn: u32,
     },
-    /// The budget could not pay for even one output-only call, so the run made no call:
+    /// The budget could not pay for the run's first call and the answer reserve beside it
+    /// (for a spec without tools, for even one output-only call), so the run made no call:
     /// `raise_to` is the figure the refusing limit would have to be raised to (its spend and
-    /// reservations plus that call's worst case, rounded up to a hundredth of a cent).
-    #[error("{error}: not enough for even one answer; raise that limit to at least {raise_to} USD")]
+    /// reservations plus what was asked, rounded up to a hundredth of a cent).
+    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} USD")]
     NoRoomToAnswer {
         /// The refusal.
         error: BudgetError,

@@ -72,7 +72,9 @@ pub struct ModeSummary {
     /// Attempts the budget had no room for.
     pub not_run: usize,
     /// Attempts that completed cut short by a limit ([`AttemptReport::cut_short`]), passed or
-    /// not: a pass rate reached on answers that may be incomplete says so.
+    /// not: a pass rate reached on answers that may be incomplete says so. Left out of the
+    /// JSON when none was.
+    #[serde(skip_serializing_if = "is_zero")]
     pub cut_short: usize,
     /// Input tokens of the mode's attempts.
     pub input_tokens: u64,
@@ -97,6 +99,10 @@ pub struct Report {
     pub cases: Vec<AttemptReport>,
     /// Per mode, in the order the modes were given.
     pub summary: Vec<(String, ModeSummary)>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn ratio(n: usize, d: usize) -> f64 {

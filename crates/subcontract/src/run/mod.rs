@@ -27,7 +27,6 @@ mod turn;
 mod wording;
 
 pub(crate) use agent_tool::AgentTool;
-pub(crate) use reserve::RunClock;
 // The rig adapter tells a rig agent what our own host tells a parent model.
 use turn::turns;
 #[cfg(feature = "rig")]

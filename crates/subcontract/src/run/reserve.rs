@@ -4,15 +4,17 @@
 //! call tools, or must it ask for the output alone? The answer is arithmetic on numbers the
 //! run already has:
 //!
-//! - **Money.** A turn that may call tools reserves its call's worst case *and*, beside it, a
-//!   [`Hold`] on one output-only call after it: the conversation as it will be after this turn
-//!   (the model's response counted at [`ASSISTANT_BYTES_PER_TOKEN`] bytes for each of its
-//!   output tokens, its tool results at their framing), plus the output's worst case. Both come
-//!   from the budget in one step ([`Budget::exchange`]), so no other spend can come between
-//!   them; a hold counts as reserved, so no budget's spent plus reserved passes its limit. When
-//!   they do not fit together, the turn asks for the output alone, paid from the hold. Should
-//!   the last turn's tool results push that call past the hold, the call is made without their
-//!   text (each is replaced by [`WITHHELD`]), which is what the hold was sized for.
+//! - **Money.** A turn after which another may come reserves its call's worst case *and*,
+//!   beside it, a [`Hold`] on one output-only call after it: the conversation as it will be
+//!   after this turn (its growth counted as [`growth`] says: the model's response at
+//!   [`ASSISTANT_BYTES_PER_TOKEN`] bytes for each of its output tokens), plus the output's
+//!   worst case. Both come from the budget in one step
+//!   ([`Budget::exchange`]), so no other spend can come between them; a hold counts as
+//!   reserved, so no budget's spent plus reserved passes its limit. When they do not fit
+//!   together, the turn asks for the output alone, paid from the hold. When the last turn grew
+//!   the conversation past what the hold was sized for (its tool results), the answer call
+//!   takes the difference from what is free; when nothing is, it is made without that turn,
+//!   which the hold always pays for: the model answers with what it had read before it.
 //! - **Time.** A turn that may call tools needs the time of its own call and of an answer after
 //!   it: when the time left is less than twice the slowest model call so far times
 //!   [`TIME_MARGIN`] plus the slowest output check, the turn asks for the output alone. A run
@@ -25,14 +27,13 @@
 //! run `invalid_output` with the last violations. `[limits] answer_reserve = false` turns all of
 //! this off, and a run works until a limit stops it.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use rust_decimal::{Decimal, RoundingStrategy};
 use tokio::time::Instant;
 
 use crate::budget::{BudgetError, Hold, Reservation};
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, RunClock};
 use crate::events::Forced;
 use crate::outcome::{Failure, Limit};
 use crate::spec::core::SpecCore;
@@ -42,27 +43,10 @@ use crate::spec::core::SpecCore;
 pub(crate) const TIME_MARGIN: (u32, u32) = (3, 2);
 
 /// Bytes of conversation each output token of the model's response is counted as, when the
-/// reserve sizes the conversation after a turn (the run counts every prompt byte as a token).
-pub(crate) const ASSISTANT_BYTES_PER_TOKEN: usize = 4;
-
-/// What a tool result's text becomes in an answer call the hold pays for only without it.
-pub(crate) const WITHHELD: &str = "(withheld: the budget left pays for an answer without it)";
-
-/// When a run must answer by, published for its sub-agents, and its slowest model call so far.
-#[derive(Debug, Default)]
-pub(crate) struct RunClock {
-    published: Mutex<Option<(Instant, Duration)>>,
-}
-
-impl RunClock {
-    fn publish(&self, answer_by: Instant, slowest: Duration) {
-        *self.published.lock().unwrap_or_else(|p| p.into_inner()) = Some((answer_by, slowest));
-    }
-
-    fn read(&self) -> Option<(Instant, Duration)> {
-        *self.published.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
+/// reserve sizes the conversation after a turn: a response read back as input is about the
+/// tokens it was written as. (The next call's reservation counts its bytes, which may be more;
+/// the answer call then takes the difference from what is free, or leaves that turn out.)
+pub(crate) const ASSISTANT_BYTES_PER_TOKEN: usize = 1;
 
 /// When a run started at `start` ends: its own `timeout` after it, or sooner, when its parent
 /// must answer by then. The second value is the slowest model call its parent has seen, a
@@ -80,18 +64,19 @@ fn far_future() -> Instant {
     Instant::now() + Duration::from_secs(86_400 * 365 * 30)
 }
 
-/// Bytes the conversation may grow by in one turn, as the reserve counts it: the model's
-/// response at its output-token limit, and as much again for the framing of the tool results
-/// answering it (each result's text aside, which an answer call may withhold).
+/// Bytes the conversation is expected to grow by in one turn, as the reserve counts it: the
+/// model's response at its output-token limit, with its framing. Not a bound (the tool results
+/// answering it come on top, and may be large): the hold is sized by it; an answer call that
+/// costs more takes the difference from what is free, and when nothing is, it is made without
+/// the last turn.
 pub(super) fn growth(spec: &SpecCore) -> usize {
-    let response = (spec.def.limits.max_tokens_per_turn as usize)
+    (spec.def.limits.max_tokens_per_turn as usize)
         .saturating_mul(ASSISTANT_BYTES_PER_TOKEN)
-        .saturating_add(64);
-    response.saturating_mul(2)
+        .saturating_add(64)
 }
 
 /// What the loop asks about one call: its worst case, the worst case of an output-only call
-/// after it, and (on demand) the worst case of the call without the last turn's tool results.
+/// after it, and (on demand) the worst case of the call without the last turn.
 pub(super) struct Ask<F> {
     pub(super) call: Decimal,
     pub(super) after: Decimal,
@@ -99,7 +84,7 @@ pub(super) struct Ask<F> {
 }
 
 /// The answer to [`Reserve::admit`]: why the call asks for the output alone (if it does), its
-/// reservation, its worst case, and whether it is made with the last tool results withheld.
+/// reservation, its worst case, and whether it is made without the last turn.
 pub(super) struct Admitted {
     pub(super) forced: Option<Forced>,
     pub(super) reservation: Reservation,
@@ -246,6 +231,13 @@ impl Reserve {
             match ctx.unless_cancelled(exchanged).await.ok_or(Failure::Cancelled)? {
                 Ok((reservation, hold)) => {
                     self.hold = hold;
+                    if !output_alone(forced) && self.time_short(2) {
+                        // The reservation waited for calls in flight, and the time went: the
+                        // call it reserved is the answer.
+                        forced = Some(Forced::Time);
+                        self.cut = Some(Limit::Time);
+                        self.hold = None;
+                    }
                     return Ok(Admitted {
                         forced,
                         reservation,
@@ -256,8 +248,14 @@ impl Reserve {
                 Err((error @ BudgetError::Overspent { .. }, _)) => {
                     return Err(Failure::Budget { error, turn })
                 }
-                Err((_, own)) => {
+                Err((error, own)) => {
                     self.hold = own;
+                    if !called && !output_alone(forced) {
+                        // A run that has not started cannot pay for one turn of work and the
+                        // answer after it: it is turned away before it spends anything (an
+                        // answer written blind is no answer), with the figure that would do.
+                        return Err(refusal(error, turn, called));
+                    }
                     if !output_alone(forced) {
                         forced = Some(Forced::Budget);
                         self.cut = Some(Limit::Budget);
@@ -288,8 +286,9 @@ impl Reserve {
         let error = match ctx.unless_cancelled(exchanged).await.ok_or(Failure::Cancelled)? {
             Ok((r, _)) => return Ok(admitted(r, ask.call, false)),
             Err((e, Some(own))) if !matches!(e, BudgetError::Overspent { .. }) => {
-                // The last tool results pushed the call past the hold: made without their
-                // text, it is what the hold was sized for, and takes no room of its own.
+                // The last turn grew the conversation past what the hold was sized for: made
+                // without that turn, the call is no dearer than the one that turn made, which
+                // the hold covers, so it takes no room of its own.
                 let without = (ask.withheld)();
                 if without <= own.amount() {
                     // Takes no room, so it never waits.
@@ -315,8 +314,8 @@ async fn plain(ctx: &Ctx, worst: Decimal, turn: u32) -> Result<Reservation, Fail
         .map_err(|error| Failure::Budget { error, turn })
 }
 
-/// How a refused answer call ends the run: before any call, with the figure the refusing
-/// limit would have to be raised to for one answer.
+/// How a refused call ends the run; before any call, with the figure the refusing limit
+/// would have to be raised to for it (and the hold beside it).
 fn refusal(error: BudgetError, turn: u32, called: bool) -> Failure {
     match &error {
         BudgetError::Usd {

@@ -69,6 +69,8 @@ fn message_bytes(m: &Message) -> usize {
 struct Conversation {
     messages: Vec<Message>,
     bytes: usize,
+    /// The size of the last turn's two messages.
+    last: usize,
 }
 
 impl Conversation {
@@ -80,38 +82,29 @@ impl Conversation {
         // Written into a presized buffer (Display grows its String as it goes); same text.
         messages.push(Message::user(crate::json::to_compact_string(input)));
         let bytes = system_bytes + tools_bytes + message_bytes(&messages[0]);
-        Conversation { messages, bytes }
+        Conversation {
+            messages,
+            bytes,
+            last: 0,
+        }
     }
 
     /// Adds the model's turn and the answer to it.
     fn push(&mut self, assistant: Message, answer: Message) {
-        self.bytes += message_bytes(&assistant) + message_bytes(&answer);
+        self.last = message_bytes(&assistant) + message_bytes(&answer);
+        self.bytes += self.last;
         self.messages.push(assistant);
         self.messages.push(answer);
     }
 
-    /// The size of the conversation with the text of the last turn's tool results withheld
-    /// (see [`reserve`](super::reserve)).
-    fn bytes_withheld(&self) -> usize {
-        match self.messages.last() {
-            Some(Message::ToolResults { results, .. }) => results.iter().fold(self.bytes, |b, r| {
-                b.saturating_sub(r.content.len())
-                    .saturating_add(super::reserve::WITHHELD.len())
-            }),
-            _ => self.bytes,
+    /// The conversation without its last turn (the model's response and what answered it),
+    /// and its size: what an answer call sends when the reserve pays for it only so (see
+    /// [`reserve`](super::reserve)).
+    fn without_last(&self) -> (&[Message], usize) {
+        match self.messages.len() {
+            n if n >= 3 => (&self.messages[..n - 2], self.bytes - self.last),
+            _ => (&self.messages[..], self.bytes),
         }
-    }
-
-    /// The messages with the text of the last turn's tool results withheld: a copy, made only
-    /// for an answer call the reserve pays for only without them.
-    fn withheld(&self) -> Vec<Message> {
-        let mut messages = self.messages.clone();
-        if let Some(Message::ToolResults { results, .. }) = messages.last_mut() {
-            for r in results {
-                r.content = super::reserve::WITHHELD.to_owned();
-            }
-        }
-        messages
     }
 }
 
@@ -864,7 +857,7 @@ pub(super) async fn turns(
         let ask = Ask {
             call: plan.worst(spec, bytes),
             after: plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
-            withheld: || plan.worst(spec, progress.convo.bytes_withheld()),
+            withheld: || plan.worst(spec, progress.convo.without_last().1),
         };
         let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
             Ok(a) => a,
@@ -879,10 +872,8 @@ pub(super) async fn turns(
             Err(f) => return Err(f),
         };
         let req = plan.request(admitted.forced);
-        let withheld;
         let messages = if admitted.withhold {
-            withheld = progress.convo.withheld();
-            &withheld[..]
+            progress.convo.without_last().0
         } else {
             &progress.convo.messages[..]
         };
