@@ -104,7 +104,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .and_then(Value::as_str)
         .is_some_and(|a| a.contains("tokio") && !a.contains("not answered"));
     if cut.is_none_or(|c| c.outcome != Some(subcontract::Outcome::Completed)) || !answered {
-        return Err("the reading sub-agent should answer, cut short by its budget, and the host use it".into());
+        return Err(
+            "the reading sub-agent should answer, cut short by its budget, and the host use it"
+                .into(),
+        );
     }
     println!("== run tree (one line per run: outcome, turns, tokens, own and total cost, share)\n");
     print!("{}", render_tree(&tree));
@@ -191,7 +194,10 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
                     let line = if *is_error {
                         "not answered (see the run tree)".to_string()
                     } else if cut_short {
-                        format!("{} (from a sub-agent cut short: it may be incomplete)", claims.join("; "))
+                        format!(
+                            "{} (from a sub-agent cut short: it may be incomplete)",
+                            claims.join("; ")
+                        )
                     } else {
                         claims.join("; ")
                     };
@@ -265,15 +271,15 @@ fn script(req: ModelRequest<'_>, seen: &Mutex<Vec<(String, String)>>) -> ScriptS
             }))
         } else {
             match turn {
-            1 => ScriptStep::tool_call(
-                "read_file",
-                json!({"path": "crates/subcontract/src/budget.rs"}),
-            ),
-            2 => ScriptStep::tool_call(
-                "read_file",
-                json!({"path": "crates/subcontract/src/ctx.rs"}),
-            ),
-            _ => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
+                1 => ScriptStep::tool_call(
+                    "read_file",
+                    json!({"path": "crates/subcontract/src/budget.rs"}),
+                ),
+                2 => ScriptStep::tool_call(
+                    "read_file",
+                    json!({"path": "crates/subcontract/src/ctx.rs"}),
+                ),
+                _ => ScriptStep::tool_call("read_file", json!({"path": "Cargo.toml"})),
             }
         };
         step.with_usage(request_bytes(&req), 300)

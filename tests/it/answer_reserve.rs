@@ -93,7 +93,11 @@ async fn a_model_that_never_stops_answers_cut_short_by_its_budget() {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!(r.cut_short, Some(Limit::Budget));
     assert_eq!(r.output, Some(good_findings()));
-    assert!(r.turns > 2, "it worked before it answered: {} turns", r.turns);
+    assert!(
+        r.turns > 2,
+        "it worked before it answered: {} turns",
+        r.turns
+    );
     let s = budget.snapshot();
     assert!(s.spent_usd <= limit, "{} > {limit}", s.spent_usd);
     assert_eq!(s.reserved_usd, Decimal::ZERO, "the hold is let go");
@@ -306,7 +310,9 @@ async fn the_parent_model_is_told_its_sub_agent_was_cut_short() {
                 ScriptStep::text("done")
             }
             (_, true) => ScriptStep::submit(good_findings()),
-            (_, false) => ScriptStep::tool_call("lookup", json!({"q": req.messages.len().to_string()})),
+            (_, false) => {
+                ScriptStep::tool_call("lookup", json!({"q": req.messages.len().to_string()}))
+            }
         }
     }));
     let mut tools = ToolSet::new();
@@ -319,7 +325,11 @@ async fn the_parent_model_is_told_its_sub_agent_was_cut_short() {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     let seen = seen.lock().unwrap();
     assert_eq!(seen.len(), 1);
-    assert!(seen[0].starts_with(&good_findings().to_string()), "{}", seen[0]);
+    assert!(
+        seen[0].starts_with(&good_findings().to_string()),
+        "{}",
+        seen[0]
+    );
     assert!(
         seen[0].contains("cut short by its turn limit") && seen[0].contains("more turns"),
         "{}",

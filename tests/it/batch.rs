@@ -239,7 +239,9 @@ fn the_budget_is_read_back_and_never_exceeded_across_runs() {
         }
     }
     let start = hi;
-    let limit = (start + per_input * Decimal::from(150)).normalize().to_string();
+    let limit = (start + per_input * Decimal::from(150))
+        .normalize()
+        .to_string();
 
     let o = run(&limit);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -259,7 +261,10 @@ fn the_budget_is_read_back_and_never_exceeded_across_runs() {
         spent <= start + per_input * Decimal::from(150),
         "over the limit: {spent}"
     );
-    assert!(first.iter().all(|l| l["outcome"] == "completed"), "{first:?}");
+    assert!(
+        first.iter().all(|l| l["outcome"] == "completed"),
+        "{first:?}"
+    );
 
     // The same limit again: what is spent counts, so nothing more fits.
     let o = run(&limit);

@@ -504,7 +504,13 @@ async fn random_trees_of_runs_never_end_empty_handed() {
         let spec = |name: &'static str,
                     tools: &[&str],
                     output: serde_json::Value,
-                    (turns, cap, tokens, timeout, on): (u32, Option<Decimal>, u32, Duration, bool)| {
+                    (turns, cap, tokens, timeout, on): (
+            u32,
+            Option<Decimal>,
+            u32,
+            Duration,
+            bool,
+        )| {
             let mut b = SubAgentSpec::dynamic(name, serde_json::json!({"type": "object"}), output)
                 .description("A test agent.")
                 .system(name.to_uppercase())
@@ -518,7 +524,12 @@ async fn random_trees_of_runs_never_end_empty_handed() {
             }
             b.build().expect("valid spec")
         };
-        let leaf = spec("leaf", &["lookup"], findings_schema(), limits("leaf", &mut rng));
+        let leaf = spec(
+            "leaf",
+            &["lookup"],
+            findings_schema(),
+            limits("leaf", &mut rng),
+        );
         let mid = spec(
             "mid",
             &["lookup", "leaf"],
@@ -630,7 +641,13 @@ async fn random_trees_of_runs_never_end_empty_handed() {
     // The trees do reach their limits: runs were cut short by each, and most hosts answered.
     for limit in ["budget", "time", "turns"] {
         let n = cut_short.get(limit).copied().unwrap_or(0);
-        assert!(n > trees / 100, "{n} runs cut short by {limit}: {cut_short:?}");
+        assert!(
+            n > trees / 100,
+            "{n} runs cut short by {limit}: {cut_short:?}"
+        );
     }
-    assert!(completed_roots > trees / 2, "{completed_roots} hosts answered");
+    assert!(
+        completed_roots > trees / 2,
+        "{completed_roots} hosts answered"
+    );
 }

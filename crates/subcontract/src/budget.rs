@@ -350,7 +350,11 @@ impl Budget {
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Budget {
-        let cap_usd = match (limit_usd, self.node.least_left(|s| s.spent_usd.saturating_add(s.held_usd))) {
+        let cap_usd = match (
+            limit_usd,
+            self.node
+                .least_left(|s| s.spent_usd.saturating_add(s.held_usd)),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -588,8 +592,7 @@ fn impossible(node: &Node, want: Want) -> Option<BudgetError> {
         if refusal.is_none() {
             refusal = match n.limit_usd {
                 Some(limit)
-                    if s
-                        .spent_usd
+                    if s.spent_usd
                         .checked_add(s.held_usd)
                         .and_then(|x| x.checked_add(extra))
                         .is_none_or(|x| x > limit) =>
@@ -929,6 +932,46 @@ mod tests {
             .settle(Decimal::ONE);
         assert!(limited.try_reserve(Decimal::MAX).is_err());
         assert!(limited.child("c", None, None).limit_usd() < Some(Decimal::MAX));
+    }
+
+    #[tokio::test]
+    async fn a_hold_is_reserved_and_never_waited_for() {
+        let root = Budget::new(Some(usd(10)), Some(10));
+        // A call of 3 and a hold of 4 beside it, in one step.
+        let (call, hold) = root.exchange(None, usd(3), Some(usd(4))).await.unwrap();
+        let hold = hold.expect("a hold");
+        assert_eq!(root.snapshot().reserved_usd, usd(7));
+        assert_eq!(root.snapshot().reserved_calls, 2);
+        call.settle(usd(1));
+        // A child is forked from what is left after the hold: 10 - 1 spent - 4 held.
+        let child = root.child("c", None, None);
+        assert_eq!(child.limit_usd(), Some(usd(5)));
+        // A reservation that does not fit beside the hold fails at once instead of waiting
+        // for it (its holder may be waiting for the caller).
+        let mut f = Box::pin(child.reserve(usd(6)));
+        let err = poll_once(&mut f).expect("not queued").unwrap_err();
+        assert!(matches!(err, BudgetError::Usd { .. }), "{err}");
+        // Turning the hold into a call no dearer takes no room: it fits even when all else is
+        // reserved.
+        let _other = child.try_reserve(usd(5)).unwrap();
+        let (answer, none) = root.exchange(Some(hold), usd(4), None).await.unwrap();
+        assert!(none.is_none());
+        let s = root.snapshot();
+        assert_eq!((s.reserved_usd, s.reserved_calls), (usd(9), 2));
+        assert!(s.spent_usd + s.reserved_usd <= usd(10));
+        answer.settle(usd(2));
+        // A refused exchange hands its hold back; dropping it lets it go.
+        let (c, h) = root.exchange(None, usd(1), Some(usd(1))).await.unwrap();
+        drop(c);
+        let (e, back) = root.exchange(h, usd(1), Some(usd(9))).await.unwrap_err();
+        assert!(matches!(e, BudgetError::Usd { .. }), "{e}");
+        drop(back.expect("handed back"));
+        drop(_other);
+        let s = root.snapshot();
+        assert_eq!(
+            (s.spent_usd, s.reserved_usd, s.reserved_calls),
+            (usd(3), Decimal::ZERO, 0)
+        );
     }
 
     #[test]

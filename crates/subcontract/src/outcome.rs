@@ -265,9 +265,9 @@ impl Failure {
         match self {
             Failure::InvalidInput(_) | Failure::InputNotSerialisable(_) => Outcome::InvalidInput,
             Failure::Spawn(_) | Failure::ToolsNotHeld { .. } => Outcome::Denied,
-            Failure::Budget { .. } | Failure::Overbilled { .. } | Failure::NoRoomToAnswer { .. } => {
-                Outcome::BudgetExhausted
-            }
+            Failure::Budget { .. }
+            | Failure::Overbilled { .. }
+            | Failure::NoRoomToAnswer { .. } => Outcome::BudgetExhausted,
             Failure::SpendNotRecorded(_) | Failure::Model(_) | Failure::UnreadableUsage { .. } => {
                 Outcome::ModelError
             }

@@ -20,4 +20,3 @@ impl RunClock {
         *self.published.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
-

@@ -334,7 +334,9 @@ fn refused_by_eval(r: &RunResult<Value>, spec_cap: Option<Decimal>, eval_limited
     }
     match r.error.as_ref().filter(|f| f.refused_before_spend()) {
         Some(f) => match f.budget_error() {
-            Some(BudgetError::Usd { requested, .. }) => spec_cap.is_none_or(|cap| *requested <= cap),
+            Some(BudgetError::Usd { requested, .. }) => {
+                spec_cap.is_none_or(|cap| *requested <= cap)
+            }
             _ => false,
         },
         None => false,

@@ -153,7 +153,9 @@ impl Reserve {
     /// Whether fewer than `answers` answer times are left.
     fn time_short(&self, answers: u32) -> bool {
         let needed = self.answer_time().saturating_mul(answers);
-        Instant::now().checked_add(needed).is_none_or(|t| t > self.end)
+        Instant::now()
+            .checked_add(needed)
+            .is_none_or(|t| t > self.end)
     }
 
     /// After a model call that took `took`: the slowest call so far, and when this run must
@@ -161,10 +163,7 @@ impl Reserve {
     pub(super) fn answered(&mut self, ctx: &Ctx, took: Duration) {
         self.slowest = self.slowest.max(took);
         if self.on {
-            let by = self
-                .end
-                .checked_sub(self.answer_time())
-                .unwrap_or(self.end);
+            let by = self.end.checked_sub(self.answer_time()).unwrap_or(self.end);
             ctx.clocks().0.publish(by, self.slowest);
         }
     }
@@ -228,7 +227,11 @@ impl Reserve {
             }
             let own = self.hold.take();
             let exchanged = ctx.budget().exchange(own, ask.call, Some(ask.after));
-            match ctx.unless_cancelled(exchanged).await.ok_or(Failure::Cancelled)? {
+            match ctx
+                .unless_cancelled(exchanged)
+                .await
+                .ok_or(Failure::Cancelled)?
+            {
                 Ok((reservation, hold)) => {
                     self.hold = hold;
                     if !output_alone(forced) && self.time_short(2) {
@@ -283,7 +286,11 @@ impl Reserve {
             withhold,
         };
         let exchanged = budget.exchange(self.hold.take(), ask.call, None);
-        let error = match ctx.unless_cancelled(exchanged).await.ok_or(Failure::Cancelled)? {
+        let error = match ctx
+            .unless_cancelled(exchanged)
+            .await
+            .ok_or(Failure::Cancelled)?
+        {
             Ok((r, _)) => return Ok(admitted(r, ask.call, false)),
             Err((e, Some(own))) if !matches!(e, BudgetError::Overspent { .. }) => {
                 // The last turn grew the conversation past what the hold was sized for: made
