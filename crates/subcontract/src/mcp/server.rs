@@ -510,6 +510,53 @@ mod tests {
         pipe.close().await;
     }
 
+    /// A run cut short by its turn limit: its result is the output, with the limit in `_meta`
+    /// and in a second text block.
+    #[tokio::test]
+    async fn a_cut_short_result_says_by_which_limit() {
+        use crate::model::{ScriptStep, ScriptedModel};
+
+        let specs = vec![SubAgentSpec::dynamic(
+            "looker",
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "string", "maxLength": 10}}}),
+            json!({"type": "object", "required": ["title"], "additionalProperties": false,
+                   "properties": {"title": {"type": "string", "maxLength": 20}}}),
+        )
+        .description("A test spec.")
+        .system("system of looker")
+        .tools(["list_dir"])
+        .max_turns(2)
+        .build()
+        .expect("valid test spec")];
+        // It looks until it is asked for its output alone (its last turn).
+        let model = ScriptedModel::from_fn("scripted", |req| {
+            if req.tools.len() == 1 {
+                ScriptStep::submit(json!({"title": "found"}))
+            } else {
+                ScriptStep::tool_call("list_dir", json!({"path": "."}))
+            }
+        });
+        let config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "looker", json!({"q": "hi"}))).await;
+        let reply = pipe.recv().await;
+        let result = &reply["result"];
+        assert_eq!(result["isError"], false, "{reply}");
+        assert_eq!(result["structuredContent"], json!({"title": "found"}));
+        assert_eq!(result["_meta"]["subcontract/cut_short"], "turns", "{reply}");
+        assert_eq!(
+            result["content"][1]["text"],
+            "completed, cut short by its turn limit: the answer may be incomplete"
+        );
+        pipe.close().await;
+    }
+
     /// A sub-agent that keeps submitting an instruction for the host: the `isError` text names
     /// the path and the reason, never the value.
     #[tokio::test]
