@@ -430,3 +430,70 @@ async fn a_batch_line_and_an_eval_report_carry_cut_short() {
         "{table}"
     );
 }
+
+/// A host with a 2 s timeout starts a slow sub-agent (its own timeout 60 s) that never stops:
+/// the sub-agent must answer before the host's own answer time, so it answers cut short by
+/// time, and the host still answers, within its 2 s.
+#[tokio::test(start_paused = true)]
+async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
+    let model = Arc::new(ScriptedModel::from_fn("scripted:test", |req| {
+        let host = req.system == "HOST";
+        let step = match (host, asks_for_output(&req)) {
+            (true, _) if req.messages.len() == 1 => {
+                ScriptStep::tool_call("research", json!({"question": "what?"}))
+            }
+            (true, _) => ScriptStep::text("the host's answer"),
+            (false, true) => ScriptStep::submit(good_findings()),
+            (false, false) => {
+                ScriptStep::tool_call("lookup", json!({"q": req.messages.len().to_string()}))
+            }
+        };
+        step.delayed(Duration::from_millis(100))
+    }));
+    let child = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD research")
+        .tools(["lookup"])
+        .max_turns(1_000)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    tools.insert(child.as_tool()).unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model)
+        .tools(tools)
+        .events(sink.clone())
+        .build();
+    let host = SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 2000}),
+    )
+    .description("The host agent.")
+    .system("HOST")
+    .tools(["research"])
+    .max_turns(4)
+    .timeout(Duration::from_secs(2))
+    .build()
+    .unwrap();
+    let r = host.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert!(r.duration < Duration::from_secs(2), "{:?}", r.duration);
+    let child = sink
+        .events()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Finished {
+                outcome,
+                cut_short,
+                turns,
+                ..
+            } if e.depth == 1 => Some((*outcome, *cut_short, *turns)),
+            _ => None,
+        })
+        .expect("the child finished");
+    assert_eq!((child.0, child.1), (Outcome::Completed, Some(Limit::Time)));
+    assert!(child.2 > 2, "the child worked first: {child:?}");
+}

@@ -9,7 +9,7 @@
 //!   after this turn (its growth counted as [`growth`] says: the model's response at
 //!   [`ASSISTANT_BYTES_PER_TOKEN`] bytes for each of its output tokens), plus the output's
 //!   worst case. Both come from the budget in one step
-//!   ([`Budget::exchange`]), so no other spend can come between them; a hold counts as
+//!   ([`Budget::exchange`](crate::budget::Budget::exchange)), so no other spend can come between them; a hold counts as
 //!   reserved, so no budget's spent plus reserved passes its limit. When they do not fit
 //!   together, the turn asks for the output alone, paid from the hold. When the last turn grew
 //!   the conversation past what the hold was sized for (its tool results), the answer call
