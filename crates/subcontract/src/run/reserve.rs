@@ -9,15 +9,17 @@
 //!   after this turn (its growth counted as [`growth`] says: the model's response at
 //!   [`ASSISTANT_BYTES_PER_TOKEN`] bytes for each of its output tokens), plus the output's
 //!   worst case. Both come from the budget in one step
-//!   ([`Budget::exchange`](crate::budget::Budget::exchange)), so no other spend can come between them; a hold counts as
-//!   reserved, so no budget's spent plus reserved passes its limit. When they do not fit
+//!   ([`Budget::exchange`](crate::budget::Budget::exchange)), so no other spend can come
+//!   between them; a hold counts as reserved, so no budget's spent plus reserved passes its
+//!   limit. When they do not fit
 //!   together, the turn asks for the output alone, paid from the hold. When the last turn grew
 //!   the conversation past what the hold was sized for (its tool results), the answer call
 //!   takes the difference from what is free; when nothing is, it is made without that turn,
 //!   which the hold always pays for: the model answers with what it had read before it.
-//! - **Time.** A turn that may call tools needs the time of its own call and of an answer after
-//!   it: when the time left is less than twice the slowest model call so far times
-//!   [`TIME_MARGIN`] plus the slowest output check, the turn asks for the output alone. A run
+//! - **Time.** An answer is counted as the slowest model call so far times [`TIME_MARGIN`]
+//!   (1.5), plus the slowest output check. A turn that may call tools needs the time of its own
+//!   call and of an answer after it: with less than two answers' time left, the turn asks for
+//!   the output alone (and a reservation that waited past that point becomes the answer). A run
 //!   publishes when it must answer by (its end less one such answer) on its [`RunClock`], and a
 //!   sub-agent it starts ends no later than that, so its sub-agents never take its answer's
 //!   time; a sub-agent starts with its parent's slowest call as its own first estimate.
