@@ -82,7 +82,7 @@ pub(super) fn growth(spec: &SpecCore) -> usize {
 pub(super) struct Ask<F> {
     pub(super) call: Decimal,
     pub(super) after: Decimal,
-    pub(super) withheld: F,
+    pub(super) without_last: F,
 }
 
 /// The answer to [`Reserve::admit`]: why the call asks for the output alone (if it does), its
@@ -91,7 +91,7 @@ pub(super) struct Admitted {
     pub(super) forced: Option<Forced>,
     pub(super) reservation: Reservation,
     pub(super) worst: Decimal,
-    pub(super) withhold: bool,
+    pub(super) without_last: bool,
 }
 
 /// One run's answer reserve.
@@ -195,7 +195,7 @@ impl Reserve {
                 forced,
                 reservation,
                 worst: ask.call,
-                withhold: false,
+                without_last: false,
             });
         }
         // Cut short once, cut short on: a repair asks for the output alone too.
@@ -224,7 +224,7 @@ impl Reserve {
                     forced,
                     reservation,
                     worst: ask.call,
-                    withhold: false,
+                    without_last: false,
                 });
             }
             let own = self.hold.take();
@@ -247,7 +247,7 @@ impl Reserve {
                         forced,
                         reservation,
                         worst: ask.call,
-                        withhold: false,
+                        without_last: false,
                     });
                 }
                 Err((error @ BudgetError::Overspent { .. }, _)) => {
@@ -281,11 +281,11 @@ impl Reserve {
         ask: Ask<F>,
     ) -> Result<Admitted, Failure> {
         let budget = ctx.budget();
-        let admitted = |reservation, worst, withhold| Admitted {
+        let admitted = |reservation, worst, without_last| Admitted {
             forced,
             reservation,
             worst,
-            withhold,
+            without_last,
         };
         let exchanged = budget.exchange(self.hold.take(), ask.call, None);
         let error = match ctx
@@ -298,7 +298,7 @@ impl Reserve {
                 // The last turn grew the conversation past what the hold was sized for: made
                 // without that turn, the call is no dearer than the one that turn made, which
                 // the hold covers, so it takes no room of its own.
-                let without = (ask.withheld)();
+                let without = (ask.without_last)();
                 if without <= own.amount() {
                     // Takes no room, so it never waits.
                     match budget.exchange(Some(own), without, None).await {

@@ -857,7 +857,7 @@ pub(super) async fn turns(
         let ask = Ask {
             call: plan.worst(spec, bytes),
             after: plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
-            withheld: || plan.worst(spec, progress.convo.without_last().1),
+            without_last: || plan.worst(spec, progress.convo.without_last().1),
         };
         let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
             Ok(a) => a,
@@ -872,7 +872,7 @@ pub(super) async fn turns(
             Err(f) => return Err(f),
         };
         let req = plan.request(admitted.forced);
-        let messages = if admitted.withhold {
+        let messages = if admitted.without_last {
             progress.convo.without_last().0
         } else {
             &progress.convo.messages[..]
