@@ -293,6 +293,12 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
                 r.total_cost_usd.round_dp(6).normalize(),
                 r.duration.as_secs_f64() * 1000.0
             );
+            if let Some(limit) = r.cut_short {
+                eprintln!(
+                    "completed, cut short by {}: the answer may be incomplete",
+                    limit.said()
+                );
+            }
             let applied = match &r.changes {
                 Some(c) => super::changes::deliver(c, &workspace, changes_out.as_deref(), apply),
                 None if apply => {
@@ -422,7 +428,12 @@ impl subcontract::EventSink for Progress {
                 e.run_id,
                 paths.join(", ")
             ),
-            EventKind::Finished { outcome, .. } => eprintln!("[{}] {outcome}", e.run_id),
+            EventKind::Finished {
+                outcome, cut_short, ..
+            } => match cut_short {
+                Some(l) => eprintln!("[{}] {outcome}, cut short by {}", e.run_id, l.said()),
+                None => eprintln!("[{}] {outcome}", e.run_id),
+            },
             // Kinds added later are not progress this view knows how to show.
             _ => {}
         }

@@ -459,3 +459,195 @@ async fn the_spend_journal_records_each_call_before_it_is_made() {
     assert_eq!(calls.load(Ordering::SeqCst), 1);
     assert_eq!(budget.snapshot().reserved_usd, Decimal::ZERO);
 }
+
+/// The answer reserve over random concurrent trees of runs: a host fans out to sub-agents
+/// (which may fan out again), each spec with random limits (turns, its own cap, tokens per
+/// turn, timeout; a tenth with the reserve off), under a random root budget, on a model that
+/// calls tools at random (several at once) until it is asked for its output alone, at a
+/// constant delay per tree. Whatever happens, no budget is overshot, nothing stays reserved,
+/// and every run with the reserve on that made a model call and ended on its budget or its
+/// time ended with an output, `invalid_output` or a provider error: never empty-handed, and
+/// no sub-agent ended its parent's answer.
+#[tokio::test(start_paused = true)]
+async fn random_trees_of_runs_never_end_empty_handed() {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+    use std::time::Duration;
+    use subcontract::model::{Price, PriceTable, ScriptStep, ScriptedModel, SUBMIT_TOOL};
+    use subcontract::{Ctx, EventKind, MemorySink, Outcome, SubAgentSpec, ToolSet};
+
+    use crate::common::*;
+
+    let trees = 10_000;
+    let mut rng = SmallRng::seed_from_u64(0xa5e7);
+    let mut cut_short: HashMap<&str, usize> = HashMap::new();
+    let mut completed_roots = 0usize;
+    for t in 0..trees {
+        let delay = Duration::from_millis([0, 10, 40][rng.random_range(0..3)]);
+        // The specs: `leaf` (tools: lookup), `mid` (lookup, leaf) and the host (lookup, mid,
+        // leaf), each with random limits.
+        let mut reserve_of: HashMap<&'static str, bool> = HashMap::new();
+        let mut limits = |name: &'static str, rng: &mut SmallRng| {
+            let on = rng.random_bool(0.9);
+            reserve_of.insert(name, on);
+            let cap = rng
+                .random_bool(0.5)
+                .then(|| Decimal::new(rng.random_range(50..10_000), 5));
+            (
+                rng.random_range(1..8u32),
+                cap,
+                rng.random_range(20..200u32),
+                Duration::from_millis(rng.random_range(100..3_000)),
+                on,
+            )
+        };
+        let spec = |name: &'static str,
+                    tools: &[&str],
+                    output: serde_json::Value,
+                    (turns, cap, tokens, timeout, on): (
+            u32,
+            Option<Decimal>,
+            u32,
+            Duration,
+            bool,
+        )| {
+            let mut b = SubAgentSpec::dynamic(name, serde_json::json!({"type": "object"}), output)
+                .description("A test agent.")
+                .system(name.to_uppercase())
+                .tools(tools.iter().copied())
+                .max_turns(turns)
+                .max_tokens_per_turn(tokens)
+                .timeout(timeout)
+                .answer_reserve(on);
+            if let Some(c) = cap {
+                b = b.max_cost_usd(c);
+            }
+            b.build().expect("valid spec")
+        };
+        let leaf = spec(
+            "leaf",
+            &["lookup"],
+            findings_schema(),
+            limits("leaf", &mut rng),
+        );
+        let mid = spec(
+            "mid",
+            &["lookup", "leaf"],
+            findings_schema(),
+            limits("mid", &mut rng),
+        );
+        let host = spec(
+            "host",
+            &["lookup", "mid", "leaf"],
+            serde_json::json!({"type": "string", "maxLength": 200}),
+            limits("host", &mut rng),
+        );
+        let model_rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(rng.random())));
+        let model = Arc::new(ScriptedModel::from_fn("scripted:test", move |req| {
+            let mut rng = model_rng.lock().unwrap();
+            let alone = req.tools.len() == 1 && &*req.tools[0].name == SUBMIT_TOOL;
+            let host = req.system == "HOST";
+            let answer = || {
+                if host {
+                    ScriptStep::text("the answer")
+                } else {
+                    ScriptStep::submit(good_findings())
+                }
+            };
+            let step = if alone || req.tools.is_empty() || rng.random_bool(0.15) {
+                answer()
+            } else {
+                let n = rng.random_range(1..4);
+                let calls = (0..n)
+                    .map(|i| {
+                        let tool = &req.tools[rng.random_range(0..req.tools.len())].name;
+                        let args = if &**tool == "lookup" {
+                            serde_json::json!({"q": format!("{i}-{}", rng.random::<u32>())})
+                        } else {
+                            serde_json::json!({"k": rng.random::<u32>()})
+                        };
+                        (tool.to_string(), args)
+                    })
+                    .filter(|(name, _)| name != SUBMIT_TOOL)
+                    .collect::<Vec<_>>();
+                if calls.is_empty() {
+                    answer()
+                } else {
+                    ScriptStep::tool_calls(calls)
+                }
+            };
+            // Never more than the call's worst case: every prompt here is longer than 100
+            // bytes, and each call may write 20 tokens or more.
+            step.with_usage(rng.random_range(0..100), rng.random_range(0..20))
+                .delayed(delay)
+        }));
+        let mut prices = PriceTable::new();
+        prices.insert(
+            "scripted:test",
+            Price::per_mtok(Decimal::from(10), Decimal::from(10)),
+        );
+        let mut tools = ToolSet::new();
+        tools.insert(lookup_tool("lookup")).unwrap();
+        tools.insert(leaf.as_tool()).unwrap();
+        tools.insert(mid.as_tool()).unwrap();
+        let limit = Decimal::new(rng.random_range(100..20_000), 5);
+        let root = Budget::new(Some(limit), None);
+        let sink = Arc::new(MemorySink::new());
+        let ctx = Ctx::builder(model)
+            .budget(root.clone())
+            .prices(prices)
+            .tools(tools)
+            .fanout_limit(rng.random_range(1..4))
+            .events(sink.clone())
+            .build();
+        let r = host.run(&serde_json::json!({}), &ctx).await;
+        completed_roots += usize::from(r.outcome == Outcome::Completed);
+        let s = root.snapshot();
+        assert!(s.spent_usd <= limit, "tree {t}: {} > {limit}", s.spent_usd);
+        assert_eq!(s.reserved_usd, Decimal::ZERO, "tree {t}: left reserved");
+        let events = sink.events();
+        let mut called: HashMap<&str, bool> = HashMap::new();
+        for e in &events {
+            if matches!(e.kind, EventKind::ModelCall { .. }) {
+                called.insert(&e.run_id, true);
+            }
+        }
+        for e in &events {
+            let EventKind::Finished {
+                outcome,
+                cut_short: cut,
+                error,
+                ..
+            } = &e.kind
+            else {
+                continue;
+            };
+            if let Some(l) = cut {
+                *cut_short.entry(l.as_str()).or_insert(0usize) += 1;
+            }
+            let on = reserve_of.get(&*e.spec).copied().unwrap_or(true);
+            let empty = matches!(outcome, Outcome::BudgetExhausted | Outcome::Timeout);
+            if on && called.get(&*e.run_id).copied().unwrap_or(false) && empty {
+                let tree = subcontract::events::tree::render_tree(
+                    &subcontract::events::tree::build_tree(&events),
+                );
+                panic!(
+                    "tree {t}: {} ({}) made a call and ended {outcome} empty-handed: {error:?}\n{tree}",
+                    e.run_id, e.spec
+                );
+            }
+        }
+    }
+    // The trees do reach their limits: runs were cut short by each, and most hosts answered.
+    for limit in ["budget", "time", "turns"] {
+        let n = cut_short.get(limit).copied().unwrap_or(0);
+        assert!(
+            n > trees / 100,
+            "{n} runs cut short by {limit}: {cut_short:?}"
+        );
+    }
+    assert!(
+        completed_roots > trees / 2,
+        "{completed_roots} hosts answered"
+    );
+}

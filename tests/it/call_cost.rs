@@ -171,16 +171,24 @@ async fn the_run_reserves_exactly_the_first_call_cost() {
             let price = prices.get(model).expect("priced");
             let cost = spec.first_call_cost(&price, &tools, &input);
             assert!(cost.usd > Decimal::ZERO);
-            // A parent with exactly the first call's cost left: the call is made.
+            // A parent with exactly the first call's cost left: the call is made, as the run's
+            // answer (the answer reserve leaves nothing for a turn before it).
             let r = spec
                 .run_child(
                     &input,
                     &ctx(submitter(model, &spec, output.clone()), Some(cost.usd)),
                 )
                 .await;
+            // A spec with tools needs room for its answer beside its first call, and is
+            // refused before it spends; one without tools answers in that one call.
+            let refused = matches!(r.error, Some(subcontract::Failure::NoRoomToAnswer { .. }));
             assert_eq!(
-                r.outcome,
-                Outcome::Completed,
+                (r.turns, r.outcome == Outcome::BudgetExhausted, refused),
+                if spec.tools().is_empty() {
+                    (1, false, false)
+                } else {
+                    (0, true, true)
+                },
                 "{} on {model}: {:?}",
                 f.display(),
                 r.error

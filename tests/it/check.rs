@@ -406,7 +406,7 @@ fn check_model_warns_when_a_call_cannot_fit_the_cap() {
     let old: String = text
         .lines()
         .filter(|l| !l.starts_with("max_tokens_per_turn"))
-        .map(|l| l.replace("max_cost_usd = \"0.25\"", "max_cost_usd = \"0.05\""))
+        .map(|l| l.replace("max_cost_usd = \"0.35\"", "max_cost_usd = \"0.05\""))
         .map(|l| format!("{l}\n"))
         .collect();
     assert_ne!(old, text);

@@ -1,6 +1,7 @@
 //! One integration-test binary (fewer links, faster CI), one module per area.
 
 mod acting;
+mod answer_reserve;
 mod batch;
 #[path = "../support/billing_mock.rs"]
 mod billing_mock;

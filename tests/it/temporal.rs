@@ -372,7 +372,9 @@ fn a_batch_out_of_money_stops_and_a_higher_limit_finishes_it() {
     let first = starter(
         &server,
         dir,
-        &["--concurrency", "8", "--max-cost-usd", "0.05"],
+        // A run needs about 0.10 USD free to start (its first call and the answer reserve
+        // beside it), and each costs about 0.001: some inputs run, then the money is spent.
+        &["--concurrency", "8", "--max-cost-usd", "0.15"],
     )
     .output()
     .expect("the starter runs");
@@ -382,7 +384,7 @@ fn a_batch_out_of_money_stops_and_a_higher_limit_finishes_it() {
     let done = lines(&out);
     assert!(!done.is_empty() && done.len() < 120, "{} lines", done.len());
     let spent: Decimal = done.iter().map(|l| usd(&l["cost_usd"])).sum();
-    assert!(spent <= Decimal::new(5, 2), "{spent}");
+    assert!(spent <= Decimal::new(15, 2), "{spent}");
 
     let second = starter(&server, dir, &["--concurrency", "8", "--max-cost-usd", "1"])
         .output()

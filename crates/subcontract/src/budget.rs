@@ -110,13 +110,13 @@ pub struct BudgetSnapshot {
     pub limit_usd: Option<Decimal>,
     /// USD spent by settled calls in this node and its descendants.
     pub spent_usd: Decimal,
-    /// USD reserved by calls in flight.
+    /// USD reserved by calls in flight and by the answer reserves runs hold.
     pub reserved_usd: Decimal,
     /// Model-call limit, if any.
     pub limit_calls: Option<u64>,
     /// Settled model calls.
     pub calls: u64,
-    /// Model calls in flight.
+    /// Model calls in flight, and one for each answer reserve held.
     pub reserved_calls: u64,
 }
 
@@ -130,8 +130,13 @@ struct Overspend {
 #[derive(Debug, Default)]
 struct State {
     spent_usd: Decimal,
+    /// Reserved by calls in flight and by answer reserves ([`Hold`]s) alike.
     reserved_usd: Decimal,
+    /// The part of `reserved_usd` that answer reserves hold. A hold is let go only by the run
+    /// that holds it, which may be waiting on the caller, so a reservation never waits for one.
+    held_usd: Decimal,
     calls: u64,
+    /// Calls in flight, and the one call each hold keeps room for.
     reserved_calls: u64,
     overspent: Option<Overspend>,
 }
@@ -148,8 +153,63 @@ struct Queue {
 struct Waiter {
     id: u64,
     node: Arc<Node>,
-    usd: Decimal,
-    tx: oneshot::Sender<Result<Reservation, BudgetError>>,
+    want: Want,
+    /// The hold the waiter gives up when it is granted, kept here so that a waiter whose
+    /// future is dropped lets it go exactly once.
+    own: Option<Hold>,
+    tx: oneshot::Sender<Answer>,
+}
+
+/// What a waiting exchange is answered with: the call's reservation and the new hold, or the
+/// refusal and the hold it came with.
+type Answer = Result<(Reservation, Option<Hold>), (BudgetError, Option<Hold>)>;
+
+/// What one reservation asks of every node of its chain: room for a call of `call` USD and
+/// a hold of `hold` USD, once a hold of `release` USD (the caller's own, if any) is let go.
+#[derive(Debug, Clone, Copy)]
+struct Want {
+    call: Decimal,
+    hold: Option<Decimal>,
+    release: Option<Decimal>,
+}
+
+impl Want {
+    fn call(usd: Decimal) -> Self {
+        Want {
+            call: usd,
+            hold: None,
+            release: None,
+        }
+    }
+
+    /// The USD it adds to a node's reservations (negative when it gives back more).
+    fn extra_usd(&self) -> Decimal {
+        let add = self.call.saturating_add(self.hold.unwrap_or_default());
+        add.saturating_sub(self.release.unwrap_or_default())
+    }
+
+    /// The USD it adds to a node's holds.
+    fn extra_held(&self) -> Decimal {
+        self.hold
+            .unwrap_or_default()
+            .saturating_sub(self.release.unwrap_or_default())
+    }
+
+    /// The call slots it adds: one for the call, one for a new hold, less the one let go.
+    fn extra_calls(&self) -> u64 {
+        (1 + u64::from(self.hold.is_some())).saturating_sub(u64::from(self.release.is_some()))
+    }
+
+    /// What a refusal names as requested: the call and the hold beside it.
+    fn requested(&self) -> Decimal {
+        self.call.saturating_add(self.hold.unwrap_or_default())
+    }
+
+    /// Whether it needs no room a node does not already give it: it only turns a hold into a
+    /// call no dearer than the hold.
+    fn takes_no_room(&self) -> bool {
+        self.hold.is_none() && self.release.is_some_and(|r| self.call <= r)
+    }
 }
 
 #[derive(Debug)]
@@ -284,15 +344,21 @@ impl Budget {
     /// Forks a child whose limits are `min(limit, what the parent has left)`. Every spend of
     /// the child is charged to this budget and its ancestors too.
     ///
-    /// "Left" counts settled spends only, not reservations of calls in flight: those may
-    /// settle for less, and the child's reservations wait for them on the ancestors anyway.
+    /// "Left" counts settled spends and the answer reserves held above the child (a parent's
+    /// own answer reserve is never the child's to spend), not reservations of calls in flight:
+    /// those may settle for less, and the child's reservations wait for them on the ancestors
+    /// anyway.
     pub fn child(
         &self,
         label: impl Into<Arc<str>>,
         limit_usd: Option<Decimal>,
         limit_calls: Option<u64>,
     ) -> Budget {
-        let cap_usd = match (limit_usd, self.node.least_left(|s| s.spent_usd)) {
+        let cap_usd = match (
+            limit_usd,
+            self.node
+                .least_left(|s| s.spent_usd.saturating_add(s.held_usd)),
+        ) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
@@ -347,14 +413,43 @@ impl Budget {
     /// the next waiter through. Do not hold a [`Reservation`] of the same tree while awaiting
     /// this: the wait could be for that very reservation.
     pub async fn reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
-        let usd = non_negative(usd);
+        self.exchange(None, usd, None)
+            .await
+            .map(|(r, _)| r)
+            .map_err(|(e, _)| e)
+    }
+
+    /// Reserves one model call costing at most `call` and, beside it, an answer reserve of
+    /// `hold` (a [`Hold`]), giving up the hold `own` in the same step: the room a run keeps
+    /// for the output-only call that ends it, whatever else spends meanwhile. Holds count
+    /// against every limit of the chain like calls in flight (invariant 2 covers them), but no
+    /// reservation waits for one: it is let go only by its run, which may be waiting on the
+    /// caller. So an exchange waits only for calls in flight, and fails at once when the holds
+    /// and spends leave no room; the refusal hands `own` back.
+    ///
+    /// Turning a hold into a call no dearer than it needs no room and never waits.
+    pub(crate) async fn exchange(
+        &self,
+        own: Option<Hold>,
+        call: Decimal,
+        hold: Option<Decimal>,
+    ) -> Answer {
+        let want = Want {
+            call: non_negative(call),
+            hold: hold.map(non_negative),
+            release: own.as_ref().map(|h| h.usd),
+        };
         let (id, rx) = {
             let mut q = lock(&self.node.queue);
-            if let Some(e) = impossible(&self.node, usd) {
-                return Err(e);
+            if let Some(e) = impossible(&self.node, want) {
+                drop(q);
+                return Err((e, own));
             }
-            if q.waiters.is_empty() && reserve_chain(&self.node, usd).is_ok() {
-                return Ok(self.reservation(usd));
+            if (q.waiters.is_empty() || want.takes_no_room())
+                && reserve_chain(&self.node, want).is_ok()
+            {
+                drop(q);
+                return Ok(self.grant(want, own));
             }
             let (tx, rx) = oneshot::channel();
             let id = q.next_id;
@@ -362,10 +457,11 @@ impl Budget {
             q.waiters.push_back(Waiter {
                 id,
                 node: self.node.clone(),
-                usd,
+                want,
+                own,
                 tx,
             });
-            tracing::debug!(node = %self.node.label, requested = %usd, waiting = q.waiters.len(), "a reservation waits for calls in flight to settle");
+            tracing::debug!(node = %self.node.label, requested = %want.requested(), waiting = q.waiters.len(), "a reservation waits for calls in flight to settle");
             (id, rx)
         };
         let mut guard = Unqueue {
@@ -379,14 +475,27 @@ impl Budget {
         answer.expect("invariant: a queued reservation is answered before it leaves the queue")
     }
 
+    /// The reservation and hold `want` was granted (already counted in the chain); `own`, let
+    /// go by the grant, is forgotten.
+    fn grant(&self, want: Want, own: Option<Hold>) -> (Reservation, Option<Hold>) {
+        if let Some(h) = own {
+            h.forget();
+        }
+        let hold = want.hold.map(|usd| Hold {
+            node: Some(self.node.clone()),
+            usd,
+        });
+        (self.reservation(want.call), hold)
+    }
+
     /// Reserves one model call costing at most `usd` now, or refuses without reserving
     /// anything: like [`reserve`](Self::reserve), but instead of waiting it fails with
     /// [`BudgetError::Usd`] (calls in flight hold too much) or [`BudgetError::Waiting`]
     /// (earlier reservations are waiting).
     pub fn try_reserve(&self, usd: Decimal) -> Result<Reservation, BudgetError> {
-        let usd = non_negative(usd);
+        let want = Want::call(non_negative(usd));
         let q = lock(&self.node.queue);
-        if let Some(e) = impossible(&self.node, usd) {
+        if let Some(e) = impossible(&self.node, want) {
             return Err(e);
         }
         if !q.waiters.is_empty() {
@@ -395,8 +504,14 @@ impl Budget {
                 waiting: q.waiters.len(),
             });
         }
-        reserve_chain(&self.node, usd)?;
-        Ok(self.reservation(usd))
+        reserve_chain(&self.node, want)?;
+        Ok(self.reservation(want.call))
+    }
+
+    /// Whether any node of the chain has a limit, USD or calls: an unlimited chain keeps no
+    /// answer reserve. Walks the chain without taking a lock.
+    pub(crate) fn is_limited(&self) -> bool {
+        self.node.chain().any(Node::is_limited)
     }
 
     fn reservation(&self, usd: Decimal) -> Reservation {
@@ -448,22 +563,25 @@ impl Drop for Unqueue<'_> {
     fn drop(&mut self) {
         if self.armed {
             let mut q = lock(self.queue);
-            if let Some(i) = q.waiters.iter().position(|w| w.id == self.id) {
-                q.waiters.remove(i);
-            }
+            let i = q.waiters.iter().position(|w| w.id == self.id);
+            let removed = i.and_then(|i| q.waiters.remove(i));
             drop(q);
+            // Its hold, if it gave one up, is let go now, the queue unlocked.
+            drop(removed);
             // The head may have been the one blocking the others.
             admit_waiters(self.queue);
         }
     }
 }
 
-/// Why `usd` could never be reserved at `node`, whatever the calls in flight settle to: a node
-/// of the chain is exhausted by an overspend, `spent + usd` passes its limit, or its call
-/// limit is reached. Settled spends only grow, so the verdict, once given, stands.
-fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
+/// Why `want` could never be reserved at `node`, whatever the calls in flight settle to: a
+/// node of the chain is exhausted by an overspend, `spent + held + want` passes its limit (a
+/// hold is let go only by its run, which may be waiting on the caller), or its call limit is
+/// reached.
+fn impossible(node: &Node, want: Want) -> Option<BudgetError> {
     // The leaf-most refusal, unless an overspend anywhere explains it better.
     let mut refusal = None;
+    let extra = want.extra_usd();
     // A node with no limit can refuse nothing: an overspend is marked only on limited nodes.
     // Skipped without its lock, which most nodes are (a run's tally, an unlimited root).
     for n in node.chain().filter(|n| n.is_limited()) {
@@ -477,10 +595,15 @@ fn impossible(node: &Node, usd: Decimal) -> Option<BudgetError> {
         }
         if refusal.is_none() {
             refusal = match n.limit_usd {
-                Some(limit) if s.spent_usd.checked_add(usd).is_none_or(|x| x > limit) => {
-                    Some(usd_error(n, &s, limit, usd))
+                Some(limit)
+                    if s.spent_usd
+                        .checked_add(s.held_usd)
+                        .and_then(|x| x.checked_add(extra))
+                        .is_none_or(|x| x > limit) =>
+                {
+                    Some(usd_error(n, &s, limit, want.requested()))
                 }
-                _ => calls_error(n, &s),
+                _ => calls_error(n, &s, want),
             };
         }
     }
@@ -497,39 +620,52 @@ fn usd_error(n: &Node, s: &State, limit: Decimal, usd: Decimal) -> BudgetError {
     }
 }
 
-fn calls_error(n: &Node, s: &State) -> Option<BudgetError> {
+fn calls_error(n: &Node, s: &State, want: Want) -> Option<BudgetError> {
     let limit = n.limit_calls?;
     let used = s.calls.saturating_add(s.reserved_calls);
-    (used >= limit).then(|| BudgetError::Calls {
+    let after = used.saturating_add(want.extra_calls());
+    let released = u64::from(want.release.is_some());
+    (after > limit).then(|| BudgetError::Calls {
         node: n.label.to_string(),
         limit,
-        used,
+        used: used.saturating_sub(released),
     })
 }
 
-/// Checks `node` and its ancestors and reserves in all of them, or in none. Each node's lock
-/// is held while its ancestors are checked (leaf first, the one lock order used everywhere),
-/// so no other reservation can slip in between the check and the update. Recursion instead of
-/// a list of guards: the chain is a few nodes deep and this runs on every model call.
-fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
+/// Checks `node` and its ancestors and reserves `want` in all of them, or in none. Each node's
+/// lock is held while its ancestors are checked (leaf first, the one lock order used
+/// everywhere), so no other reservation can slip in between the check and the update.
+/// Recursion instead of a list of guards: the chain is a few nodes deep and this runs on every
+/// model call.
+fn reserve_chain(node: &Node, want: Want) -> Result<(), BudgetError> {
     let mut s = node.lock();
+    let extra = want.extra_usd();
     if let Some(limit) = node.limit_usd {
         let fits = s
             .spent_usd
             .checked_add(s.reserved_usd)
-            .and_then(|x| x.checked_add(usd))
+            .and_then(|x| x.checked_add(extra))
             .is_some_and(|x| x <= limit);
         if !fits || s.overspent.is_some() {
-            return Err(usd_error(node, &s, limit, usd));
+            return Err(usd_error(node, &s, limit, want.requested()));
         }
     }
-    if let Some(e) = calls_error(node, &s) {
+    if let Some(e) = calls_error(node, &s, want) {
         return Err(e);
     }
     if let Some(parent) = node.parent.as_deref() {
-        reserve_chain(parent, usd)?;
+        reserve_chain(parent, want)?;
     }
-    s.reserved_usd = s.reserved_usd.saturating_add(usd);
+    s.reserved_usd = non_negative(s.reserved_usd.saturating_add(extra));
+    if want.hold.is_some() || want.release.is_some() {
+        s.held_usd = non_negative(s.held_usd.saturating_add(want.extra_held()));
+        if want.release.is_some() {
+            s.reserved_calls = s.reserved_calls.saturating_sub(1);
+        }
+        if want.hold.is_some() {
+            s.reserved_calls = s.reserved_calls.saturating_add(1);
+        }
+    }
     s.reserved_calls = s.reserved_calls.saturating_add(1);
     Ok(())
 }
@@ -538,7 +674,7 @@ fn reserve_chain(node: &Node, usd: Decimal) -> Result<(), BudgetError> {
 /// is granted until one does not (it blocks those behind it); any that has become impossible
 /// is refused wherever it stands.
 fn admit_waiters(queue: &Mutex<Queue>) {
-    // Grants whose waiter went away meanwhile; released (which locks the queue again) only
+    // Answers whose waiter went away meanwhile; released (which locks the queue again) only
     // after the queue is unlocked.
     let mut unclaimed = Vec::new();
     let mut q = lock(queue);
@@ -546,21 +682,22 @@ fn admit_waiters(queue: &Mutex<Queue>) {
     let mut i = 0;
     while i < q.waiters.len() {
         let w = &q.waiters[i];
-        let answer = if let Some(e) = impossible(&w.node, w.usd) {
-            Err(e)
-        } else if blocked || reserve_chain(&w.node, w.usd).is_err() {
+        let refusal = impossible(&w.node, w.want);
+        if refusal.is_none() && (blocked || reserve_chain(&w.node, w.want).is_err()) {
             blocked = true;
             i += 1;
             continue;
-        } else {
-            Ok(Reservation {
-                node: Some(w.node.clone()),
-                usd: w.usd,
-            })
-        };
-        if let Some(w) = q.waiters.remove(i) {
-            if let Err(Ok(r)) = w.tx.send(answer) {
-                unclaimed.push(r);
+        }
+        if let Some(mut w) = q.waiters.remove(i) {
+            let answer = match refusal {
+                Some(e) => Err((e, w.own.take())),
+                None => Ok(Budget {
+                    node: w.node.clone(),
+                }
+                .grant(w.want, w.own.take())),
+            };
+            if let Err(answer) = w.tx.send(answer) {
+                unclaimed.push(answer);
             }
         }
     }
@@ -591,6 +728,45 @@ fn settle_chain(node: &Node, usd: Decimal, actual: Option<Decimal>) {
         cur = n.parent.as_deref();
     }
     admit_waiters(&node.queue);
+}
+
+/// An answer reserve: room a run keeps in its budget and every ancestor for the output-only
+/// call that ends it, made by [`Budget::exchange`] beside a call. It counts as reserved (so
+/// `spent + reserved` never passes a limit, holds included) and keeps one call's room under
+/// a call limit. Dropping it lets it go.
+#[derive(Debug)]
+#[must_use = "a hold keeps budget until it is exchanged or dropped"]
+pub(crate) struct Hold {
+    node: Option<Arc<Node>>,
+    usd: Decimal,
+}
+
+impl Hold {
+    /// The USD held.
+    pub(crate) fn amount(&self) -> Decimal {
+        self.usd
+    }
+
+    /// Forgets the hold without letting it go: a grant has already moved it.
+    fn forget(mut self) {
+        self.node = None;
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let Some(node) = self.node.take() else { return };
+        let mut cur = Some(&*node);
+        while let Some(n) = cur {
+            let mut s = n.lock();
+            s.reserved_usd = non_negative(s.reserved_usd.saturating_sub(self.usd));
+            s.held_usd = non_negative(s.held_usd.saturating_sub(self.usd));
+            s.reserved_calls = s.reserved_calls.saturating_sub(1);
+            drop(s);
+            cur = n.parent.as_deref();
+        }
+        admit_waiters(&node.queue);
+    }
 }
 
 /// A reserved model call. [`settle`](Self::settle) it with the actual cost; dropping it
@@ -760,6 +936,46 @@ mod tests {
             .settle(Decimal::ONE);
         assert!(limited.try_reserve(Decimal::MAX).is_err());
         assert!(limited.child("c", None, None).limit_usd() < Some(Decimal::MAX));
+    }
+
+    #[tokio::test]
+    async fn a_hold_is_reserved_and_never_waited_for() {
+        let root = Budget::new(Some(usd(10)), Some(10));
+        // A call of 3 and a hold of 4 beside it, in one step.
+        let (call, hold) = root.exchange(None, usd(3), Some(usd(4))).await.unwrap();
+        let hold = hold.expect("a hold");
+        assert_eq!(root.snapshot().reserved_usd, usd(7));
+        assert_eq!(root.snapshot().reserved_calls, 2);
+        call.settle(usd(1));
+        // A child is forked from what is left after the hold: 10 - 1 spent - 4 held.
+        let child = root.child("c", None, None);
+        assert_eq!(child.limit_usd(), Some(usd(5)));
+        // A reservation that does not fit beside the hold fails at once instead of waiting
+        // for it (its holder may be waiting for the caller).
+        let mut f = Box::pin(child.reserve(usd(6)));
+        let err = poll_once(&mut f).expect("not queued").unwrap_err();
+        assert!(matches!(err, BudgetError::Usd { .. }), "{err}");
+        // Turning the hold into a call no dearer takes no room: it fits even when all else is
+        // reserved.
+        let _other = child.try_reserve(usd(5)).unwrap();
+        let (answer, none) = root.exchange(Some(hold), usd(4), None).await.unwrap();
+        assert!(none.is_none());
+        let s = root.snapshot();
+        assert_eq!((s.reserved_usd, s.reserved_calls), (usd(9), 2));
+        assert!(s.spent_usd + s.reserved_usd <= usd(10));
+        answer.settle(usd(2));
+        // A refused exchange hands its hold back; dropping it lets it go.
+        let (c, h) = root.exchange(None, usd(1), Some(usd(1))).await.unwrap();
+        drop(c);
+        let (e, back) = root.exchange(h, usd(1), Some(usd(9))).await.unwrap_err();
+        assert!(matches!(e, BudgetError::Usd { .. }), "{e}");
+        drop(back.expect("handed back"));
+        drop(_other);
+        let s = root.snapshot();
+        assert_eq!(
+            (s.spent_usd, s.reserved_usd, s.reserved_calls),
+            (usd(3), Decimal::ZERO, 0)
+        );
     }
 
     #[test]

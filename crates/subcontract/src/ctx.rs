@@ -16,12 +16,14 @@ use crate::outcome::SpawnError;
 use crate::tool::workspace::Workspace;
 use crate::tool::{LiveTools, ToolEntry, ToolSet};
 
+mod clock;
 mod shared_prefix;
 #[cfg(test)]
 mod tests;
 mod unless_cancelled;
 
-pub(crate) use shared_prefix::SharedPrefix;
+pub(crate) use clock::RunClock;
+pub(crate) use shared_prefix::{Opener, SharedPrefix};
 use unless_cancelled::UnlessCancelled;
 
 /// Default maximum depth: the host is depth 0, its sub-agents 1, theirs 2.
@@ -183,6 +185,10 @@ struct Inner {
     cancel: CancellationToken,
     fanout: Fanout,
     counters: Counters,
+    // When this run must answer by, for its sub-agents (written by the run as it goes), and
+    // its parent's, which bounds this run's own.
+    clock: Arc<RunClock>,
+    parent_clock: Option<Arc<RunClock>>,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -404,6 +410,8 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout: Fanout::default(),
                 counters: Counters::default(),
+                clock: Arc::default(),
+                parent_clock: None,
             }),
         }
     }
@@ -577,6 +585,8 @@ impl Ctx {
                     siblings: run.siblings,
                 },
                 counters: run.counters,
+                clock: Arc::default(),
+                parent_clock: Some(p.clock.clone()),
             }),
         }
     }
@@ -751,6 +761,10 @@ impl Ctx {
     /// Its price table.
     pub fn prices(&self) -> &PriceTable {
         &self.inner.host.prices
+    }
+    /// This run's clock, and its parent's: when each must answer by.
+    pub(crate) fn clocks(&self) -> (&RunClock, Option<&RunClock>) {
+        (&self.inner.clock, self.inner.parent_clock.as_deref())
     }
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {

@@ -74,7 +74,7 @@ pub use ctx::{
 pub use events::{Event, EventKind, EventSink, JsonlSink, MemorySink, TracingSink};
 pub use gate::{ApprovalGate, ApprovalRequest, Decision, DenyTools, FnGate, Gate};
 pub use model::{Model, SUBMIT_TOOL};
-pub use outcome::{Failure, Outcome, RunError, RunResult, SpawnError};
+pub use outcome::{Failure, Limit, Outcome, RunError, RunResult, SpawnError};
 pub use spec::{Limits, SpecBuilder, SpecError, SpecProblem, SubAgentSpec};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{FnTool, IntoTool, Tool, ToolOutput, ToolRef, ToolSet, TypedTool};

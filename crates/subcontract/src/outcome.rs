@@ -62,6 +62,47 @@ impl fmt::Display for Outcome {
     }
 }
 
+/// The limit that cut a run short: it asked the model for its output alone, before it was
+/// done, so that it would still answer within that limit. The run completed, and its output
+/// passed every check, but it may be incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Limit {
+    /// Its turn limit: the last turn asked for the output alone.
+    Turns,
+    /// Its budget (or an ancestor's): what was left covered only the answer.
+    Budget,
+    /// Its timeout (or its parent's, which it must answer within).
+    Time,
+}
+
+impl Limit {
+    /// The limit's stable name (`turns`, `budget`, `time`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Turns => "turns",
+            Limit::Budget => "budget",
+            Limit::Time => "time",
+        }
+    }
+
+    /// The limit as a sentence says it: "its turn limit", "its budget", "its timeout".
+    pub fn said(self) -> &'static str {
+        match self {
+            Limit::Turns => "its turn limit",
+            Limit::Budget => "its budget",
+            Limit::Time => "its timeout",
+        }
+    }
+}
+
+impl fmt::Display for Limit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Why a child context could not be made. The run loop turns it into an error result for the
 /// model that asked; nothing panics.
 #[derive(Clone, PartialEq, thiserror::Error)]
@@ -140,6 +181,17 @@ pub enum Failure {
         error: BudgetError,
         /// The turn whose call was refused (1 for the first).
         turn: u32,
+    },
+    /// The budget could not pay for the run's first call and the answer reserve beside it
+    /// (for a spec without tools, for even one output-only call), so the run made no call:
+    /// `raise_to` is the figure the refusing limit would have to be raised to (its spend and
+    /// reservations plus what was asked, rounded up to a hundredth of a cent).
+    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} USD")]
+    NoRoomToAnswer {
+        /// The refusal.
+        error: BudgetError,
+        /// The limit that one answer needs.
+        raise_to: Decimal,
     },
     /// A provider billed more than the call had reserved (its worst case), which exhausts
     /// every limited budget above the run.
@@ -223,7 +275,9 @@ impl Failure {
             Failure::Spawn(_) | Failure::ToolsNotHeld { .. } | Failure::Workspace(_) => {
                 Outcome::Denied
             }
-            Failure::Budget { .. } | Failure::Overbilled { .. } => Outcome::BudgetExhausted,
+            Failure::Budget { .. }
+            | Failure::Overbilled { .. }
+            | Failure::NoRoomToAnswer { .. } => Outcome::BudgetExhausted,
             Failure::SpendNotRecorded(_) | Failure::Model(_) | Failure::UnreadableUsage { .. } => {
                 Outcome::ModelError
             }
@@ -246,7 +300,7 @@ impl Failure {
     /// The budget refusal, when a reservation was refused.
     pub fn budget_error(&self) -> Option<&BudgetError> {
         match self {
-            Failure::Budget { error, .. } => Some(error),
+            Failure::Budget { error, .. } | Failure::NoRoomToAnswer { error, .. } => Some(error),
             _ => None,
         }
     }
@@ -254,7 +308,11 @@ impl Failure {
     /// Whether a budget refused the run's first model call: the run was turned away before
     /// any spend (a run whose later call was refused has spent, and is a result).
     pub fn refused_before_spend(&self) -> bool {
-        matches!(self, Failure::Budget { turn: 1, error } if !matches!(error, BudgetError::Overspent { .. }))
+        match self {
+            Failure::NoRoomToAnswer { .. } => true,
+            Failure::Budget { turn: 1, error } => !matches!(error, BudgetError::Overspent { .. }),
+            _ => false,
+        }
     }
 }
 
@@ -289,6 +347,9 @@ pub struct RunResult<O> {
     /// for a run that does not act, and for one that did not complete (whose changes are
     /// kept as a patch file, never applied; its `changes` event names the file).
     pub changes: Option<crate::act::Changes>,
+    /// The limit that cut it short, when it completed with an output it was asked for before
+    /// it was done (see [`Limit`]); `None` otherwise.
+    pub cut_short: Option<Limit>,
 }
 
 /// What a run consumed, however it ended.
@@ -299,15 +360,16 @@ pub(crate) struct RunStats {
     pub(crate) cost_usd: Decimal,
     pub(crate) total_cost_usd: Decimal,
     pub(crate) duration: Duration,
+    pub(crate) cut_short: Option<Limit>,
 }
 
 impl<O> RunResult<O> {
     /// The one way the library makes a result: its outcome, output and error all come from
     /// `ended`, so they agree by construction.
     pub(crate) fn ended(run_id: String, ended: Result<O, Failure>, stats: RunStats) -> Self {
-        let (outcome, output, error) = match ended {
-            Ok(o) => (Outcome::Completed, Some(o), None),
-            Err(f) => (f.outcome(), None, Some(f)),
+        let (outcome, output, error, cut_short) = match ended {
+            Ok(o) => (Outcome::Completed, Some(o), None, stats.cut_short),
+            Err(f) => (f.outcome(), None, Some(f), None),
         };
         RunResult {
             run_id,
@@ -320,6 +382,7 @@ impl<O> RunResult<O> {
             duration: stats.duration,
             error,
             changes: None,
+            cut_short,
         }
     }
 
@@ -332,6 +395,7 @@ impl<O> RunResult<O> {
             cost_usd: self.cost_usd,
             total_cost_usd: self.total_cost_usd,
             duration: self.duration,
+            cut_short: self.cut_short,
         };
         let changes = self.changes;
         let ended = match (self.output, self.error) {

@@ -111,6 +111,7 @@ pub(crate) fn agent_span(spec: &SpecCore, ctx: &Ctx) -> Span {
         subcontract.budget.limit_usd = Empty,
         subcontract.budget.remaining_usd = Empty,
         subcontract.outcome = Empty,
+        subcontract.cut_short = Empty,
         subcontract.repairs = Empty,
         subcontract.grounding_rejections = Empty,
         subcontract.error = Empty,
@@ -306,9 +307,13 @@ fn record_on(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
             usage,
             cost_usd,
             error,
+            cut_short,
             ..
         } => {
             record_usage(span, *usage);
+            if let Some(l) = cut_short {
+                span.record("subcontract.cut_short", l.as_str());
+            }
             span.record("subcontract.turns", *turns);
             span.record("subcontract.cost_usd", usd(*cost_usd));
             if let Detail::Run {

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::ids::IdSet;
 use super::{io_err, BatchError};
 use crate::model::Usage;
-use crate::{Outcome, RunResult};
+use crate::{Limit, Outcome, RunResult};
 
 /// One line of a batch's output: the result of one input.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -43,6 +43,10 @@ pub struct ResultLine {
     /// in (`{"id", "files": [{"path", "insertions", "deletions"}], "patch"}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<Value>,
+    /// The limit that cut the run short, when it completed with an output asked for before it
+    /// was done (the output may be incomplete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<Limit>,
 }
 
 impl ResultLine {
@@ -63,6 +67,7 @@ impl ResultLine {
             usage: r.usage,
             run_id: r.run_id,
             changes: None,
+            cut_short: r.cut_short,
         }
     }
 
@@ -78,6 +83,7 @@ impl ResultLine {
             usage: Usage::default(),
             run_id: String::new(),
             changes: None,
+            cut_short: None,
         }
     }
 
@@ -427,6 +433,7 @@ mod tests {
             usage: Usage::default(),
             run_id: "r.s-1".into(),
             changes: None,
+            cut_short: None,
         };
         let b = ResultLine::invalid("2".into(), "line 2: not JSON".into());
         let text = format!("{}\n{}\n{{\"id\":\"c\",\"outc", a.to_json(), b.to_json());

@@ -349,6 +349,7 @@ fn empty(id: &str, mode: OutputMode, attempt: u32, outcome: &str) -> AttemptRepo
         wall_ms: 0,
         stale: None,
         output: None,
+        cut_short: None,
     }
 }
 
@@ -358,14 +359,14 @@ fn refused_by_eval(r: &RunResult<Value>, spec_cap: Option<Decimal>, eval_limited
     if !eval_limited {
         return false;
     }
-    match &r.error {
-        Some(
-            f @ Failure::Budget {
-                error: BudgetError::Usd { requested, .. },
-                ..
-            },
-        ) if f.refused_before_spend() => spec_cap.is_none_or(|cap| *requested <= cap),
-        _ => false,
+    match r.error.as_ref().filter(|f| f.refused_before_spend()) {
+        Some(f) => match f.budget_error() {
+            Some(BudgetError::Usd { requested, .. }) => {
+                spec_cap.is_none_or(|cap| *requested <= cap)
+            }
+            _ => false,
+        },
+        None => false,
     }
 }
 
@@ -495,6 +496,7 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
         }
         report.passed = report.failed.is_empty();
         report.output = r.output.clone();
+        report.cut_short = r.cut_short;
     }
     report.wall_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.requests = tape.requests.load(Ordering::Relaxed);
@@ -559,7 +561,7 @@ async fn run_judge(
         let why = format!("not run: the eval's budget has no room for the judge `{name}`");
         return (Judged::NotRun(why), r.total_cost_usd);
     }
-    if let Some(f @ Failure::Budget { .. }) = &r.error {
+    if let Some(f @ (Failure::Budget { .. } | Failure::NoRoomToAnswer { .. })) = &r.error {
         if f.refused_before_spend() {
             let why = format!("not run: the judge `{name}` was refused: {f}");
             return (Judged::NotRun(why), r.total_cost_usd);

@@ -47,6 +47,10 @@ pub struct AttemptReport {
     /// the spec's `max_output_chars`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// The limit that cut the run short, when it completed with an output asked for before it
+    /// was done: counted apart in the summary ([`ModeSummary::cut_short`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cut_short: Option<crate::Limit>,
 }
 
 /// The figures of one mode.
@@ -67,6 +71,11 @@ pub struct ModeSummary {
     pub wrong_valid_rate: f64,
     /// Attempts the budget had no room for.
     pub not_run: usize,
+    /// Attempts that completed cut short by a limit ([`AttemptReport::cut_short`]), passed or
+    /// not: a pass rate reached on answers that may be incomplete says so. Left out of the
+    /// JSON when none was.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cut_short: usize,
     /// Input tokens of the mode's attempts.
     pub input_tokens: u64,
     /// Output tokens of the mode's attempts.
@@ -90,6 +99,10 @@ pub struct Report {
     pub cases: Vec<AttemptReport>,
     /// Per mode, in the order the modes were given.
     pub summary: Vec<(String, ModeSummary)>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn ratio(n: usize, d: usize) -> f64 {
@@ -215,6 +228,18 @@ impl Report {
                 s.wall_ms
             );
         }
+        for (m, s) in self.summary.iter().filter(|(_, s)| s.cut_short > 0) {
+            let passed = self
+                .cases
+                .iter()
+                .filter(|a| &a.mode == m && a.cut_short.is_some() && a.passed)
+                .count();
+            let _ = writeln!(
+                out,
+                "{m}: {} attempt(s) cut short by a limit (the answer may be incomplete), {passed} of them passed",
+                s.cut_short
+            );
+        }
         let failing: Vec<&AttemptReport> = self.cases.iter().filter(|a| !a.passed).collect();
         if failing.is_empty() {
             let _ = writeln!(out, "every attempt passed");
@@ -226,9 +251,12 @@ impl Report {
                     (None, false) => a.failed.join("; "),
                     (None, true) => String::new(),
                 };
+                let cut = a
+                    .cut_short
+                    .map_or(String::new(), |l| format!(", cut short by {}", l.said()));
                 let _ = writeln!(
                     out,
-                    "  {} [{} #{}] {}: {}",
+                    "  {} [{} #{}] {}{cut}: {}",
                     a.id, a.mode, a.attempt, a.outcome, why
                 );
             }
@@ -351,6 +379,7 @@ fn summarise<'a>(attempts: impl Iterator<Item = &'a AttemptReport>) -> ModeSumma
         valid_rate: ratio(count(&|a| a.valid), n),
         wrong_valid_rate: ratio(count(&|a| a.valid && !a.passed), n),
         not_run: count(&|a| a.outcome == NOT_RUN),
+        cut_short: count(&|a| a.cut_short.is_some()),
         input_tokens: attempts
             .iter()
             .fold(0u64, |t, a| t.saturating_add(a.input_tokens)),
@@ -389,6 +418,7 @@ mod tests {
             wall_ms: 3,
             stale: None,
             output: None,
+            cut_short: None,
         }
     }
 

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::Violation;
 use crate::model::{StopReason, Usage};
-use crate::outcome::Outcome;
+use crate::outcome::{Limit, Outcome};
 
 /// One thing that happened in a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,6 +178,10 @@ pub enum EventKind {
         /// What went wrong, if it did not complete.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// The limit that cut it short, when it completed with an output asked for before it
+        /// was done.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cut_short: Option<Limit>,
     },
 }
 
@@ -207,11 +211,17 @@ pub enum Forced {
     /// (`x-grounded`): a call of one of the spec's own tools was required, so that the model
     /// reads what holds them before it answers again.
     Ungrounded,
+    /// What was left of the budget (its own or an ancestor's) covered this call and no other
+    /// after it: the answer reserve. The run is cut short by its budget.
+    Budget,
+    /// The time left was less than the slowest model call so far (with its margin) and an
+    /// output check: the run is cut short by its timeout.
+    Time,
 }
 
 impl Forced {
     /// The reason's stable name (`last_turn`, `no_tools`, `repeated_call`, `text_answer`,
-    /// `first_turn`, `ungrounded`).
+    /// `first_turn`, `ungrounded`, `budget`, `time`).
     pub fn as_str(self) -> &'static str {
         match self {
             Forced::LastTurn => "last_turn",
@@ -220,6 +230,8 @@ impl Forced {
             Forced::TextAnswer => "text_answer",
             Forced::FirstTurn => "first_turn",
             Forced::Ungrounded => "ungrounded",
+            Forced::Budget => "budget",
+            Forced::Time => "time",
         }
     }
 }
@@ -424,8 +436,10 @@ impl EventSink for TracingSink {
                 cost_usd,
                 duration_ms,
                 error,
+                cut_short,
             } => {
-                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, outcome = %outcome, turns, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = redacted(error), "finished")
+                let cut_short = cut_short.map(Limit::as_str);
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, parent_run_id = parent, spec = %e.spec, outcome = %outcome, cut_short, turns, input_tokens = usage.input_tokens, output_tokens = usage.output_tokens, cost_usd = %cost_usd, duration_ms, error = redacted(error), "finished")
             }
         }
     }

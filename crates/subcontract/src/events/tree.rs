@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::contract::Violation;
 use crate::events::{Event, EventKind};
 use crate::model::Usage;
-use crate::outcome::Outcome;
+use crate::outcome::{Limit, Outcome};
 
 /// One run of the tree.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -37,6 +37,9 @@ pub struct RunNode {
     pub outcome: Option<Outcome>,
     /// Error, if any.
     pub error: Option<String>,
+    /// The limit that cut it short, when it completed with an output asked for before it was
+    /// done.
+    pub cut_short: Option<Limit>,
     /// Outputs it had rejected, in turn order (where and why, never the output).
     pub rejected: Vec<RejectedOutput>,
     /// Valid outputs it had rejected as ungrounded (`x-grounded` values backed by nothing
@@ -123,6 +126,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                     duration_ms: 0.0,
                     outcome: None,
                     error: None,
+                    cut_short: None,
                     rejected: Vec::new(),
                     ungrounded: Vec::new(),
                     commands: Vec::new(),
@@ -158,12 +162,14 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 turns,
                 duration_ms,
                 error,
+                cut_short,
                 ..
             } => {
                 n.turns = n.turns.max(*turns);
                 n.outcome = Some(*outcome);
                 n.duration_ms = *duration_ms;
                 n.error = error.clone();
+                n.cut_short = *cut_short;
             }
             EventKind::OutputRejected { turn, violations } => n.rejected.push(RejectedOutput {
                 turn: *turn,
@@ -282,9 +288,12 @@ fn render_node(s: &mut String, n: &RunNode, prefix: &str, last: bool, root: bool
         "├─ "
     };
     let outcome = n.outcome.map_or("unfinished", |o| o.as_str());
+    let cut_short = n
+        .cut_short
+        .map_or(String::new(), |l| format!(", cut short by {}", l.said()));
     let _ = writeln!(
         s,
-        "{prefix}{branch}{} [{}] {outcome}, {} turn(s), {}, ${} own, ${} total ({:.1}% of all), {:.0} ms",
+        "{prefix}{branch}{} [{}] {outcome}{cut_short}, {} turn(s), {}, ${} own, ${} total ({:.1}% of all), {:.0} ms",
         n.run_id,
         n.spec,
         n.turns,

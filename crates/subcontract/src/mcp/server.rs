@@ -139,6 +139,7 @@ impl SubcontractServer {
             .as_ref()
             .filter(|c| !c.is_empty())
             .map(|c| crate::act::run::keep_for_caller(&self.root, c));
+        let cut_short = result.cut_short;
         match (result.outcome, result.output) {
             (Outcome::Completed, Some(output)) => {
                 let mut output = if served.wrapped {
@@ -148,7 +149,7 @@ impl SubcontractServer {
                 };
                 // A reply leaves the process: it passes the same redaction as every exit.
                 crate::redact::redact_value(&mut output);
-                let mut reply = CallToolResult::structured(output);
+                let mut reply = with_cut_short(CallToolResult::structured(output), cut_short);
                 if let Some(k) = kept {
                     reply
                         .content
@@ -175,6 +176,9 @@ impl SubcontractServer {
             "subcontract mcp: {tool} [{}] {} in {} turn(s), ${} ({:.1?})",
             r.run_id, r.outcome, r.turns, r.total_cost_usd, r.duration
         );
+        if let Some(l) = r.cut_short {
+            line.push_str(&format!(", cut short by {}", l.said()));
+        }
         if let Some(e) = &r.error {
             line.push_str(": ");
             line.push_str(&e.to_string());
@@ -183,6 +187,22 @@ impl SubcontractServer {
         let line = crate::redact::redact(&line);
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
+}
+
+/// A completed result that says, when the run was cut short, by which limit: in its `_meta`
+/// (`subcontract/cut_short`: `turns`, `budget` or `time`) for a host, and in a second text
+/// block for a model, which may ask again with more of that limit.
+fn with_cut_short(mut r: CallToolResult, cut_short: Option<crate::Limit>) -> CallToolResult {
+    if let Some(limit) = cut_short {
+        let mut meta = serde_json::Map::new();
+        meta.insert("subcontract/cut_short".into(), json!(limit.as_str()));
+        r.meta = Some(rmcp::model::MetaObject(meta));
+        r.content.push(rmcp::model::ContentBlock::text(format!(
+            "completed, cut short by {}: the answer may be incomplete",
+            limit.said()
+        )));
+    }
+    r
 }
 
 /// An `isError` result whose text starts with the outcome's stable name, so hosts and models
@@ -499,6 +519,53 @@ mod tests {
         assert_eq!(reply["result"]["isError"], true, "{reply}");
         let text = reply["result"]["content"][0]["text"].as_str().unwrap_or("");
         assert!(text.starts_with("budget_exhausted: "), "{text}");
+        pipe.close().await;
+    }
+
+    /// A run cut short by its turn limit: its result is the output, with the limit in `_meta`
+    /// and in a second text block.
+    #[tokio::test]
+    async fn a_cut_short_result_says_by_which_limit() {
+        use crate::model::{ScriptStep, ScriptedModel};
+
+        let specs = vec![SubAgentSpec::dynamic(
+            "looker",
+            json!({"type": "object", "additionalProperties": false,
+                   "properties": {"q": {"type": "string", "maxLength": 10}}}),
+            json!({"type": "object", "required": ["title"], "additionalProperties": false,
+                   "properties": {"title": {"type": "string", "maxLength": 20}}}),
+        )
+        .description("A test spec.")
+        .system("system of looker")
+        .tools(["list_dir"])
+        .max_turns(2)
+        .build()
+        .expect("valid test spec")];
+        // It looks until it is asked for its output alone (its last turn).
+        let model = ScriptedModel::from_fn("scripted", |req| {
+            if req.tools.len() == 1 {
+                ScriptStep::submit(json!({"title": "found"}))
+            } else {
+                ScriptStep::tool_call("list_dir", json!({"path": "."}))
+            }
+        });
+        let config = McpConfig::new(
+            Host::builder()
+                .model(Arc::new(model))
+                .workspace(std::env::temp_dir())
+                .specs(specs),
+        );
+        let mut pipe = Pipe::start(config).await;
+        pipe.send(Pipe::call(1, "looker", json!({"q": "hi"}))).await;
+        let reply = pipe.recv().await;
+        let result = &reply["result"];
+        assert_eq!(result["isError"], false, "{reply}");
+        assert_eq!(result["structuredContent"], json!({"title": "found"}));
+        assert_eq!(result["_meta"]["subcontract/cut_short"], "turns", "{reply}");
+        assert_eq!(
+            result["content"][1]["text"],
+            "completed, cut short by its turn limit: the answer may be incomplete"
+        );
         pipe.close().await;
     }
 

@@ -15,13 +15,14 @@ use serde_json::Value;
 use crate::ctx::{Ctx, NextRun};
 use crate::events::EventKind;
 use crate::model::Usage;
-use crate::outcome::{Failure, Outcome, RunResult, RunStats};
+use crate::outcome::{Failure, Limit, Outcome, RunResult, RunStats};
 use crate::spec::core::{InputCheck, OutputText, SpecCore};
 use tracing::Instrument;
 
 mod agent_tool;
 mod fanout;
 mod policy;
+mod reserve;
 mod turn;
 mod wording;
 
@@ -77,6 +78,8 @@ struct LoopState {
     rejections: Rejections,
     /// When the run times out: its model calls are given no longer than what is left.
     deadline: Option<Instant>,
+    /// The limit that cut the run short so far, if one did.
+    cut_short: Option<Limit>,
 }
 
 /// Forks a child of `parent` for `spec` and runs it; a child that cannot be made ends as
@@ -134,6 +137,7 @@ pub(crate) async fn run_child_carrying(
                     cost_usd: Decimal::ZERO,
                     duration_ms: 0.0,
                     error: Some(error.to_string()),
+                    cut_short: None,
                 },
             );
             (
@@ -164,6 +168,7 @@ impl Drop for FinishGuard<'_> {
                 cost_usd: Decimal::ZERO,
                 duration_ms: self.start.elapsed().as_secs_f64() * 1000.0,
                 error: Some("stopped because its caller stopped waiting for it".into()),
+                cut_short: None,
             });
         }
     }
@@ -214,8 +219,12 @@ async fn run_owned(
     ctx.emit(EventKind::Started {
         model: ctx.model_id().clone(),
     });
+    // The run's end: its timeout, or sooner, when its parent must answer by then.
+    let t_start = tokio::time::Instant::now();
+    let (end, slowest) = reserve::run_end(ctx, spec.def.limits.timeout, t_start);
     let mut st = LoopState {
-        deadline: start.checked_add(spec.def.limits.timeout),
+        // Its model calls are given no longer than what is left until then.
+        deadline: Some(end.into_std()),
         ..LoopState::default()
     };
     // An acting spec's run works in a copy of its own, which its context carries from here.
@@ -229,11 +238,12 @@ async fn run_owned(
                     Some(c) => &*copy.insert(c),
                     None => ctx,
                 };
+                let reserve = reserve::Reserve::new(spec, ctx, (t_start, end), slowest);
                 // Pinned here and lent, not moved in: an async fn keeps a future it takes by
                 // value twice (its argument and the pinned local), and this one is most of a
                 // run's size.
-                let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st));
-                run_until_stopped(spec, ctx, body).await
+                let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st, reserve));
+                run_until_stopped(ctx, (t_start, end), body).await
             }
         },
     };
@@ -243,6 +253,7 @@ async fn run_owned(
         Some(c) => crate::act::run::finish(c, ended.is_ok()).await,
         None => None,
     };
+    let cut_short = ended.as_ref().ok().and(st.cut_short);
     let outcome = ended
         .as_ref()
         .map_or_else(Failure::outcome, |_| Outcome::Completed);
@@ -270,6 +281,7 @@ async fn run_owned(
         cost_usd: st.cost,
         duration_ms: duration.as_secs_f64() * 1000.0,
         error: error_text,
+        cut_short,
     };
     // The run's span is the current one: its future is instrumented with it.
     let detail = crate::telemetry::Detail::Run {
@@ -287,6 +299,7 @@ async fn run_owned(
             cost_usd: st.cost,
             total_cost_usd: total,
             duration,
+            cut_short,
         },
     );
     result.changes = changes;
@@ -305,14 +318,15 @@ async fn acting(spec: &SpecCore, ctx: &Ctx) -> Result<Option<Ctx>, crate::act::r
         .map(Some)
 }
 
-/// Drives `body` until it ends, the run times out, or it is cancelled. A run that stops
+/// Drives `body` until it ends, the run times out at `end` (its timeout after `start`, or its
+/// parent's answer time, whichever is first), or it is cancelled. A run that stops
 /// cancels its own token and then drives `body` on until it has wound down: the model call in
 /// flight is dropped (its reservation released), no model call starts, and every sub-agent
 /// task is awaited, so each has settled its calls and reported how it ended before this run
 /// counts its totals and reports.
 async fn run_until_stopped(
-    spec: &SpecCore,
     ctx: &Ctx,
+    (start, end): (tokio::time::Instant, tokio::time::Instant),
     mut body: std::pin::Pin<&mut impl std::future::Future<Output = TurnsResult>>,
 ) -> TurnsResult {
     let cancel = ctx.cancellation();
@@ -320,7 +334,7 @@ async fn run_until_stopped(
         biased;
         _ = cancel.cancelled() => Failure::Cancelled,
         r = body.as_mut() => return r,
-        _ = tokio::time::sleep(spec.def.limits.timeout) => Failure::Timeout(spec.def.limits.timeout),
+        _ = tokio::time::sleep_until(end) => Failure::Timeout(end.saturating_duration_since(start)),
     };
     cancel.cancel();
     // What the body ends with is moot now; only its winding down matters.

@@ -3,11 +3,13 @@
 //! spirit of tower's layers, as plain functions: no boxed future per call). The loop only
 //! asks, reads what came back and dispatches it.
 //!
-//! A model call ([`call_model`]), outermost step first:
-//! 1. **share**: a fan-out sibling's first call waits for the first sibling's, to read what it
-//!    cached;
-//! 2. **budget**: the call's worst case reserved; afterwards its actual cost settled, and a
-//!    provider that billed past the reservation ends the run;
+//! A model call, outermost step first:
+//! 1. **share** ([`share`]): a fan-out sibling's first call waits for the first sibling's, to
+//!    read what it cached;
+//! 2. **budget**: the call's worst case reserved, beside the run's answer reserve (the turn
+//!    loop asks [`Reserve::admit`](super::reserve::Reserve::admit), which also says whether the
+//!    call asks for the output alone); afterwards, in [`call_model`], its actual cost settled,
+//!    and a provider that billed past the reservation ends the run;
 //! 3. **journal**: the spend at stake recorded before the call;
 //! 4. **report**: the call's `chat` span opened and its clock started; afterwards its end
 //!    [reported](report) once;
@@ -59,21 +61,34 @@ pub(super) struct ModelCall<'a> {
     pub(super) rates: Option<Rates>,
     /// Its 1-based turn.
     pub(super) turn: u32,
-    /// Whether it is the run's first call and may read a prefix cached by a fan-out sibling.
-    pub(super) shares_cache: bool,
     /// How the run's output travels, for its event (`None` for a text output).
     pub(super) output_mode: Option<Cow<'static, str>>,
     /// Why it asks for the output alone, if it does, for its event.
     pub(super) forced: Option<Forced>,
 }
 
-/// One model call through its steps (see the module's documentation); the answer, and what
-/// `read` makes of it before the call is reported (the event says what its text was read as).
-/// The turn counts once the model answered. A run that stops during a step ends the call
-/// there: what it reserved is released, and no model call starts after the cancellation.
+/// The share step, before the reservation (so that a waiting sibling holds no budget others
+/// could use): the run's first call (`first`) of a fan-out sibling waits for the first
+/// sibling's. What it returns is held until the call is over.
+pub(super) async fn share(ctx: &Ctx, first: bool) -> Result<Option<crate::ctx::Opener>, Failure> {
+    match ctx.siblings().filter(|_| first) {
+        Some(share) => ctx
+            .unless_cancelled(share.enter())
+            .await
+            .ok_or(Failure::Cancelled),
+        None => Ok(None),
+    }
+}
+
+/// One model call through its steps after the budget's (see the module's documentation),
+/// with the `reservation` made for it; the answer, and what `read` makes of it before the call
+/// is reported (the event says what its text was read as). The turn counts once the model
+/// answered. A run that stops during a step ends the call there: what it reserved is released,
+/// and no model call starts after the cancellation.
 pub(super) async fn call_model<R>(
     ctx: &Ctx,
     call: ModelCall<'_>,
+    reservation: Reservation,
     st: &mut LoopState,
     read: impl FnOnce(&ModelResponse) -> (R, Option<TextRead>),
 ) -> Result<(ModelResponse, R), Failure> {
@@ -82,21 +97,10 @@ pub(super) async fn call_model<R>(
         worst,
         rates,
         turn,
-        shares_cache,
         output_mode,
         forced,
     } = call;
-    // 1. Share: before the reservation, so that a waiting sibling holds no budget others
-    // could use. The opener is held until the call is over.
-    let _opener = match ctx.siblings().filter(|_| shares_cache) {
-        Some(share) => ctx
-            .unless_cancelled(share.enter())
-            .await
-            .ok_or(Failure::Cancelled)?,
-        None => None,
-    };
-    // 2. Budget, before.
-    let reservation = reserve(ctx, worst, turn).await?;
+    debug_assert!(reservation.amount() >= worst || worst.is_sign_negative());
     // 3. Journal (the reservation is released if it fails).
     journal(ctx).await?;
     // 4. Report, before.
@@ -152,16 +156,6 @@ pub(super) async fn call_model<R>(
         return Err(overbilled(response.usage, turn, cost, reserved, max_tokens));
     }
     Ok((response, read))
-}
-
-/// The budget step before a call: its worst case reserved. A reservation may wait for calls
-/// in flight; a run that stops meanwhile stops waiting (dropping the wait leaves nothing
-/// reserved).
-async fn reserve(ctx: &Ctx, worst: Decimal, turn: u32) -> Result<Reservation, Failure> {
-    let reserved = ctx.unless_cancelled(ctx.budget().reserve(worst)).await;
-    reserved
-        .ok_or(Failure::Cancelled)?
-        .map_err(|error| Failure::Budget { error, turn })
 }
 
 /// The budget step after an answered call: its actual cost settled. The amount reserved, and

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::fanout::{run_tool_calls, Prepared};
 use super::policy::{call_model, ModelCall};
+use super::reserve::{self, Ask, Reserve};
 use super::wording::{self, answer_again, no_output};
 use super::Rejections;
 use super::{Decoded, LoopState, TurnsResult};
@@ -68,6 +69,8 @@ fn message_bytes(m: &Message) -> usize {
 struct Conversation {
     messages: Vec<Message>,
     bytes: usize,
+    /// The size of the last turn's two messages.
+    last: usize,
 }
 
 impl Conversation {
@@ -79,14 +82,29 @@ impl Conversation {
         // Written into a presized buffer (Display grows its String as it goes); same text.
         messages.push(Message::user(crate::json::to_compact_string(input)));
         let bytes = system_bytes + tools_bytes + message_bytes(&messages[0]);
-        Conversation { messages, bytes }
+        Conversation {
+            messages,
+            bytes,
+            last: 0,
+        }
     }
 
     /// Adds the model's turn and the answer to it.
     fn push(&mut self, assistant: Message, answer: Message) {
-        self.bytes += message_bytes(&assistant) + message_bytes(&answer);
+        self.last = message_bytes(&assistant) + message_bytes(&answer);
+        self.bytes += self.last;
         self.messages.push(assistant);
         self.messages.push(answer);
+    }
+
+    /// The conversation without its last turn (the model's response and what answered it),
+    /// and its size: what an answer call sends when the reserve pays for it only so (see
+    /// [`reserve`](super::reserve)).
+    fn without_last(&self) -> (&[Message], usize) {
+        match self.messages.len() {
+            n if n >= 3 => (&self.messages[..n - 2], self.bytes - self.last),
+            _ => (&self.messages[..], self.bytes),
+        }
     }
 }
 
@@ -240,24 +258,28 @@ impl<'s> Plan<'s> {
         }
     }
 
-    /// The model call of a turn making `req`, at the conversation so far: the request as it
-    /// is sent, and what the policy steps need of it (see [`call_model`]). `first` says no
-    /// call of this run has been answered yet.
+    /// The worst case of a call whose prompt is `bytes` long, as the run reserves it.
+    fn worst(&self, spec: &SpecCore, bytes: usize) -> Decimal {
+        let max_tokens = spec.def.limits.max_tokens_per_turn;
+        self.rates.map_or(Decimal::ZERO, |(r, input)| {
+            worst_case_at(input, r.output(), bytes as u64, u64::from(max_tokens))
+        })
+    }
+
+    /// The model call of a turn making `req` over `messages`, whose worst case is `worst`:
+    /// the request as it is sent, and what the policy steps need of it (see [`call_model`]).
     // Inlined: its result is moved into the call's future at once, so built in place there.
     #[inline]
     fn call<'a>(
         &'a self,
         spec: &'a SpecCore,
         req: &TurnRequest<'a>,
-        convo: &'a Conversation,
+        messages: &'a [Message],
+        worst: Decimal,
         turn: u32,
-        first: bool,
     ) -> ModelCall<'a> {
         let max_tokens = spec.def.limits.max_tokens_per_turn;
-        let worst = self.rates.map_or(Decimal::ZERO, |(r, input)| {
-            worst_case_at(input, r.output(), convo.bytes as u64, u64::from(max_tokens))
-        });
-        let mut request = ModelRequest::new(&self.system, &convo.messages, req.tools, max_tokens)
+        let mut request = ModelRequest::new(&self.system, messages, req.tools, max_tokens)
             .with_sampling(spec.def.sampling)
             .with_tool_choice(req.choice)
             .with_prompt_cache(self.cache)
@@ -273,7 +295,6 @@ impl<'s> Plan<'s> {
             worst,
             rates: self.rates.map(|(r, _)| r),
             turn,
-            shares_cache: first && self.caching,
             output_mode: self.mode.map(|m| Cow::Borrowed(m.as_str())),
             forced: req.forced,
         }
@@ -853,6 +874,7 @@ pub(super) async fn turns(
     ctx: &Ctx,
     out: OutputText,
     st: &mut LoopState,
+    mut reserve: Reserve,
 ) -> TurnsResult {
     let (plan, tools_bytes) = Plan::new(spec, ctx)?;
     let mut progress = Progress {
@@ -872,14 +894,44 @@ pub(super) async fn turns(
             return Err(Failure::Cancelled);
         }
         let forced = progress.forced(spec, &plan, turn);
-        let req = plan.request(forced);
-        let call = plan.call(spec, &req, &progress.convo, turn, st.turns == 0);
-        let (response, reading) = call_model(ctx, call, st, |r| {
+        // The share step comes before the reservation (see `policy`), and is held until the
+        // call is over.
+        let _opener = super::policy::share(ctx, st.turns == 0 && plan.caching).await?;
+        let bytes = progress.convo.bytes;
+        let ask = Ask {
+            call: plan.worst(spec, bytes),
+            after: plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
+            without_last: || plan.worst(spec, progress.convo.without_last().1),
+        };
+        let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
+            Ok(a) => a,
+            // An answer that failed its checks, with no money or time left to repair it: the
+            // run ends on those violations, never on an output that did not pass.
+            Err(Failure::Budget { .. } | Failure::Timeout(_))
+                if reserve.is_on() && progress.last_invalid.is_some() =>
+            {
+                let v = progress.last_invalid.take().unwrap_or_default();
+                return Err(Failure::InvalidOutput(v));
+            }
+            Err(f) => return Err(f),
+        };
+        let req = plan.request(admitted.forced);
+        let messages = if admitted.without_last {
+            progress.convo.without_last().0
+        } else {
+            &progress.convo.messages[..]
+        };
+        let call = plan.call(spec, &req, messages, admitted.worst, turn);
+        let t0 = tokio::time::Instant::now();
+        let (response, reading) = call_model(ctx, call, admitted.reservation, st, |r| {
             let reading = Reading::of(r, &plan, &req);
             let read_as = reading.event();
             (reading, read_as)
         })
         .await?;
+        let t1 = tokio::time::Instant::now();
+        reserve.answered(ctx, t1 - t0);
+        st.cut_short = reserve.cut_short();
         let check = Check {
             spec,
             ctx,
@@ -889,11 +941,20 @@ pub(super) async fn turns(
         };
         let tally = &mut st.rejections;
         let done = match Answer::of(response, reading, &plan, turn) {
-            Answer::Text { text, value } => progress.text_answer(&check, tally, text, value).await,
+            Answer::Text { text, value } => {
+                let done = progress.text_answer(&check, tally, text, value).await;
+                reserve.checked(t1.elapsed());
+                done
+            }
             Answer::Calls { text, calls } => {
-                progress
+                let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
+                let done = progress
                     .tool_calls(&check, tally, &req, text, calls)
-                    .await?
+                    .await?;
+                if submits_alone {
+                    reserve.checked(t1.elapsed());
+                }
+                done
             }
         };
         if let Some(done) = done {

@@ -176,3 +176,17 @@ pub(crate) fn ended_without_result(
         error.map(|e| format!(": {e}")).unwrap_or_default()
     )
 }
+
+/// What a parent model is told beside a sub-agent's output that was cut short: by which
+/// limit, and that it may ask again with more of it.
+pub(crate) fn cut_short_note(limit: crate::outcome::Limit) -> String {
+    let more = match limit {
+        crate::outcome::Limit::Turns => "more turns",
+        crate::outcome::Limit::Budget => "a larger budget",
+        crate::outcome::Limit::Time => "more time",
+    };
+    format!(
+        "\n\nNote: this sub-agent was cut short by {}: it answered with what it had, and the answer may be incomplete. Ask again with {more} if you need more.",
+        limit.said()
+    )
+}

@@ -328,6 +328,13 @@ impl<I, O> SpecBuilder<I, O> {
         self.def.limits.max_tool_result_chars_per_turn = n;
         self
     }
+    /// Whether the run keeps an answer reserve in money and time (default on; see
+    /// [`Limits::answer_reserve`]). Off trades a run cut short with an output for one that
+    /// works to its limit and may end without one.
+    pub fn answer_reserve(mut self, on: bool) -> Self {
+        self.def.limits.answer_reserve = on;
+        self
+    }
     /// The model it uses (`provider:model`) instead of its parent's.
     pub fn model(mut self, m: impl Into<String>) -> Self {
         self.def.model = Some(m.into());

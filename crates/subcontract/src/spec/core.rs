@@ -49,6 +49,13 @@ pub struct Limits {
     /// once results, in call order, would pass it, each later result is an error saying so,
     /// and ordinary tools past that point do not run.
     pub max_tool_result_chars_per_turn: usize,
+    /// Whether the run keeps an answer reserve (default on): before a turn that may call
+    /// tools, it checks that what is left of its budget after that turn's call still pays for
+    /// one output-only call, and that the time left covers its slowest model call so far (times
+    /// 1.5) and an output check; when either does not, that turn asks for the output alone,
+    /// and the run completes cut short ([`Limit`](crate::Limit)). Off: a run works until a
+    /// limit stops it, and ends `budget_exhausted` or `timeout` without an output.
+    pub answer_reserve: bool,
 }
 
 impl Default for Limits {
@@ -62,6 +69,7 @@ impl Default for Limits {
             max_tokens_per_turn: DEFAULT_MAX_TOKENS,
             max_tool_calls_per_turn: DEFAULT_MAX_TOOL_CALLS_PER_TURN,
             max_tool_result_chars_per_turn: DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN,
+            answer_reserve: true,
         }
     }
 }

@@ -197,6 +197,7 @@ fn report(
             usage: crate::model::Usage::default(),
             run_id: req.run_id.clone(),
             changes: None,
+            cut_short: None,
         },
         refused_at_start: false,
         lost_attempts,

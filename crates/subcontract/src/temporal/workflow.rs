@@ -328,6 +328,7 @@ impl BatchWorkflow {
                                 usage: crate::model::Usage::default(),
                                 run_id: run_id.clone(),
                                 changes: None,
+                                cut_short: None,
                             };
                             ctx.state_mut(|s| {
                                 s.in_flight -= 1;

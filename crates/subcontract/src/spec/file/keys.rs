@@ -34,6 +34,7 @@ pub(crate) const LIMIT_KEYS: &[&str] = &[
     "max_tokens_per_turn",
     "max_tool_calls_per_turn",
     "max_tool_result_chars_per_turn",
+    "answer_reserve",
 ];
 /// Keys of the `[workspace]` table (an acting sub-agent's working copy).
 pub(crate) const WORKSPACE_KEYS: &[&str] = &[

@@ -555,6 +555,12 @@ impl Parser<'_> {
                         limits.max_tool_result_chars_per_turn = size(n);
                     }
                 }
+                "answer_reserve" => {
+                    let on = self.boolean("answer_reserve", v);
+                    if let Some(on) = at.put("answer_reserve", on) {
+                        limits.answer_reserve = on;
+                    }
+                }
                 _ => {
                     self.unknown_key(key, LIMIT_KEYS, IN_LIMITS);
                 }

@@ -1125,6 +1125,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
         "output_mode = \"tool\"\nprompt_cache = \"1h\"\nrequire_tool_first = true\ntools = []\n{LOADABLE}[model]\nname = \"m:x\"\ntemperature = 0\ntop_p = 1\nseed = 1\n\
          [limits]\nmax_turns = 1\nmax_cost_usd = \"1\"\ntimeout_secs = 1\nmax_output_chars = 10\n\
          max_tokens_per_turn = 1\nmax_tool_calls_per_turn = 1\nmax_tool_result_chars_per_turn = 1\n\
+         answer_reserve = false\n\n\
          [workspace]\nisolation = \"copy\"\nwrites = [\"src/**\"]\ncommands = [\"python3\"]\n\
          network = false\nchecks = [\"python3 -V\"]\nmax_changed_files = 1\nmax_diff_lines = 1\n\
          max_command_secs = 1\nsandbox = \"os\"\n"
@@ -1134,6 +1135,7 @@ fn the_documented_keys_are_the_keys_the_loader_accepts() {
     assert!(diags.is_empty(), "{diags:#?}");
     let raw = spec.unwrap();
     assert_eq!(raw.def.limits.max_tool_result_chars_per_turn, 1);
+    assert!(!raw.def.limits.answer_reserve);
     assert!(crate::spec::load_spec_str(Path::new("t.toml"), &src).is_ok());
     let exclusive = ["system_file"]; // with `system`, an error of its own (tested above)
     for key in LIMIT_KEYS

@@ -1,0 +1,499 @@
+//! The answer reserve: a run that got to work answers, typed and valid, before its budget,
+//! its time or its turns run out, and says it was cut short and by which limit; a parent's
+//! sub-agents never take the money or the time of the parent's own answer; with the reserve
+//! off a run works to its limit as before.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use subcontract::events::{EventKind, Forced};
+use subcontract::model::{ModelRequest, Price, PriceTable, ScriptStep, ScriptedModel, SUBMIT_TOOL};
+use subcontract::{Budget, Ctx, Failure, Limit, MemorySink, Outcome, SubAgentSpec, ToolSet};
+
+use crate::common::*;
+
+/// Whether `req` asks for the output alone (only the submission tool is offered).
+fn asks_for_output(req: &ModelRequest<'_>) -> bool {
+    req.tools.len() == 1 && &*req.tools[0].name == SUBMIT_TOOL
+}
+
+/// A model that never stops calling `lookup` (each time with new arguments, so it never
+/// stalls) until it is asked for its output alone, then submits `answer`. It counts calls.
+fn never_stops(answer: Value, delay: Duration, calls: Arc<AtomicUsize>) -> Arc<ScriptedModel> {
+    Arc::new(ScriptedModel::from_fn("scripted:test", move |req| {
+        let n = calls.fetch_add(1, Ordering::SeqCst);
+        let step = if asks_for_output(&req) {
+            ScriptStep::submit(answer.clone())
+        } else {
+            ScriptStep::tool_call("lookup", json!({"q": format!("q{n}")}))
+        };
+        step.with_usage(300, 50).delayed(delay)
+    }))
+}
+
+/// 10 USD per million tokens in and out: a call of this test's specs reserves about 0.01 USD
+/// and costs 0.021.
+fn priced() -> PriceTable {
+    let mut prices = PriceTable::new();
+    prices.insert(
+        "scripted:test",
+        Price::per_mtok(Decimal::from(10), Decimal::from(10)),
+    );
+    prices
+}
+
+fn looping_spec(name: &str, max_turns: u32, reserve: bool) -> SubAgentSpec<Value, Value> {
+    SubAgentSpec::dynamic(name, question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system(format!("CHILD {name}"))
+        .tools(["lookup"])
+        .max_turns(max_turns)
+        .max_tokens_per_turn(100)
+        .answer_reserve(reserve)
+        .build()
+        .expect("valid spec")
+}
+
+fn ctx_with(model: Arc<ScriptedModel>, budget: Budget, sink: Arc<MemorySink>) -> Ctx {
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    Ctx::builder(model)
+        .tools(tools)
+        .prices(priced())
+        .budget(budget)
+        .events(sink)
+        .build()
+}
+
+/// Why each model call of `run_id` asked for the output alone, in turn order.
+fn forced_of(sink: &MemorySink, run_id: &str) -> Vec<Option<Forced>> {
+    sink.events()
+        .iter()
+        .filter(|e| &*e.run_id == run_id)
+        .filter_map(|e| match &e.kind {
+            EventKind::ModelCall { forced, .. } => Some(*forced),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_model_that_never_stops_answers_cut_short_by_its_budget() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let limit = Decimal::new(12, 2);
+    let budget = Budget::new(Some(limit), None);
+    let ctx = ctx_with(model, budget.clone(), sink.clone());
+    let spec = looping_spec("r", 50, true);
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.cut_short, Some(Limit::Budget));
+    assert_eq!(r.output, Some(good_findings()));
+    assert!(
+        r.turns > 2,
+        "it worked before it answered: {} turns",
+        r.turns
+    );
+    let s = budget.snapshot();
+    assert!(s.spent_usd <= limit, "{} > {limit}", s.spent_usd);
+    assert_eq!(s.reserved_usd, Decimal::ZERO, "the hold is let go");
+    let forced = forced_of(&sink, &r.run_id);
+    assert_eq!(forced.last(), Some(&Some(Forced::Budget)), "{forced:?}");
+    assert!(forced[..forced.len() - 1].iter().all(Option::is_none));
+    // The finished event and the run tree say so too.
+    let tree = subcontract::events::tree::build_tree(&sink.events());
+    assert_eq!(tree[0].cut_short, Some(Limit::Budget));
+    let text = subcontract::events::tree::render_tree(&tree);
+    assert!(
+        text.contains("completed, cut short by its budget"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn with_the_reserve_off_the_same_run_ends_budget_exhausted() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let limit = Decimal::new(12, 2);
+    let budget = Budget::new(Some(limit), None);
+    let ctx = ctx_with(model, budget.clone(), sink.clone());
+    let spec = looping_spec("r", 50, false);
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert_eq!(r.cut_short, None);
+    assert!(r.output.is_none());
+    assert!(budget.snapshot().spent_usd <= limit);
+    assert!(forced_of(&sink, &r.run_id).iter().all(Option::is_none));
+}
+
+#[tokio::test]
+async fn the_reserve_off_in_a_spec_file_is_the_old_behaviour() {
+    let toml = r#"
+name = "r"
+description = "Investigate a question."
+system = "CHILD r"
+tools = ["lookup"]
+[limits]
+answer_reserve = false
+[input]
+type = "object"
+additionalProperties = false
+[output]
+type = "object"
+additionalProperties = false
+"#;
+    let load = |text: &str| subcontract::spec::load_spec_str(std::path::Path::new("r.toml"), text);
+    let spec = load(toml).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!spec.limits().answer_reserve);
+    let on = load(&toml.replace("answer_reserve = false\n", "")).expect("valid spec file");
+    assert!(on.limits().answer_reserve, "on by default");
+    let typo = load(&toml.replace("answer_reserve", "answer_reserv"));
+    let err = typo.expect_err("an unknown key").to_string();
+    assert!(err.contains("did you mean `answer_reserve`"), "{err}");
+}
+
+#[tokio::test]
+async fn a_model_that_never_stops_answers_cut_short_by_its_turn_limit() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let ctx = ctx_with(model, Budget::unlimited(), sink.clone());
+    let r = looping_spec("r", 3, true)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!((r.turns, r.cut_short), (3, Some(Limit::Turns)));
+    assert_eq!(
+        forced_of(&sink, &r.run_id),
+        [None, None, Some(Forced::LastTurn)]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_model_that_never_stops_answers_cut_short_by_its_timeout() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    // Each call takes 200 ms of a 1 s timeout.
+    let model = never_stops(good_findings(), Duration::from_millis(200), calls.clone());
+    let ctx = ctx_with(model, Budget::unlimited(), sink.clone());
+    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(50)
+        .timeout(Duration::from_secs(1))
+        .build()
+        .expect("valid spec");
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.cut_short, Some(Limit::Time));
+    assert!(r.duration < Duration::from_secs(1), "{:?}", r.duration);
+    assert!(r.turns >= 2, "it worked before it answered: {}", r.turns);
+    let forced = forced_of(&sink, &r.run_id);
+    assert_eq!(forced.last(), Some(&Some(Forced::Time)), "{forced:?}");
+
+    // Off: the same run times out with nothing.
+    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(50)
+        .timeout(Duration::from_secs(1))
+        .answer_reserve(false)
+        .build()
+        .expect("valid spec");
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Timeout);
+}
+
+/// A host whose one tool turn starts a sub-agent that never stops: the sub-agent answers cut
+/// short within what the host left it, and the host still answers with what it got.
+#[tokio::test]
+async fn a_child_never_eats_its_parents_answer() {
+    for reserve in [true, false] {
+        let sink = Arc::new(MemorySink::new());
+        let n = Arc::new(AtomicUsize::new(0));
+        let model = Arc::new(ScriptedModel::from_fn("scripted:test", {
+            let n = n.clone();
+            move |req| {
+                let k = n.fetch_add(1, Ordering::SeqCst);
+                let host = req.system.starts_with("HOST");
+                let step = match (host, asks_for_output(&req)) {
+                    (true, true) => ScriptStep::submit(json!("the host's answer")),
+                    (true, false) if req.messages.len() == 1 => {
+                        ScriptStep::tool_call("research", json!({"question": "what?"}))
+                    }
+                    (true, false) => ScriptStep::text("the host's answer"),
+                    (false, true) => ScriptStep::submit(good_findings()),
+                    (false, false) => {
+                        ScriptStep::tool_call("lookup", json!({"q": format!("q{k}")}))
+                    }
+                };
+                step.with_usage(300, 50)
+            }
+        }));
+        let mut tools = ToolSet::new();
+        tools.insert(lookup_tool("lookup")).unwrap();
+        tools
+            .insert(looping_spec("research", 50, reserve).as_tool())
+            .unwrap();
+        let limit = Decimal::new(12, 2);
+        let budget = Budget::new(Some(limit), None);
+        let ctx = Ctx::builder(model)
+            .tools(tools)
+            .prices(priced())
+            .budget(budget.clone())
+            .events(sink.clone())
+            .build();
+        let host = SubAgentSpec::dynamic(
+            "host",
+            json!({"type": "object"}),
+            json!({"type": "string", "maxLength": 2000}),
+        )
+        .description("The host agent.")
+        // A long prompt: its answer costs more than any of the sub-agent's calls, so what a
+        // sub-agent that works to the end of the budget leaves is not enough for it.
+        .system(format!("HOST{}", " and so on".repeat(300)))
+        .tools(["research"])
+        .max_turns(4)
+        .max_tokens_per_turn(300)
+        .answer_reserve(reserve)
+        .build()
+        .unwrap();
+        let r = host.run(&json!({}), &ctx).await;
+        let child = sink
+            .events()
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::Finished {
+                    outcome, cut_short, ..
+                } if e.depth == 1 => Some((*outcome, *cut_short)),
+                _ => None,
+            })
+            .expect("the child finished");
+        assert!(budget.snapshot().spent_usd <= limit);
+        if reserve {
+            assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+            assert!(r.turns == 2, "{}", r.turns);
+            assert_eq!(r.output, Some(json!("the host's answer")));
+            assert_eq!(child, (Outcome::Completed, Some(Limit::Budget)));
+        } else {
+            // The old behaviour: the child spends what the host needed to answer.
+            assert_eq!(child.0, Outcome::BudgetExhausted);
+            assert_eq!(r.outcome, Outcome::BudgetExhausted, "{:?}", r.error);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_parent_model_is_told_its_sub_agent_was_cut_short() {
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let model = Arc::new(ScriptedModel::from_fn("scripted:test", {
+        let seen = seen.clone();
+        move |req| match (req.system, asks_for_output(&req)) {
+            ("HOST", _) if req.messages.len() == 1 => {
+                ScriptStep::tool_call("research", json!({"question": "what?"}))
+            }
+            ("HOST", _) => {
+                if let Some(subcontract::model::Message::ToolResults { results, .. }) =
+                    req.messages.last()
+                {
+                    seen.lock()
+                        .unwrap()
+                        .extend(results.iter().map(|r| r.content.clone()));
+                }
+                ScriptStep::text("done")
+            }
+            (_, true) => ScriptStep::submit(good_findings()),
+            (_, false) => {
+                ScriptStep::tool_call("lookup", json!({"q": req.messages.len().to_string()}))
+            }
+        }
+    }));
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    tools
+        .insert(looping_spec("research", 2, true).as_tool())
+        .unwrap();
+    let ctx = Ctx::builder(model).tools(tools).build();
+    let r = host_spec(&["research"]).run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(
+        seen[0].starts_with(&good_findings().to_string()),
+        "{}",
+        seen[0]
+    );
+    assert!(
+        seen[0].contains("cut short by its turn limit") && seen[0].contains("more turns"),
+        "{}",
+        seen[0]
+    );
+}
+
+#[tokio::test]
+async fn a_budget_too_small_to_start_and_answer_is_refused_before_any_call_with_the_figure() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let budget = Budget::new(Some(Decimal::new(1, 3)), None);
+    let ctx = ctx_with(model, budget.clone(), sink.clone());
+    let r = looping_spec("r", 5, true)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no call was made");
+    assert!(r.refused_before_spend());
+    let Some(Failure::NoRoomToAnswer { raise_to, .. }) = &r.error else {
+        panic!("{:?}", r.error);
+    };
+    assert!(*raise_to > Decimal::new(1, 3), "{raise_to}");
+    let text = r.error.as_ref().unwrap().to_string();
+    assert!(
+        text.contains(&format!("raise that limit to at least {raise_to} USD")),
+        "{text}"
+    );
+    // The figure is enough: at that limit the run makes its call.
+    let budget = Budget::new(Some(*raise_to), None);
+    let ctx = ctx_with(
+        never_stops(good_findings(), Duration::ZERO, calls.clone()),
+        budget,
+        sink,
+    );
+    let r = looping_spec("r", 5, true)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    // One turn of work, then the answer it kept room for.
+    assert_eq!((r.turns, r.cut_short), (2, Some(Limit::Budget)));
+}
+
+#[tokio::test]
+async fn a_cut_short_answer_that_is_invalid_ends_invalid_output() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    // Asked for its output, it submits one that breaks the contract, every time.
+    let model = never_stops(json!({"findings": "none"}), Duration::ZERO, calls.clone());
+    let limit = Decimal::new(12, 2);
+    let budget = Budget::new(Some(limit), None);
+    let ctx = ctx_with(model, budget.clone(), sink.clone());
+    let r = looping_spec("r", 50, true)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::InvalidOutput, "{:?}", r.error);
+    assert!(r.output.is_none() && r.cut_short.is_none());
+    assert!(budget.snapshot().spent_usd <= limit);
+}
+
+#[tokio::test]
+async fn a_batch_line_and_an_eval_report_carry_cut_short() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sink = Arc::new(MemorySink::new());
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let ctx = ctx_with(model.clone(), Budget::unlimited(), sink);
+    let spec = looping_spec("r", 2, true);
+    let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+    let line = subcontract::batch::ResultLine::from_run("a".into(), r);
+    let json: Value = serde_json::from_str(&line.to_json()).unwrap();
+    assert_eq!(json["cut_short"], "turns", "{json}");
+    assert_eq!(json["outcome"], "completed");
+
+    let cases = subcontract::eval::parse_cases(
+        "t.jsonl",
+        r#"{"id": "q", "input": {"question": "what?"}, "expect": {"fields": {"/gaps": []}}}"#,
+    )
+    .unwrap();
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    let report = subcontract::eval::run_eval(
+        &[subcontract::eval::EvalSpec::new(spec)],
+        &cases,
+        &subcontract::eval::Judges::new(),
+        Ctx::builder(model).tools(tools),
+        &subcontract::eval::EvalOptions::new("scripted:test"),
+        None,
+    )
+    .await;
+    assert_eq!(report.cases[0].cut_short, Some(Limit::Turns));
+    assert!(report.cases[0].passed);
+    assert_eq!(report.summary[0].1.cut_short, 1);
+    assert_eq!(report.to_json()["summary"]["auto"]["cut_short"], 1);
+    let table = report.to_table();
+    assert!(
+        table.contains("auto: 1 attempt(s) cut short by a limit (the answer may be incomplete), 1 of them passed"),
+        "{table}"
+    );
+}
+
+/// A host with a 2 s timeout starts a slow sub-agent (its own timeout 60 s) that never stops:
+/// the sub-agent must answer before the host's own answer time, so it answers cut short by
+/// time, and the host still answers, within its 2 s.
+#[tokio::test(start_paused = true)]
+async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
+    let model = Arc::new(ScriptedModel::from_fn("scripted:test", |req| {
+        let host = req.system == "HOST";
+        let step = match (host, asks_for_output(&req)) {
+            (true, _) if req.messages.len() == 1 => {
+                ScriptStep::tool_call("research", json!({"question": "what?"}))
+            }
+            (true, _) => ScriptStep::text("the host's answer"),
+            (false, true) => ScriptStep::submit(good_findings()),
+            (false, false) => {
+                ScriptStep::tool_call("lookup", json!({"q": req.messages.len().to_string()}))
+            }
+        };
+        step.delayed(Duration::from_millis(100))
+    }));
+    let child = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD research")
+        .tools(["lookup"])
+        .max_turns(1_000)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    tools.insert(child.as_tool()).unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model)
+        .tools(tools)
+        .events(sink.clone())
+        .build();
+    let host = SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 2000}),
+    )
+    .description("The host agent.")
+    .system("HOST")
+    .tools(["research"])
+    .max_turns(4)
+    .timeout(Duration::from_secs(2))
+    .build()
+    .unwrap();
+    let r = host.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert!(r.duration < Duration::from_secs(2), "{:?}", r.duration);
+    let child = sink
+        .events()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Finished {
+                outcome,
+                cut_short,
+                turns,
+                ..
+            } if e.depth == 1 => Some((*outcome, *cut_short, *turns)),
+            _ => None,
+        })
+        .expect("the child finished");
+    assert_eq!((child.0, child.1), (Outcome::Completed, Some(Limit::Time)));
+    assert!(child.2 > 2, "the child worked first: {child:?}");
+}
