@@ -119,3 +119,6 @@ pub struct BookHostsDoctests;
 #[cfg(doctest)]
 #[doc = include_str!("../../../book/src/grounded.md")]
 pub struct BookGroundedDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../../book/src/acting.md")]
+pub struct BookActingDoctests;

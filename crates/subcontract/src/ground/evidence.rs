@@ -23,7 +23,8 @@ pub(crate) enum Body {
     #[default]
     Content,
     /// The content is a structured value shown as JSON: its string and number values are the
-    /// evidence, not its syntax, from no source.
+    /// evidence, not its syntax, from no source. (Only MCP tools return such results.)
+    #[cfg_attr(not(feature = "mcp-client"), allow(dead_code))]
     Json,
     /// The content is a sub-agent's output: only the values its contract grounded are
     /// evidence, each with the sources the sub-agent found it in.

@@ -118,6 +118,8 @@ impl ToolOutput {
     }
 
     /// The content is a structured value as JSON: its values are the evidence, from no source.
+    // Only MCP tools return such results.
+    #[cfg_attr(not(feature = "mcp-client"), allow(dead_code))]
     pub(crate) fn with_json_body(mut self) -> Self {
         self.provenance_mut().body = Body::Json;
         self
