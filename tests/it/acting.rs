@@ -559,13 +559,8 @@ fn an_acting_tool_without_isolation_is_refused_where_it_is_written() {
          [[examples]]\ninput = {}\noutput = \"x\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
-        .arg("check")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = check(dir.path());
+    assert_eq!(code, Some(1), "{text}");
     assert!(
         text.contains("bad.toml:4:23: error[acting-without-isolation]"),
         "{text}"
@@ -663,14 +658,8 @@ fn check_reports_workspace_mistakes_at_their_place() {
          type = \"string\"\nmaxLength = 10\n[[examples]]\ninput = {}\noutput = \"x\"\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
-        .arg("check")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = check(dir.path());
+    assert_eq!(code, Some(1), "{text}");
     for want in [
         "acting.toml:7:10: error[invalid-glob]",
         "acting.toml:9:10: error[check-not-allowed]",
@@ -687,15 +676,18 @@ fn check_reports_workspace_mistakes_at_their_place() {
          [[examples]]\ninput = {}\noutput = \"x\"\n",
     )
     .unwrap();
+    let (code, text) = check(dir.path());
+    assert_eq!(code, Some(0), "{text}");
+}
+
+/// `subcontract check DIR`: its exit code, and what it printed.
+fn check(dir: &Path) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_subcontract"))
         .arg("check")
-        .arg(dir.path())
+        .arg(dir)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), text)
 }

@@ -248,6 +248,13 @@ impl Changes {
             .map_err(|e| ActError::io("saving patch to", path, e))
     }
 
+    /// Drops the changes without applying them: the parent's decision, said in the log. (A
+    /// failed run's changes, and changes no one decided on, are kept as a patch file instead;
+    /// these were handed back to be decided on.)
+    pub fn discard(self) {
+        tracing::debug!(id = %self.id, files = self.files.len(), "changes discarded");
+    }
+
     /// Applies the patch to the files in `workspace` (the directory the copy was made from):
     /// all of it or, on any conflict, nothing, naming the files that conflict. Only the files
     /// change: git runs with a private, empty repository, so the index, HEAD and branch of a

@@ -87,37 +87,28 @@ impl Parser<'_> {
     }
 
     fn isolation(&mut self, v: &Item<'_>) -> Option<Located<Isolation>> {
-        let expected = "\"worktree\", \"copy\" or \"none\"";
-        let s = self.string("isolation", v, expected)?;
-        match s.value.parse::<Isolation>() {
-            Ok(i) => Some(Located {
-                value: i,
-                pos: s.pos,
-            }),
-            Err(_) => {
-                self.error_at(
-                    s.pos,
-                    codes::INVALID_VALUE,
-                    format!("`isolation` must be {expected}, found \"{}\"", s.value),
-                );
-                None
-            }
-        }
+        self.keyword("isolation", v, "\"worktree\", \"copy\" or \"none\"")
     }
 
     fn sandbox(&mut self, v: &Item<'_>) -> Option<Located<SandboxMode>> {
-        let expected = "\"os\" or \"none\"";
-        let s = self.string("sandbox", v, expected)?;
-        match s.value.parse::<SandboxMode>() {
-            Ok(m) => Some(Located {
-                value: m,
-                pos: s.pos,
-            }),
+        self.keyword("sandbox", v, "\"os\" or \"none\"")
+    }
+
+    /// A string that must be one of a setting's words, read as its type.
+    fn keyword<T: std::str::FromStr>(
+        &mut self,
+        key: &str,
+        v: &Item<'_>,
+        expected: &str,
+    ) -> Option<Located<T>> {
+        let s = self.string(key, v, expected)?;
+        match s.value.parse::<T>() {
+            Ok(value) => Some(Located { value, pos: s.pos }),
             Err(_) => {
                 self.error_at(
                     s.pos,
                     codes::INVALID_VALUE,
-                    format!("`sandbox` must be {expected}, found \"{}\"", s.value),
+                    format!("`{key}` must be {expected}, found \"{}\"", s.value),
                 );
                 None
             }
