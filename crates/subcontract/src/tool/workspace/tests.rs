@@ -1458,6 +1458,8 @@ fn edit_file_replaces_exactly_one_occurrence() {
         "{err:?}"
     );
     assert!(err.to_string().contains("occurs 2 times"), "{err}");
+    let err = edit_file(&w, "a.py", "def f():", "def f():").unwrap_err();
+    assert!(err.to_string().contains("nothing would change"), "{err}");
     // Nothing changed by a refused edit.
     assert_eq!(
         fs::read_to_string(dir.path().join("a.py")).unwrap(),

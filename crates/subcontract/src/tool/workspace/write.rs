@@ -95,6 +95,15 @@ impl Workspace {
                 message: format!("old and new may hold at most {MAX_WRITE_BYTES} bytes each"),
             });
         }
+        // A model that "fixes" a file by writing it back as it was learns it changed nothing,
+        // instead of reading a success.
+        if args.old == args.new {
+            return Err(WorkspaceError::InvalidArgs {
+                message: "old and new are the same text, so nothing would change: put the \
+                          corrected text in new"
+                    .to_owned(),
+            });
+        }
         let (dir, name) = self.parent_for_write(rel, false)?;
         let Some(perms) = target(&dir, name, rel)? else {
             return Err(WorkspaceError::NotFound {
