@@ -691,3 +691,96 @@ fn check(dir: &Path) -> (Option<i32>, String) {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code(), text)
 }
+
+/// A run whose caller stops waiting for it (its future dropped mid-run) loses nothing: what it
+/// had changed is kept as a patch, and its copy is removed.
+#[tokio::test]
+async fn a_run_dropped_mid_way_keeps_its_changes() {
+    let s = setup(false);
+    let spec = fixer("copy", "");
+    let m = model(|_, turn, _| match turn {
+        1 => edit(GOOD_EDIT.0, GOOD_EDIT.1),
+        _ => submit().delayed(std::time::Duration::from_secs(30)),
+    });
+    let ctx = host(&s, m, &[&spec]);
+    let input = json!({});
+    let run = spec.run_child(&input, &ctx);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_secs(3), run)
+            .await
+            .is_err(),
+        "the run should still be waiting on its model"
+    );
+    let patches = s.copies.join("patches");
+    let kept: Vec<PathBuf> = std::fs::read_dir(&patches)
+        .map(|rd| rd.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert_eq!(kept.len(), 1, "one kept patch in {}", patches.display());
+    let text = std::fs::read_to_string(&kept[0]).unwrap();
+    assert!(text.contains("+    for i in range(len(items)):"), "{text}");
+    assert!(
+        live_copies(&s.copies).is_empty(),
+        "left: {:?}",
+        live_copies(&s.copies)
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.ws.join("inventory.py")).unwrap(),
+        INVENTORY
+    );
+}
+
+#[tokio::test]
+async fn a_child_cannot_run_what_its_acting_parent_cannot() {
+    let s = setup(false);
+    let child = fixer("copy", "");
+    // The parent acts but may run nothing: its child's `commands` narrow to none, so even the
+    // child's own check cannot run, and the child cannot complete.
+    let parent_src = r#"
+name = "lead"
+description = "Leads."
+system = "LEAD"
+tools = ["fixer"]
+[limits]
+max_turns = 3
+[workspace]
+isolation = "copy"
+[input]
+type = "object"
+[output]
+type = "string"
+maxLength = 2000
+"#;
+    let parent = load_spec_str(Path::new("lead.toml"), parent_src).unwrap();
+    let m = model(|system, turn, req: &ModelRequest<'_>| {
+        let last = match req.messages.last() {
+            Some(Message::ToolResults { results, .. }) => results[0].content.clone(),
+            _ => String::new(),
+        };
+        if system == "LEAD" {
+            return match turn {
+                1 => ScriptStep::tool_call("fixer", json!({})),
+                _ => ScriptStep::text(last),
+            };
+        }
+        match turn {
+            1 => ScriptStep::tool_call("run_command", json!({"argv": ["python3", "-V"]})),
+            _ => {
+                if turn == 2 {
+                    assert!(last.contains("not an allowed program"), "{last}");
+                }
+                edit(GOOD_EDIT.0, GOOD_EDIT.1)
+            }
+        }
+    });
+    let ctx = host(&s, m, &[&child]);
+    let r = parent.run(&json!({}), &ctx).await;
+    let answer = r.output.unwrap_or_default();
+    let answer = answer.as_str().unwrap_or_default();
+    assert!(answer.contains("ended without a result"), "{answer}");
+    let tree = build_tree(&s.events.events());
+    let refused = &tree[0].children[0].commands;
+    assert!(
+        !refused.is_empty() && refused.iter().all(|c| c.error.is_some()),
+        "every command of the child was refused: {refused:?}"
+    );
+}

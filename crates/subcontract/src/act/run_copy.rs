@@ -193,3 +193,37 @@ impl RunCopy {
         kept
     }
 }
+
+/// A run that never reached its end (its future was dropped: its caller stopped waiting for it)
+/// still loses nothing: what its copy holds, and what its sub-agents handed back undecided, is
+/// kept as patch files before the copy goes. Blocks, but only on that path: a run that ended
+/// closed its copy already.
+impl Drop for RunCopy {
+    fn drop(&mut self) {
+        let Some(copy) = self
+            .copy
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return;
+        };
+        let mut kept = Vec::new();
+        match copy.capture() {
+            Ok(mut c) => {
+                c.id = self.run_id.to_string();
+                kept.extend(self.host.keep(&c));
+            }
+            Err(e) => tracing::warn!(run_id = &*self.run_id, error = %e, "changes not captured"),
+        }
+        let pending = std::mem::take(self.pending.get_mut().unwrap_or_else(|e| e.into_inner()));
+        kept.extend(pending.values().filter_map(|c| self.host.keep(c)));
+        for path in kept {
+            tracing::warn!(
+                run_id = &*self.run_id,
+                patch = %path.display(),
+                "a run stopped before its end: its changes were kept"
+            );
+        }
+    }
+}
