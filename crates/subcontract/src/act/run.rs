@@ -95,13 +95,12 @@ pub(crate) async fn check_submission(ctx: &Ctx) -> Vec<Violation> {
         .map(violation)
         .collect();
     if out.is_empty() {
-        for line in &copy.policy.checks {
-            let Some(argv) = shlex::split(line).filter(|a| !a.is_empty()) else {
-                out.push(violation(format!(
-                    "the check `{line}` cannot be split into arguments"
-                )));
-                continue;
-            };
+        // Split once, as the spec's build checked them.
+        let argvs = match copy.policy.check_commands() {
+            Ok(a) => a,
+            Err(e) => return vec![violation(e)],
+        };
+        for (line, argv) in copy.policy.checks.iter().zip(argvs) {
             let ran = command(ctx, copy, argv, None).await;
             match ran {
                 Ok(o) if o.exit_code == Some(0) && !o.timed_out => {}

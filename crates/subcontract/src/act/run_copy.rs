@@ -168,11 +168,6 @@ impl RunCopy {
             .collect()
     }
 
-    /// Puts changes back (an accept that conflicted: the model may still discard them).
-    pub(crate) fn put_back(&self, changes: Changes) {
-        self.hold(changes);
-    }
-
     /// Writes `changes` as a patch file of the host's patch directory, named by their id, and
     /// returns its path: how changes no one applied are kept, never lost.
     pub(crate) fn keep(&self, changes: &Changes) -> Option<PathBuf> {

@@ -207,7 +207,7 @@ impl TypedTool for AcceptChangesTool {
                      discard them with discard_changes, or make the change yourself",
                     changes.id
                 );
-                copy.put_back(changes);
+                copy.hold(changes);
                 Err(text)
             }
         }
