@@ -214,3 +214,100 @@ async fn the_run_reserves_exactly_the_first_call_cost() {
         }
     }
 }
+
+/// A spec with tools keeps room for its answer beside its first call: `check` warns
+/// `answer-over-budget` exactly when a run is refused before that call, and names the cap the
+/// run names.
+#[tokio::test]
+async fn check_and_the_run_agree_on_the_room_for_an_answer() {
+    let model = "openai:gpt-4.1-mini";
+    let prices = PriceTable::builtin();
+    let price = prices.get(model).expect("priced");
+    let tools = workspace_tools();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("finder.toml");
+    let text = |cap: Decimal, reserve: bool| {
+        format!(
+            "name = \"finder\"\ndescription = \"Finds a file.\"\nsystem = \"Find the file.\"\n\
+             tools = [\"grep\"]\n[limits]\nmax_tokens_per_turn = 700\nmax_cost_usd = \"{cap}\"\n\
+             answer_reserve = {reserve}\n[input]\ntype = \"object\"\nadditionalProperties = false\n\
+             [output]\ntype = \"object\"\nrequired = [\"file\"]\nadditionalProperties = false\n\
+             properties.file = {{ type = \"string\", maxLength = 40 }}\n[[examples]]\n\
+             input = {{}}\noutput = {{ file = \"src/lib.rs\" }}\n"
+        )
+    };
+    let write_and_check = |cap: Decimal, reserve: bool| {
+        std::fs::write(&file, text(cap, reserve)).expect("write");
+        let opts = CheckOptions {
+            models: vec![model.to_owned()],
+            ..CheckOptions::default()
+        };
+        let report = check_paths(&[file.clone()], &opts).expect("check runs");
+        let spec: SubAgentSpec<Value, Value> = load_spec(&file).expect("loads");
+        let warned: Vec<String> = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.code.ends_with("-over-budget"))
+            .map(|d| format!("{}:{}:{}: {}: {}", d.file, d.line, d.column, d.code, d.message))
+            .collect();
+        (spec, warned)
+    };
+    let input = serde_json::json!({});
+    // What the two calls cost, from the spec at a cap that holds its first call alone.
+    let (spec, _) = write_and_check(Decimal::ONE, true);
+    let first = spec.first_call_cost(&price, &tools, &input);
+    let (spec, warned) = write_and_check(first.usd, true);
+    let over = spec
+        .answer_over_budget(&prices, model, &tools, &input)
+        .expect("the first call alone fits, not with its answer");
+    assert_eq!(over.first, first);
+    assert!(over.answer.usd > first.usd, "the answer's prompt is longer");
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    assert!(
+        warned[0].contains(":7:16: answer-over-budget: for an input of the largest valid size (2 characters), the first turn on openai:gpt-4.1-mini reserves up to"),
+        "{warned:#?}"
+    );
+    assert!(
+        warned[0].ends_with(&format!(
+            "raise max_cost_usd to {}, lower max_tokens_per_turn, or set answer_reserve = false",
+            over.cap_needed()
+        )),
+        "{warned:#?}"
+    );
+    let run = |spec: &SubAgentSpec<Value, Value>| {
+        let spec = spec.clone();
+        async move {
+            spec.run_child(
+                &serde_json::json!({}),
+                &ctx(submitter(model, &spec, serde_json::json!({"file": "src/lib.rs"})), None),
+            )
+            .await
+        }
+    };
+
+    // Exactly the two calls: no warning, and the run makes its first call and completes.
+    let (spec, warned) = write_and_check(over.total(), true);
+    assert!(warned.is_empty(), "{warned:#?}");
+    let r = run(&spec).await;
+    assert_eq!((r.outcome, r.turns), (Outcome::Completed, 1), "{:?}", r.error);
+
+    // A billionth of a dollar less: warned, and the run is refused before any call with the
+    // figure the warning names.
+    let less = over.total() - Decimal::new(1, 9);
+    let (spec, warned) = write_and_check(less, true);
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    let r = run(&spec).await;
+    assert_eq!(r.turns, 0);
+    match &r.error {
+        Some(subcontract::Failure::NoRoomToAnswer { raise_to, .. }) => {
+            assert_eq!(*raise_to, over.cap_needed())
+        }
+        other => panic!("refused before any call, not {other:?}"),
+    }
+
+    // Without the reserve, the same cap is no warning, and the run answers in its one call.
+    let (spec, warned) = write_and_check(less, false);
+    assert!(warned.is_empty(), "{warned:#?}");
+    let r = run(&spec).await;
+    assert_eq!((r.outcome, r.turns), (Outcome::Completed, 1), "{:?}", r.error);
+}

@@ -167,6 +167,10 @@ pub mod codes {
     /// made before it) is over the spec's `max_cost_usd`, so the run spends nothing and ends
     /// `budget_exhausted` after 0 turns (for its largest inputs, or for every input).
     pub const CALL_OVER_BUDGET: &str = "call-over-budget";
+    /// Warning: on a model the spec will run on, its first call fits its `max_cost_usd` but
+    /// not together with the answer the answer reserve holds beside it, so every run is
+    /// refused before its first call (`budget_exhausted`, 0 turns).
+    pub const ANSWER_OVER_BUDGET: &str = "answer-over-budget";
     /// An output value is marked `x-grounded` with an unknown kind, on a value that cannot be
     /// grounded (a boolean, an object, an enum), or as `"source"` in a spec none of whose tools
     /// can consult a source.

@@ -1,6 +1,8 @@
 //! `call-over-budget`: a spec whose first model call, on a model it will run on, reserves more
 //! than its own `max_cost_usd`, so that a run spends nothing and ends `budget_exhausted` after
-//! 0 turns (for every input, or for its largest ones).
+//! 0 turns (for every input, or for its largest ones). `answer-over-budget`: the first call
+//! fits, but not with the answer the answer reserve holds beside it, which ends every run the
+//! same way.
 
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use crate::spec::{CallOverBudget, SubAgentSpec};
 use crate::tool::workspace::Workspace;
 use crate::tool::{Tool, ToolOutput, ToolSet};
 
-/// One warning per spec and model whose first call cannot fit the spec's cap. A spec that names
+/// One warning per spec and model whose first call, or first call and the answer held beside
+/// it, cannot fit the spec's cap. A spec that names
 /// its own model is checked on that one; the others on every model of `opts.models`. A model
 /// without a price is counted as free by the run, so it has nothing to warn about.
 pub(super) fn call_over_budget(
@@ -60,19 +63,31 @@ pub(super) fn call_over_budget(
                 spec.prompt_cache(),
             );
             let cap = spec.limits().max_cost_usd.unwrap_or_default();
-            let Some(over) = CallOverBudget::check(model, &price, cost, cap) else {
-                continue;
-            };
             let context = match largest {
                 Some(n) => format!("for an input of the largest valid size ({n} characters), "),
                 None => "even before its (unbounded) input is counted, ".to_owned(),
             };
-            out.push(loc.diag(
-                cap_pos,
-                Severity::Warning,
-                codes::CALL_OVER_BUDGET,
-                format!("{context}{over}"),
-            ));
+            if let Some(over) = CallOverBudget::check(model, &price, cost, cap) {
+                out.push(loc.diag(
+                    cap_pos,
+                    Severity::Warning,
+                    codes::CALL_OVER_BUDGET,
+                    format!("{context}{over}"),
+                ));
+            } else if let Some(over) = spec.answer_over_budget_sized(
+                model,
+                &price,
+                &tools,
+                largest.unwrap_or(0),
+                spec.prompt_cache(),
+            ) {
+                out.push(loc.diag(
+                    cap_pos,
+                    Severity::Warning,
+                    codes::ANSWER_OVER_BUDGET,
+                    format!("{context}{over}"),
+                ));
+            }
         }
     }
     out

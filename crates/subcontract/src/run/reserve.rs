@@ -71,7 +71,7 @@ fn far_future() -> Instant {
 /// answering it come on top, and may be large): the hold is sized by it; an answer call that
 /// costs more takes the difference from what is free, and when nothing is, it is made without
 /// the last turn.
-pub(super) fn growth(spec: &SpecCore) -> usize {
+pub(crate) fn growth(spec: &SpecCore) -> usize {
     (spec.def.limits.max_tokens_per_turn as usize)
         .saturating_mul(ASSISTANT_BYTES_PER_TOKEN)
         .saturating_add(64)

@@ -122,6 +122,58 @@ impl std::fmt::Display for CallOverBudget {
     }
 }
 
+/// A first turn that may call tools whose call and the answer reserved beside it do not fit
+/// together under the spec's own `max_cost_usd`: with the answer reserve on, every run is
+/// refused before its first call (`Failure::NoRoomToAnswer`). Its `Display` is the one line
+/// that says so and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AnswerOverBudget {
+    /// The model the calls were priced for.
+    pub model: String,
+    /// What the first call reserves.
+    pub first: CallCost,
+    /// What the output-only call after it is held for: the first call's prompt grown by one
+    /// turn (its response at `max_tokens_per_turn`), plus the output's worst case.
+    pub answer: CallCost,
+    /// The spec's `max_cost_usd`.
+    pub cap: Decimal,
+}
+
+impl AnswerOverBudget {
+    /// Both calls together, as the run asks its budget for them.
+    pub fn total(&self) -> Decimal {
+        self.first.usd.saturating_add(self.answer.usd)
+    }
+
+    /// The cap both calls need, rounded up to a hundredth of a cent: the figure a refused run
+    /// names.
+    pub fn cap_needed(&self) -> Decimal {
+        self.total()
+            .round_dp_with_strategy(4, RoundingStrategy::AwayFromZero)
+            .normalize()
+    }
+}
+
+impl std::fmt::Display for AnswerOverBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the first turn on {} reserves up to {} USD and the answer held beside it up to {} \
+             USD ({} prompt tokens + {} output tokens), together over max_cost_usd = {}: every \
+             run is refused before its first call; raise max_cost_usd to {}, lower \
+             max_tokens_per_turn, or set answer_reserve = false",
+            self.model,
+            self.first.usd.round_dp(6).normalize(),
+            self.answer.usd.round_dp(6).normalize(),
+            self.answer.prompt_tokens,
+            self.answer.output_tokens,
+            self.cap.normalize(),
+            self.cap_needed(),
+        )
+    }
+}
+
 /// The largest output-token count whose call, with this prompt, fits under `cap`.
 fn max_tokens_within(
     price: &Price,
@@ -188,6 +240,79 @@ impl<I, O> SubAgentSpec<I, O> {
     pub fn first_call_cost(&self, price: &Price, tools: &ToolSet, input: &Value) -> CallCost {
         let bytes = crate::json::compact_bytes(input) as u64;
         self.first_call_cost_sized(price, tools, bytes, self.core().def.prompt_cache)
+    }
+
+    /// The first call and the output-only call the answer reserve holds beside it, when
+    /// together they are over this spec's `max_cost_usd` at `model`'s price (see
+    /// [`first_call_cost`](Self::first_call_cost) for `tools` and `input`). `None` when they
+    /// fit, when the spec has no cap, no price, or no reserve to keep: its first call already
+    /// asks for the output alone (no tools, or one turn), or `answer_reserve = false`. A first
+    /// call over the cap on its own is [`call_over_budget`](Self::call_over_budget)'s to say.
+    ///
+    /// ```
+    /// use rust_decimal::Decimal;
+    /// use serde_json::json;
+    /// use subcontract::model::{Price, PriceTable};
+    /// use subcontract::tool::workspace::Workspace;
+    /// use subcontract::SubAgentSpec;
+    ///
+    /// let spec = SubAgentSpec::dynamic("find", json!({"type": "object"}), json!({"type": "string", "maxLength": 10}))
+    ///     .description("Finds.")
+    ///     .system("Find it.")
+    ///     .tools(["grep"])
+    ///     .max_tokens_per_turn(1000)
+    ///     .max_cost_usd(Decimal::new(3, 3)) // 0.003 USD
+    ///     .build()
+    ///     .unwrap();
+    /// let tools = Workspace::new(".").unwrap().tool_set().unwrap();
+    /// let mut prices = PriceTable::new();
+    /// prices.insert("openai:small", Price::per_mtok(Decimal::ONE, Decimal::ONE));
+    /// // One call fits (about 0.0013 USD); the call and the answer after it (about 0.0036) do not.
+    /// assert!(spec.call_over_budget(&prices, "openai:small", &tools, &json!({})).is_none());
+    /// let over = spec.answer_over_budget(&prices, "openai:small", &tools, &json!({})).unwrap();
+    /// assert!(over.total() > Decimal::new(3, 3));
+    /// assert!(over.to_string().contains("every run is refused before its first call"));
+    /// ```
+    pub fn answer_over_budget(
+        &self,
+        prices: &PriceTable,
+        model: &str,
+        tools: &ToolSet,
+        input: &Value,
+    ) -> Option<AnswerOverBudget> {
+        let price = prices.get(model)?;
+        let bytes = crate::json::compact_bytes(input) as u64;
+        let cache = self.core().def.prompt_cache;
+        self.answer_over_budget_sized(model, &price, tools, bytes, cache)
+    }
+
+    /// [`answer_over_budget`](Self::answer_over_budget) for an input of `input_bytes` bytes.
+    pub(crate) fn answer_over_budget_sized(
+        &self,
+        model: &str,
+        price: &Price,
+        tools: &ToolSet,
+        input_bytes: u64,
+        cache: Option<PromptCache>,
+    ) -> Option<AnswerOverBudget> {
+        let core = self.core();
+        let limits = &core.def.limits;
+        let cap = limits.max_cost_usd?;
+        if !limits.answer_reserve || core.def.tools.is_empty() || limits.max_turns <= 1 {
+            return None;
+        }
+        let first = self.first_call_cost_sized(price, tools, input_bytes, cache);
+        let grown = first
+            .prompt_tokens
+            .saturating_add(crate::run::answer_growth(core) as u64);
+        let answer = CallCost::at_cached(price, grown, limits.max_tokens_per_turn, cache);
+        let over = AnswerOverBudget {
+            model: model.to_owned(),
+            first,
+            answer,
+            cap,
+        };
+        (first.usd <= cap && over.total() > cap).then_some(over)
     }
 
     /// [`first_call_cost`](Self::first_call_cost) for an input of `input_bytes` bytes of

@@ -12,7 +12,7 @@ pub use text::MAX_TEXT_CHARS;
 mod typed;
 
 pub use builder::{SpecBuilder, SpecError, SpecLocation, SpecProblem, MAX_TOKENS_PER_TURN};
-pub use call_cost::{CallCost, CallOverBudget};
+pub use call_cost::{AnswerOverBudget, CallCost, CallOverBudget};
 pub use core::{
     Levers, Limits, OutputKind, OutputMode, DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_MAX_TOKENS,
     DEFAULT_MAX_TOOL_CALLS_PER_TURN, DEFAULT_MAX_TOOL_RESULT_CHARS_PER_TURN, DEFAULT_MAX_TURNS,
