@@ -497,3 +497,142 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
     assert_eq!((child.0, child.1), (Outcome::Completed, Some(Limit::Time)));
     assert!(child.2 > 2, "the child worked first: {child:?}");
 }
+
+/// A model behind a real local HTTP server speaking `/v1/chat/completions`: it calls
+/// `read_file` on `notes0.txt`, `notes1.txt`, … (another file each time, so it never stalls)
+/// until a request offers only the submission tool, then submits
+/// `answer`. Each reply reports 400 prompt and 20 completion tokens. Returns the base URL;
+/// the server thread ends with the test process.
+fn reading_server(answer: Value) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length.min(1 << 22)];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let tools = req["tools"].as_array().map_or(0, Vec::len);
+            let (name, args) = if tools == 1 {
+                (SUBMIT_TOOL.to_owned(), answer.to_string())
+            } else {
+                let path = format!("notes{}.txt", n % 20);
+                ("read_file".to_owned(), json!({ "path": path }).to_string())
+            };
+            let reply = json!({
+                "id": format!("c{n}"), "object": "chat.completion", "created": 0, "model": "mock",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": null,
+                    "tool_calls": [{"id": format!("t{n}"), "type": "function",
+                        "function": {"name": name, "arguments": args}}]}}],
+                "usage": {"prompt_tokens": 400, "completion_tokens": 20, "total_tokens": 420}
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    url
+}
+
+/// From the command line: a model that never stops reading, under a spec's own cap, answers
+/// cut short by its budget, and stderr says so after the run's line.
+#[test]
+fn the_command_line_says_a_run_was_cut_short_by_its_budget() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("workspace");
+    for n in 0..20 {
+        let note = format!("Note {n}: the cache is flushed every 30 seconds.\n");
+        std::fs::write(ws.join(format!("notes{n}.txt")), note).expect("file");
+    }
+    std::fs::write(
+        dir.path().join("prices.toml"),
+        "[prices.\"openai:mock\"]\ninput_per_mtok = \"100\"\noutput_per_mtok = \"100\"\n",
+    )
+    .expect("prices");
+    let spec = dir.path().join("reader.toml");
+    std::fs::write(
+        &spec,
+        r#"name = "reader"
+description = "Reads the notes."
+system = "Read the notes, then submit what they say."
+tools = ["read_file"]
+[limits]
+max_turns = 20
+max_tokens_per_turn = 200
+max_cost_usd = "0.6"
+timeout_secs = 30
+[input]
+type = "object"
+additionalProperties = false
+[output]
+type = "object"
+required = ["fact"]
+additionalProperties = false
+properties.fact = { type = "string", maxLength = 100 }
+"#,
+    )
+    .expect("spec");
+    let url = reading_server(json!({"fact": "flushed every 30 seconds"}));
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_subcontract"));
+    cmd.arg("run")
+        .arg(&spec)
+        .args([
+            "--input",
+            "{}",
+            "--model",
+            "openai:mock",
+            "--base-url",
+            &url,
+        ])
+        .arg("--prices")
+        .arg(dir.path().join("prices.toml"))
+        .arg("--workspace")
+        .arg(&ws)
+        .env_remove("SUBCONTRACT_MODEL")
+        .env("SUBCONTRACT_RETRIES", "0")
+        .env("OPENAI_API_KEY", "test");
+    // The spec's own timeout bounds the run.
+    let out = cmd.output().expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&out.stdout).expect("the output on stdout"),
+        json!({"fact": "flushed every 30 seconds"})
+    );
+    let lines: Vec<&str> = stderr.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("root.reader-1: completed after "))
+        .unwrap_or_else(|| panic!("the run's line: {stderr}"));
+    // It worked before it answered: more than one turn.
+    assert!(!lines[at].contains("after 1 turn(s)"), "{stderr}");
+    assert_eq!(
+        lines.get(at + 1).copied(),
+        Some("completed, cut short by its budget: the answer may be incomplete"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("[root.reader-1] completed, cut short by its budget"),
+        "{stderr}"
+    );
+}

@@ -242,13 +242,18 @@ async fn check_and_the_run_agree_on_the_room_for_an_answer() {
             models: vec![model.to_owned()],
             ..CheckOptions::default()
         };
-        let report = check_paths(&[file.clone()], &opts).expect("check runs");
+        let report = check_paths(std::slice::from_ref(&file), &opts).expect("check runs");
         let spec: SubAgentSpec<Value, Value> = load_spec(&file).expect("loads");
         let warned: Vec<String> = report
             .diagnostics
             .iter()
             .filter(|d| d.code.ends_with("-over-budget"))
-            .map(|d| format!("{}:{}:{}: {}: {}", d.file, d.line, d.column, d.code, d.message))
+            .map(|d| {
+                format!(
+                    "{}:{}:{}: {}: {}",
+                    d.file, d.line, d.column, d.code, d.message
+                )
+            })
             .collect();
         (spec, warned)
     };
@@ -279,7 +284,10 @@ async fn check_and_the_run_agree_on_the_room_for_an_answer() {
         async move {
             spec.run_child(
                 &serde_json::json!({}),
-                &ctx(submitter(model, &spec, serde_json::json!({"file": "src/lib.rs"})), None),
+                &ctx(
+                    submitter(model, &spec, serde_json::json!({"file": "src/lib.rs"})),
+                    None,
+                ),
             )
             .await
         }
@@ -289,7 +297,12 @@ async fn check_and_the_run_agree_on_the_room_for_an_answer() {
     let (spec, warned) = write_and_check(over.total(), true);
     assert!(warned.is_empty(), "{warned:#?}");
     let r = run(&spec).await;
-    assert_eq!((r.outcome, r.turns), (Outcome::Completed, 1), "{:?}", r.error);
+    assert_eq!(
+        (r.outcome, r.turns),
+        (Outcome::Completed, 1),
+        "{:?}",
+        r.error
+    );
 
     // A billionth of a dollar less: warned, and the run is refused before any call with the
     // figure the warning names.
@@ -309,5 +322,10 @@ async fn check_and_the_run_agree_on_the_room_for_an_answer() {
     let (spec, warned) = write_and_check(less, false);
     assert!(warned.is_empty(), "{warned:#?}");
     let r = run(&spec).await;
-    assert_eq!((r.outcome, r.turns), (Outcome::Completed, 1), "{:?}", r.error);
+    assert_eq!(
+        (r.outcome, r.turns),
+        (Outcome::Completed, 1),
+        "{:?}",
+        r.error
+    );
 }
