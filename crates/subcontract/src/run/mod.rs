@@ -27,10 +27,10 @@ mod turn;
 mod wording;
 
 pub(crate) use agent_tool::AgentTool;
-// The rig adapter tells a rig agent what our own host tells a parent model.
-use turn::turns;
-#[cfg(feature = "rig")]
 pub(crate) use reserve::growth as answer_growth;
+use turn::turns;
+// The rig adapter tells a rig agent what our own host tells a parent model.
+#[cfg(feature = "rig")]
 pub(crate) use wording::ended_without_result;
 
 impl<O> RunResult<O> {
