@@ -409,17 +409,15 @@ impl subcontract::EventSink for Progress {
                 (_, Some(code), _) => eprintln!("[{}] $ {program}: exit {code}", e.run_id),
                 (_, None, _) => eprintln!("[{}] $ {program}: stopped", e.run_id),
             },
-            EventKind::Changes {
-                id,
-                status,
-                files,
-                insertions,
-                deletions,
-                patch,
-            } => eprintln!(
-                "[{}] changes {status} ({id}): {files} file(s), +{insertions} -{deletions}{}",
+            EventKind::Changes(c) => eprintln!(
+                "[{}] changes {} ({}): {} file(s), +{} -{}{}",
                 e.run_id,
-                patch
+                c.status,
+                c.id,
+                c.files,
+                c.insertions,
+                c.deletions,
+                c.patch
                     .as_deref()
                     .map_or(String::new(), |p| format!(", kept in {p}"))
             ),

@@ -385,19 +385,12 @@ fn record_on(span: &Span, ctx: &Ctx, kind: &EventKind, detail: Detail<'_>) {
                 span.record("otel.status_code", "error");
             }
         }
-        EventKind::Changes {
-            id,
-            files,
-            insertions,
-            deletions,
-            patch,
-            ..
-        } => {
-            span.record("subcontract.changes.id", id.as_str());
-            span.record("subcontract.changes.files", *files as u64);
-            span.record("subcontract.changes.insertions", *insertions);
-            span.record("subcontract.changes.deletions", *deletions);
-            if let Some(p) = patch {
+        EventKind::Changes(c) => {
+            span.record("subcontract.changes.id", c.id.as_str());
+            span.record("subcontract.changes.files", c.files as u64);
+            span.record("subcontract.changes.insertions", c.insertions);
+            span.record("subcontract.changes.deletions", c.deletions);
+            if let Some(p) = &c.patch {
                 span.record("subcontract.changes.patch", p.as_str());
             }
         }

@@ -137,21 +137,7 @@ pub enum EventKind {
     },
     /// An acting run's changes: captured when its output was accepted, accepted or discarded
     /// by its parent, or kept as a patch file (a run that failed, changes no one decided on).
-    Changes {
-        /// The changes' id (the run id of the run that made them).
-        id: String,
-        /// `captured`, `accepted`, `discarded` or `kept`.
-        status: String,
-        /// Files changed.
-        files: usize,
-        /// Lines added.
-        insertions: u64,
-        /// Lines removed.
-        deletions: u64,
-        /// The patch file they were kept in, when kept.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        patch: Option<String>,
-    },
+    Changes(ChangesEvent),
     /// A run's output was accepted with grounded values (`x-grounded`) found only in the
     /// run's input, which its caller wrote: a parent's own words that came back grounded.
     /// Where only, never the values.
@@ -260,6 +246,25 @@ pub enum TextRead {
     },
 }
 
+/// An acting run's changes, as an event reports them ([`EventKind::Changes`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ChangesEvent {
+    /// The changes' id (the run id of the run that made them).
+    pub id: String,
+    /// `captured`, `accepted`, `discarded` or `kept`.
+    pub status: String,
+    /// Files changed.
+    pub files: usize,
+    /// Lines added.
+    pub insertions: u64,
+    /// Lines removed.
+    pub deletions: u64,
+    /// The patch file they were kept in, when kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub patch: Option<String>,
+}
+
 fn is_zero_usize(n: &usize) -> bool {
     *n == 0
 }
@@ -274,18 +279,16 @@ impl EventKind {
         let (insertions, deletions) = changes.files.iter().fold((0u64, 0u64), |(i, d), f| {
             (i + f.insertions as u64, d + f.deletions as u64)
         });
-        EventKind::Changes {
+        EventKind::Changes(ChangesEvent {
             id: changes.id.clone(),
             status: status.to_owned(),
             files: changes.files.len(),
             insertions,
             deletions,
             patch: patch.map(|p| p.display().to_string()),
-        }
+        })
     }
-}
 
-impl EventKind {
     /// This event with every registered key ([`crate::redact`]) removed from its texts, so no
     /// sink, ours or a caller's, ever receives one. Through JSON, so a field added later is
     /// covered too; free when no key is registered (offline models, tests).
@@ -416,15 +419,8 @@ impl EventSink for TracingSink {
             } => {
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, program = %program, exit_code = ?exit_code, timed_out, duration_ms, output_bytes, error = redacted(error), "command")
             }
-            EventKind::Changes {
-                id,
-                status,
-                files,
-                insertions,
-                deletions,
-                patch,
-            } => {
-                tracing::info!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, id = %id, status = %status, files, insertions, deletions, patch = patch.as_deref().unwrap_or(""), "changes")
+            EventKind::Changes(c) => {
+                tracing::info!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, id = %c.id, status = %c.status, files = c.files, insertions = c.insertions, deletions = c.deletions, patch = c.patch.as_deref().unwrap_or(""), "changes")
             }
             EventKind::GroundedFromInput { turn, paths } => {
                 tracing::debug!(target: "subcontract::events", run_id = %e.run_id, spec = %e.spec, turn, paths = %paths.join(", "), "grounded_from_input")

@@ -49,7 +49,7 @@ pub struct RunNode {
     pub commands: Vec<CommandRun>,
     /// What became of its changes and of those of its sub-agents it decided on, in order
     /// (`captured`, `accepted`, `discarded`, `kept`).
-    pub changes: Vec<ChangesSeen>,
+    pub changes: Vec<super::ChangesEvent>,
     /// The pointers of the grounded values of its accepted output found only in its input
     /// (which its caller wrote).
     pub grounded_from_input: Vec<String>,
@@ -71,23 +71,6 @@ pub struct CommandRun {
     pub timed_out: bool,
     /// Why it did not run, when it did not.
     pub error: Option<String>,
-}
-
-/// An acting run's changes, as one event saw them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ChangesSeen {
-    /// The changes' id (the run that made them).
-    pub id: String,
-    /// `captured`, `accepted`, `discarded` or `kept`.
-    pub status: String,
-    /// Files changed.
-    pub files: usize,
-    /// Lines added.
-    pub insertions: u64,
-    /// Lines removed.
-    pub deletions: u64,
-    /// The patch file, when kept.
-    pub patch: Option<String>,
 }
 
 /// An output a run had rejected.
@@ -191,21 +174,7 @@ pub fn build_tree(events: &[Event]) -> Vec<RunNode> {
                 timed_out: *timed_out,
                 error: error.clone(),
             }),
-            EventKind::Changes {
-                id,
-                status,
-                files,
-                insertions,
-                deletions,
-                patch,
-            } => n.changes.push(ChangesSeen {
-                id: id.clone(),
-                status: status.clone(),
-                files: *files,
-                insertions: *insertions,
-                deletions: *deletions,
-                patch: patch.clone(),
-            }),
+            EventKind::Changes(c) => n.changes.push(c.clone()),
             EventKind::GroundedFromInput { paths, .. } => {
                 n.grounded_from_input.extend(paths.iter().cloned())
             }

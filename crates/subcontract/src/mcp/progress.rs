@@ -99,9 +99,9 @@ impl EventSink for ProgressRouter {
                 Some(code) => format!("{}: ran {program} (exit {code})", e.spec),
                 None => format!("{}: ran {program} (stopped)", e.spec),
             },
-            EventKind::Changes {
-                status, files, ..
-            } => format!("{}: changes {status} ({files} file(s))", e.spec),
+            EventKind::Changes(c) => {
+                format!("{}: changes {} ({} file(s))", e.spec, c.status, c.files)
+            }
             EventKind::GroundedFromInput { .. } => return,
             EventKind::Finished { outcome, .. } => format!("{}: {outcome}", e.spec),
         };
