@@ -372,6 +372,43 @@ async fn a_budget_too_small_to_start_and_answer_is_refused_before_any_call_with_
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     // One turn of work, then the answer it kept room for.
     assert_eq!((r.turns, r.cut_short), (2, Some(Limit::Budget)));
+
+    // An eval of a spec whose own cap is that small says why, the figure included (a long
+    // name makes the message long: its end is what matters).
+    let name = "investigate_the_question_with_a_long_name";
+    let capped = SubAgentSpec::dynamic(name, question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(5)
+        .max_tokens_per_turn(100)
+        .max_cost_usd(Decimal::new(1, 3))
+        .build()
+        .expect("valid spec");
+    let cases = subcontract::eval::parse_cases(
+        "t.jsonl",
+        r#"{"id": "q", "input": {"question": "what?"}, "expect": {}}"#,
+    )
+    .unwrap();
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    let report = subcontract::eval::run_eval(
+        &[subcontract::eval::EvalSpec::new(capped)],
+        &cases,
+        &subcontract::eval::Judges::new(),
+        Ctx::builder(never_stops(good_findings(), Duration::ZERO, calls))
+            .tools(tools)
+            .prices(priced()),
+        &subcontract::eval::EvalOptions::new("scripted:test"),
+        None,
+    )
+    .await;
+    let failed = &report.cases[0].failed;
+    assert!(
+        failed[0].starts_with("outcome: expected completed, got budget_exhausted (")
+            && failed[0].ends_with(&format!("raise that limit to at least {raise_to} USD)")),
+        "{failed:?}"
+    );
 }
 
 #[tokio::test]

@@ -359,7 +359,8 @@ pub(crate) fn truncate(s: &str) -> String {
     truncate_chars(s, MAX_MESSAGE_CHARS)
 }
 
-fn truncate_chars(s: &str, max: usize) -> String {
+/// `s` cut to `max` characters, marked with `…` when it was cut.
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((at, _)) => format!("{}…", &s[..at]),

@@ -160,7 +160,7 @@ impl<'de> serde::de::Visitor<'de> for UniqueKeys {
         let mut keys = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             if !keys.insert(key.clone()) {
-                let key: String = key.chars().take(80).collect();
+                let key = crate::contract::truncate_chars(&key, 80);
                 return Err(serde::de::Error::custom(format!(
                     "the key `{}` is given twice in one object",
                     key.escape_debug()

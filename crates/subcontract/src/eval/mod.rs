@@ -467,10 +467,11 @@ async fn run_attempt(shared: &Shared, n: usize, c: usize, s: usize, attempt: u32
         report.outcome = r.outcome.as_str().to_string();
         report.valid = r.outcome == Outcome::Completed && r.output.is_some();
         report.failed = grade(&case.expect, &report.outcome, r.output.as_ref());
-        // An unexpected outcome says why the run ended so (at most 200 characters of it).
+        // An unexpected outcome says why the run ended so (at most 500 characters of it, a
+        // cut marked: a provider's error may carry a page of text).
         if let (Some(first), Some(err)) = (report.failed.first_mut(), &r.error) {
             if first.starts_with("outcome:") {
-                let why: String = err.to_string().chars().take(200).collect();
+                let why = crate::contract::truncate_chars(&err.to_string(), 500);
                 first.push_str(&format!(" ({why})"));
             }
         }

@@ -633,7 +633,7 @@ fn error_message(body: &[u8], status: reqwest::StatusCode) -> String {
             .to_string();
     }
     // Redacted before it is cut: a key cut in half would no longer be recognised.
-    crate::redact::redact(text).chars().take(500).collect()
+    crate::contract::truncate_chars(&crate::redact::redact(text), 500)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -40,7 +40,7 @@ pub(super) fn token_count(v: Option<&Value>) -> Result<Count, String> {
                     Ok(Count::Saturated)
                 }
                 Err(_) => whole(t.parse::<f64>().ok()).ok_or_else(|| {
-                    let shown: String = crate::redact::redact(s).chars().take(40).collect();
+                    let shown = crate::contract::truncate_chars(&crate::redact::redact(s), 40);
                     format!("is not a token count ({shown:?})")
                 }),
             }
@@ -79,7 +79,7 @@ pub(super) fn usage_object<T: DeserializeOwned>(
     raw: &RawValue,
 ) -> Result<T, ModelError> {
     let unreadable = |why: String| {
-        let shown: String = crate::redact::redact(raw.get()).chars().take(60).collect();
+        let shown = crate::contract::truncate_chars(&crate::redact::redact(raw.get()), 60);
         transport.unreadable_usage(format!("`usage` is not a usage object ({why}): {shown}"))
     };
     if !raw.get().starts_with('{') {
