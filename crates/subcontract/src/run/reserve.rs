@@ -240,14 +240,16 @@ impl Reserve {
         (turn, called): (u32, bool),
         call: Decimal,
     ) -> Option<Result<Admitted, Failure>> {
-        if !self.on || self.limited {
-            // Unlimited budgets only: a limited one takes a hold beside the call.
-            if self.on {
-                return None;
-            }
-            if forced == Some(Forced::LastTurn) && self.cut.is_none() {
-                self.cut = Some(Limit::Turns);
-            }
+        if self.on && self.limited {
+            // A limited budget takes a hold beside the call.
+            return None;
+        }
+        // What `admit` does up to its reservation, for a turn that neither a limit nor the
+        // time left makes the last one.
+        if forced == Some(Forced::LastTurn) && self.cut.is_none() {
+            self.cut = Some(Limit::Turns);
+        }
+        if !self.on {
             let reserved = plain_now(ctx, call, turn)?;
             return Some(reserved.map(|reservation| Admitted {
                 forced,
@@ -255,11 +257,6 @@ impl Reserve {
                 worst: call,
                 without_last: false,
             }));
-        }
-        // What `admit` does up to its reservation, for a turn that neither a limit nor the
-        // time left makes the last one.
-        if forced == Some(Forced::LastTurn) && self.cut.is_none() {
-            self.cut = Some(Limit::Turns);
         }
         let now = self.now();
         let forced = match self.cut {
