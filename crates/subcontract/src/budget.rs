@@ -162,7 +162,7 @@ struct Waiter {
 
 /// What a waiting exchange is answered with: the call's reservation and the new hold, or the
 /// refusal and the hold it came with.
-type Answer = Result<(Reservation, Option<Hold>), (BudgetError, Option<Hold>)>;
+pub(crate) type Answer = Result<(Reservation, Option<Hold>), (BudgetError, Option<Hold>)>;
 
 /// What one reservation asks of every node of its chain: room for a call of `call` USD and
 /// a hold of `hold` USD, once a hold of `release` USD (the caller's own, if any) is let go.
@@ -174,6 +174,16 @@ struct Want {
 }
 
 impl Want {
+    /// A call of `call` and a hold of `hold` beside it, in exchange for `own`.
+    #[inline]
+    fn new(own: Option<&Hold>, call: Decimal, hold: Option<Decimal>) -> Self {
+        Want {
+            call: non_negative(call),
+            hold: hold.map(non_negative),
+            release: own.map(|h| h.usd),
+        }
+    }
+
     fn call(usd: Decimal) -> Self {
         Want {
             call: usd,
@@ -182,10 +192,17 @@ impl Want {
         }
     }
 
-    /// The USD it adds to a node's reservations (negative when it gives back more).
+    /// The USD it adds to a node's reservations (negative when it gives back more). A call
+    /// alone adds itself: no decimal addition of zeros on every model call's reservation.
+    #[inline]
     fn extra_usd(&self) -> Decimal {
-        let add = self.call.saturating_add(self.hold.unwrap_or_default());
-        add.saturating_sub(self.release.unwrap_or_default())
+        match (self.hold, self.release) {
+            (None, None) => self.call,
+            (hold, release) => self
+                .call
+                .saturating_add(hold.unwrap_or_default())
+                .saturating_sub(release.unwrap_or_default()),
+        }
     }
 
     /// The USD it adds to a node's holds.
@@ -434,23 +451,16 @@ impl Budget {
         call: Decimal,
         hold: Option<Decimal>,
     ) -> Answer {
-        let want = Want {
-            call: non_negative(call),
-            hold: hold.map(non_negative),
-            release: own.as_ref().map(|h| h.usd),
-        };
+        let want = Want::new(own.as_ref(), call, hold);
         let (id, rx) = {
             let mut q = lock(&self.node.queue);
-            if let Some(e) = impossible(&self.node, want) {
-                drop(q);
-                return Err((e, own));
-            }
-            if (q.waiters.is_empty() || want.takes_no_room())
-                && reserve_chain(&self.node, want).is_ok()
-            {
-                drop(q);
-                return Ok(self.grant(want, own));
-            }
+            let own = match self.answer_now(&q, want, own) {
+                Ok(answer) => {
+                    drop(q);
+                    return answer;
+                }
+                Err(own) => own,
+            };
             let (tx, rx) = oneshot::channel();
             let id = q.next_id;
             q.next_id += 1;
@@ -473,6 +483,53 @@ impl Budget {
         guard.armed = false;
         // Every waiter leaves the queue with an answer, except one whose future was dropped.
         answer.expect("invariant: a queued reservation is answered before it leaves the queue")
+    }
+
+    /// [`exchange`](Self::exchange)'s answer when it is given without waiting (granted, or
+    /// refused), or `own` handed back when the exchange would have to wait: the run loop's
+    /// usual case, taken without an `async` state machine, and it tells the loop that no time
+    /// passed. Nothing is reserved when it hands `own` back.
+    pub(crate) fn exchange_now(
+        &self,
+        own: Option<Hold>,
+        call: Decimal,
+        hold: Option<Decimal>,
+    ) -> Result<Answer, Option<Hold>> {
+        let want = Want::new(own.as_ref(), call, hold);
+        let q = lock(&self.node.queue);
+        let answer = self.answer_now(&q, want, own);
+        drop(q);
+        answer
+    }
+
+    /// [`reserve`](Self::reserve) when it is answered without waiting; `None` when it would
+    /// wait (nothing is reserved then).
+    pub(crate) fn reserve_now(&self, usd: Decimal) -> Option<Result<Reservation, BudgetError>> {
+        let want = Want::call(non_negative(usd));
+        let q = lock(&self.node.queue);
+        if let Some(e) = impossible(&self.node, want) {
+            return Some(Err(e));
+        }
+        // A call alone adds itself to each node.
+        if q.waiters.is_empty() && reserve_chain_of(&self.node, want, want.call).is_ok() {
+            drop(q);
+            return Some(Ok(self.reservation(want.call)));
+        }
+        None
+    }
+
+    /// The answer to `want` at once, the queue `q` locked: refused when it could never fit,
+    /// granted when it fits and no earlier reservation waits (or it takes no room); otherwise
+    /// `own` back, to wait.
+    fn answer_now(&self, q: &Queue, want: Want, own: Option<Hold>) -> Result<Answer, Option<Hold>> {
+        if let Some(e) = impossible(&self.node, want) {
+            return Ok(Err((e, own)));
+        }
+        if (q.waiters.is_empty() || want.takes_no_room()) && reserve_chain(&self.node, want).is_ok()
+        {
+            return Ok(Ok(self.grant(want, own)));
+        }
+        Err(own)
     }
 
     /// The reservation and hold `want` was granted (already counted in the chain); `own`, let
@@ -581,7 +638,8 @@ impl Drop for Unqueue<'_> {
 fn impossible(node: &Node, want: Want) -> Option<BudgetError> {
     // The leaf-most refusal, unless an overspend anywhere explains it better.
     let mut refusal = None;
-    let extra = want.extra_usd();
+    // Only a USD limit needs it (most chains have none).
+    let mut extra = None;
     // A node with no limit can refuse nothing: an overspend is marked only on limited nodes.
     // Skipped without its lock, which most nodes are (a run's tally, an unlimited root).
     for n in node.chain().filter(|n| n.is_limited()) {
@@ -598,7 +656,7 @@ fn impossible(node: &Node, want: Want) -> Option<BudgetError> {
                 Some(limit)
                     if s.spent_usd
                         .checked_add(s.held_usd)
-                        .and_then(|x| x.checked_add(extra))
+                        .and_then(|x| x.checked_add(*extra.get_or_insert_with(|| want.extra_usd())))
                         .is_none_or(|x| x > limit) =>
                 {
                     Some(usd_error(n, &s, limit, want.requested()))
@@ -638,8 +696,12 @@ fn calls_error(n: &Node, s: &State, want: Want) -> Option<BudgetError> {
 /// Recursion instead of a list of guards: the chain is a few nodes deep and this runs on every
 /// model call.
 fn reserve_chain(node: &Node, want: Want) -> Result<(), BudgetError> {
+    reserve_chain_of(node, want, want.extra_usd())
+}
+
+/// [`reserve_chain`], with the USD `want` adds to each node (`extra`) worked out once.
+fn reserve_chain_of(node: &Node, want: Want, extra: Decimal) -> Result<(), BudgetError> {
     let mut s = node.lock();
-    let extra = want.extra_usd();
     if let Some(limit) = node.limit_usd {
         let fits = s
             .spent_usd
@@ -654,7 +716,7 @@ fn reserve_chain(node: &Node, want: Want) -> Result<(), BudgetError> {
         return Err(e);
     }
     if let Some(parent) = node.parent.as_deref() {
-        reserve_chain(parent, want)?;
+        reserve_chain_of(parent, want, extra)?;
     }
     s.reserved_usd = non_negative(s.reserved_usd.saturating_add(extra));
     if want.hold.is_some() || want.release.is_some() {
@@ -976,6 +1038,39 @@ mod tests {
             (s.spent_usd, s.reserved_usd, s.reserved_calls),
             (usd(3), Decimal::ZERO, 0)
         );
+    }
+
+    #[test]
+    fn answered_now_or_handed_back_to_wait_with_nothing_reserved() {
+        let root = Budget::new(Some(usd(10)), None);
+        // Fits: granted at once.
+        let a = root.reserve_now(usd(6)).expect("answered").unwrap();
+        // Could never fit: refused at once.
+        assert!(matches!(
+            root.reserve_now(usd(11)),
+            Some(Err(BudgetError::Usd { .. }))
+        ));
+        // Fits only once the call in flight settles: left to wait, nothing reserved.
+        assert!(root.reserve_now(usd(5)).is_none());
+        assert_eq!(root.snapshot().reserved_usd, usd(6));
+        drop(a);
+        // A call and a hold at once; then an exchange that would wait hands its hold back,
+        // still held.
+        let (call, hold) = root
+            .exchange_now(None, usd(1), Some(usd(2)))
+            .expect("answered")
+            .unwrap();
+        let in_flight = root.try_reserve(usd(6)).unwrap();
+        let back = root
+            .exchange_now(hold, usd(2), Some(usd(2)))
+            .expect_err("would wait for the call in flight")
+            .expect("the hold, handed back");
+        assert_eq!(back.amount(), usd(2));
+        let s = root.snapshot();
+        assert_eq!((s.reserved_usd, s.reserved_calls), (usd(9), 3));
+        drop((call, back, in_flight));
+        let s = root.snapshot();
+        assert_eq!((s.reserved_usd, s.reserved_calls), (Decimal::ZERO, 0));
     }
 
     #[test]

@@ -34,7 +34,7 @@ use std::time::Duration;
 use rust_decimal::{Decimal, RoundingStrategy};
 use tokio::time::Instant;
 
-use crate::budget::{BudgetError, Hold, Reservation};
+use crate::budget::{Answer, BudgetError, Hold, Reservation};
 use crate::ctx::{Ctx, RunClock};
 use crate::events::Forced;
 use crate::outcome::{Failure, Limit};
@@ -77,11 +77,12 @@ pub(crate) fn growth(spec: &SpecCore) -> usize {
         .saturating_add(64)
 }
 
-/// What the loop asks about one call: its worst case, the worst case of an output-only call
-/// after it, and (on demand) the worst case of the call without the last turn.
-pub(super) struct Ask<F> {
+/// What the loop asks about one call: its worst case, and on demand the worst case of an
+/// output-only call after it (priced only when a hold is taken: a decimal division the
+/// unlimited budgets never need) and of the call without the last turn.
+pub(super) struct Ask<A, F> {
     pub(super) call: Decimal,
-    pub(super) after: Decimal,
+    pub(super) after: A,
     pub(super) without_last: F,
 }
 
@@ -106,6 +107,17 @@ pub(super) struct Reserve {
     timeout: Duration,
     slowest: Duration,
     check: Duration,
+    /// The last instants at which one answer, and two, still fit before `end` (`None`: none
+    /// does), kept as `slowest` and `check` change: a turn compares the clock with them.
+    by: [Option<Instant>; 2],
+    /// Whether `by` or `slowest` changed since the run last published them.
+    unpublished: bool,
+    /// When the model call under way began (from its admission), then when it was answered:
+    /// where an output check after it begins. `None` in a run that keeps no reserve.
+    mark: Option<Instant>,
+    /// Whether an output check began at `mark`: it ends where the next turn's admission
+    /// reads the clock (no await comes between), so it costs no clock read of its own.
+    checking: bool,
 }
 
 /// Whether `forced` asks for the output alone (the two that require a read do not).
@@ -123,7 +135,7 @@ impl Reserve {
         slowest: Duration,
     ) -> Self {
         let on = spec.def.limits.answer_reserve;
-        Reserve {
+        let mut r = Reserve {
             on,
             limited: on && ctx.budget().is_limited(),
             hold: None,
@@ -132,7 +144,13 @@ impl Reserve {
             timeout: end.saturating_duration_since(start),
             slowest,
             check: Duration::ZERO,
-        }
+            by: [None; 2],
+            unpublished: true,
+            mark: None,
+            checking: false,
+        };
+        r.times_changed();
+        r
     }
 
     /// The limit that cut the run short, if one did.
@@ -152,45 +170,138 @@ impl Reserve {
         (self.slowest * num / den).saturating_add(self.check)
     }
 
-    /// Whether fewer than `answers` answer times are left.
-    fn time_short(&self, answers: u32) -> bool {
-        let needed = self.answer_time().saturating_mul(answers);
-        Instant::now()
-            .checked_add(needed)
-            .is_none_or(|t| t > self.end)
+    /// After `slowest` or `check` changed: when one answer, and two, must start by.
+    fn times_changed(&mut self) {
+        let answer = self.answer_time();
+        // `now + n answers > end` exactly when `now > end - n answers`.
+        self.by = [1, 2].map(|n| self.end.checked_sub(answer.saturating_mul(n)));
+        self.unpublished = true;
     }
 
-    /// After a model call that took `took`: the slowest call so far, and when this run must
+    /// Whether, at `now`, fewer than `answers` (1 or 2) answer times are left.
+    fn time_short(&self, now: Instant, answers: usize) -> bool {
+        self.by[answers - 1].is_none_or(|by| now > by)
+    }
+
+    /// The clock read once for a turn's admission; an output check under way ends here.
+    #[inline]
+    fn now(&mut self) -> Instant {
+        let now = Instant::now();
+        if let (true, Some(from)) = (std::mem::take(&mut self.checking), self.mark) {
+            let took = now.saturating_duration_since(from);
+            if took > self.check {
+                self.check = took;
+                self.times_changed();
+            }
+        }
+        now
+    }
+
+    /// After a model call was answered: the slowest call so far, and when this run must
     /// answer by, for the sub-agents it may start now.
-    pub(super) fn answered(&mut self, ctx: &Ctx, took: Duration) {
-        self.slowest = self.slowest.max(took);
-        if self.on {
-            let by = self.end.checked_sub(self.answer_time()).unwrap_or(self.end);
-            ctx.clocks().0.publish(by, self.slowest);
+    #[inline]
+    pub(super) fn answered(&mut self, ctx: &Ctx) {
+        // A run that keeps no reserve times nothing.
+        let Some(since) = self.mark else { return };
+        let at = Instant::now();
+        self.mark = Some(at);
+        // Slower than the slowest so far (an addition, cheaper than a difference of instants).
+        if since.checked_add(self.slowest).is_none_or(|t| at > t) {
+            let took = at.saturating_duration_since(since);
+            if took > self.slowest {
+                self.slowest = took;
+                self.times_changed();
+            }
+        }
+        // The same figures again would change nothing a reader sees.
+        if self.unpublished {
+            self.unpublished = false;
+            ctx.clocks()
+                .0
+                .publish(self.by[0].unwrap_or(self.end), self.slowest);
         }
     }
 
-    /// After an output was checked, which took `took`.
-    pub(super) fn checked(&mut self, took: Duration) {
-        self.check = self.check.max(took);
+    /// After the last answer's output was checked: the check's time runs until the next
+    /// turn's admission.
+    pub(super) fn checked(&mut self) {
+        self.checking = true;
+    }
+
+    /// [`admit`](Self::admit) in its usual case, answered at once: a run that keeps no
+    /// reserve, or whose budgets have no limit, reserving a turn that needs no reserve beside
+    /// it without waiting. `None` leaves the turn to `admit`, having reserved nothing and
+    /// decided nothing `admit` would decide otherwise. No future is made for it.
+    #[inline]
+    pub(super) fn admit_now(
+        &mut self,
+        ctx: &Ctx,
+        forced: Option<Forced>,
+        (turn, called): (u32, bool),
+        call: Decimal,
+    ) -> Option<Result<Admitted, Failure>> {
+        if self.on && self.limited {
+            // A limited budget takes a hold beside the call.
+            return None;
+        }
+        // What `admit` does up to its reservation, for a turn that neither a limit nor the
+        // time left makes the last one.
+        if forced == Some(Forced::LastTurn) && self.cut.is_none() {
+            self.cut = Some(Limit::Turns);
+        }
+        if !self.on {
+            let reserved = plain_now(ctx, call, turn)?;
+            return Some(reserved.map(|reservation| Admitted {
+                forced,
+                reservation,
+                worst: call,
+                without_last: false,
+            }));
+        }
+        let now = self.now();
+        let forced = match self.cut {
+            Some(Limit::Budget) if !output_alone(forced) => Some(Forced::Budget),
+            Some(Limit::Time) if !output_alone(forced) => Some(Forced::Time),
+            _ => forced,
+        };
+        if self.time_short(now, 1) && (!called || self.cut == Some(Limit::Time)) {
+            return Some(Err(Failure::Timeout(self.timeout)));
+        }
+        let last = forced == Some(Forced::LastTurn) || self.cut.is_some_and(|l| l != Limit::Turns);
+        if last || (!output_alone(forced) && self.time_short(now, 2)) {
+            return None;
+        }
+        let reserved = plain_now(ctx, call, turn)?;
+        Some(reserved.map(|reservation| {
+            self.mark = Some(now);
+            Admitted {
+                forced,
+                reservation,
+                worst: call,
+                without_last: false,
+            }
+        }))
     }
 
     /// The one question of a turn: whether `turn`'s call may call tools or must ask for the
     /// output alone (`forced` is what the turn's own reasons ask for), and its reservation.
     /// `called` says a model call of this run was made before.
-    pub(super) async fn admit<F: FnOnce() -> Decimal>(
+    pub(super) async fn admit<A: FnOnce() -> Decimal, F: FnOnce() -> Decimal>(
         &mut self,
         ctx: &Ctx,
         mut forced: Option<Forced>,
         turn: u32,
         called: bool,
-        ask: Ask<F>,
+        ask: Ask<A, F>,
     ) -> Result<Admitted, Failure> {
         if forced == Some(Forced::LastTurn) && self.cut.is_none() {
             self.cut = Some(Limit::Turns);
         }
         if !self.on {
-            let reservation = plain(ctx, ask.call, turn).await?;
+            let reservation = match plain_now(ctx, ask.call, turn) {
+                Some(reserved) => reserved?,
+                None => plain(ctx, ask.call, turn).await?,
+            };
             return Ok(Admitted {
                 forced,
                 reservation,
@@ -198,18 +309,19 @@ impl Reserve {
                 without_last: false,
             });
         }
+        let now = self.now();
         // Cut short once, cut short on: a repair asks for the output alone too.
         match self.cut {
             Some(Limit::Budget) if !output_alone(forced) => forced = Some(Forced::Budget),
             Some(Limit::Time) if !output_alone(forced) => forced = Some(Forced::Time),
             _ => {}
         }
-        if self.time_short(1) && (!called || self.cut == Some(Limit::Time)) {
+        if self.time_short(now, 1) && (!called || self.cut == Some(Limit::Time)) {
             // Not even one answer fits in the time left: no call is started that could not
             // end in time (a sub-agent started too late, or a repair after a cut-short answer).
             return Err(Failure::Timeout(self.timeout));
         }
-        if !output_alone(forced) && self.time_short(2) {
+        if !output_alone(forced) && self.time_short(now, 2) {
             forced = Some(Forced::Time);
             self.cut = Some(Limit::Time);
         }
@@ -219,7 +331,11 @@ impl Reserve {
         let last = forced == Some(Forced::LastTurn) || self.cut.is_some_and(|l| l != Limit::Turns);
         if !last {
             if !self.limited {
-                let reservation = plain(ctx, ask.call, turn).await?;
+                let (reservation, waited) = match plain_now(ctx, ask.call, turn) {
+                    Some(reserved) => (reserved?, false),
+                    None => (plain(ctx, ask.call, turn).await?, true),
+                };
+                self.mark = Some(since(now, waited));
                 return Ok(Admitted {
                     forced,
                     reservation,
@@ -228,21 +344,28 @@ impl Reserve {
                 });
             }
             let own = self.hold.take();
-            let exchanged = ctx.budget().exchange(own, ask.call, Some(ask.after));
-            match ctx
-                .unless_cancelled(exchanged)
-                .await
-                .ok_or(Failure::Cancelled)?
-            {
+            let hold = Some((ask.after)());
+            let (exchanged, waited) = match exchange_now(ctx, own, ask.call, hold) {
+                Ok(answer) => (answer?, false),
+                Err(own) => {
+                    let exchanged = ctx.budget().exchange(own, ask.call, hold);
+                    let answer = ctx.unless_cancelled(exchanged).await;
+                    (answer.ok_or(Failure::Cancelled)?, true)
+                }
+            };
+            match exchanged {
                 Ok((reservation, hold)) => {
                     self.hold = hold;
-                    if !output_alone(forced) && self.time_short(2) {
+                    // Without a wait no time passed since `now`, which was checked above.
+                    let now = since(now, waited);
+                    if waited && !output_alone(forced) && self.time_short(now, 2) {
                         // The reservation waited for calls in flight, and the time went: the
                         // call it reserved is the answer.
                         forced = Some(Forced::Time);
                         self.cut = Some(Limit::Time);
                         self.hold = None;
                     }
+                    self.mark = Some(now);
                     return Ok(Admitted {
                         forced,
                         reservation,
@@ -268,17 +391,23 @@ impl Reserve {
                 }
             }
         }
-        self.answer(ctx, forced, turn, called, ask).await
+        let ask = Ask {
+            call: ask.call,
+            after: (),
+            without_last: ask.without_last,
+        };
+        self.answer(ctx, (forced, now), turn, called, ask).await
     }
 
-    /// An output-only call, paid from the hold when the run has one.
-    async fn answer<F: FnOnce() -> Decimal>(
+    /// An output-only call, paid from the hold when the run has one; `now` is when the turn's
+    /// admission read the clock.
+    async fn answer<A, F: FnOnce() -> Decimal>(
         &mut self,
         ctx: &Ctx,
-        forced: Option<Forced>,
+        (forced, now): (Option<Forced>, Instant),
         turn: u32,
         called: bool,
-        ask: Ask<F>,
+        ask: Ask<A, F>,
     ) -> Result<Admitted, Failure> {
         let budget = ctx.budget();
         let admitted = |reservation, worst, without_last| Admitted {
@@ -287,13 +416,19 @@ impl Reserve {
             worst,
             without_last,
         };
-        let exchanged = budget.exchange(self.hold.take(), ask.call, None);
-        let error = match ctx
-            .unless_cancelled(exchanged)
-            .await
-            .ok_or(Failure::Cancelled)?
-        {
-            Ok((r, _)) => return Ok(admitted(r, ask.call, false)),
+        let (exchanged, waited) = match exchange_now(ctx, self.hold.take(), ask.call, None) {
+            Ok(answer) => (answer?, false),
+            Err(own) => {
+                let exchanged = budget.exchange(own, ask.call, None);
+                let answer = ctx.unless_cancelled(exchanged).await;
+                (answer.ok_or(Failure::Cancelled)?, true)
+            }
+        };
+        let error = match exchanged {
+            Ok((r, _)) => {
+                self.mark = Some(since(now, waited));
+                return Ok(admitted(r, ask.call, false));
+            }
             Err((e, Some(own))) if !matches!(e, BudgetError::Overspent { .. }) => {
                 // The last turn grew the conversation past what the hold was sized for: made
                 // without that turn, the call is no dearer than the one that turn made, which
@@ -302,7 +437,10 @@ impl Reserve {
                 if without <= own.amount() {
                     // Takes no room, so it never waits.
                     match budget.exchange(Some(own), without, None).await {
-                        Ok((r, _)) => return Ok(admitted(r, without, true)),
+                        Ok((r, _)) => {
+                            self.mark = Some(Instant::now());
+                            return Ok(admitted(r, without, true));
+                        }
                         Err((e, _)) => e,
                     }
                 } else {
@@ -313,6 +451,41 @@ impl Reserve {
         };
         Err(refusal(error, turn, called))
     }
+}
+
+/// When a call admitted at `now` starts its time: then, or now when its admission waited.
+#[inline]
+fn since(now: Instant, waited: bool) -> Instant {
+    if waited {
+        Instant::now()
+    } else {
+        now
+    }
+}
+
+/// [`Budget::exchange`](crate::budget::Budget::exchange) in `ctx`'s budget when it is answered
+/// without waiting, or `own` handed back to wait for it. Nothing is reserved,
+/// and `own` is let go, when the run is stopping. The usual case of every model call: no
+/// future, and no time passes.
+fn exchange_now(
+    ctx: &Ctx,
+    own: Option<Hold>,
+    call: Decimal,
+    hold: Option<Decimal>,
+) -> Result<Result<Answer, Failure>, Option<Hold>> {
+    if ctx.cancellation().is_cancelled() {
+        return Ok(Err(Failure::Cancelled));
+    }
+    ctx.budget().exchange_now(own, call, hold).map(Ok)
+}
+
+/// [`plain`] when it is answered without waiting (`None` when it would wait).
+fn plain_now(ctx: &Ctx, worst: Decimal, turn: u32) -> Option<Result<Reservation, Failure>> {
+    if ctx.cancellation().is_cancelled() {
+        return Some(Err(Failure::Cancelled));
+    }
+    let reserved = ctx.budget().reserve_now(worst)?;
+    Some(reserved.map_err(|error| Failure::Budget { error, turn }))
 }
 
 /// A call's reservation without a reserve beside it.

@@ -900,10 +900,15 @@ pub(super) async fn turns(
         let bytes = progress.convo.bytes;
         let ask = Ask {
             call: plan.worst(spec, bytes),
-            after: plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
+            after: || plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
             without_last: || plan.worst(spec, progress.convo.without_last().1),
         };
-        let admitted = match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
+        let called = st.turns > 0;
+        let admitted = match reserve.admit_now(ctx, forced, (turn, called), ask.call) {
+            Some(admitted) => admitted,
+            None => reserve.admit(ctx, forced, turn, called, ask).await,
+        };
+        let admitted = match admitted {
             Ok(a) => a,
             // An answer that failed its checks, with no money or time left to repair it: the
             // run ends on those violations, never on an output that did not pass.
@@ -922,15 +927,13 @@ pub(super) async fn turns(
             &progress.convo.messages[..]
         };
         let call = plan.call(spec, &req, messages, admitted.worst, turn);
-        let t0 = tokio::time::Instant::now();
         let (response, reading) = call_model(ctx, call, admitted.reservation, st, |r| {
             let reading = Reading::of(r, &plan, &req);
             let read_as = reading.event();
             (reading, read_as)
         })
         .await?;
-        let t1 = tokio::time::Instant::now();
-        reserve.answered(ctx, t1 - t0);
+        reserve.answered(ctx);
         st.cut_short = reserve.cut_short();
         let check = Check {
             spec,
@@ -943,7 +946,7 @@ pub(super) async fn turns(
         let done = match Answer::of(response, reading, &plan, turn) {
             Answer::Text { text, value } => {
                 let done = progress.text_answer(&check, tally, text, value).await;
-                reserve.checked(t1.elapsed());
+                reserve.checked();
                 done
             }
             Answer::Calls { text, calls } => {
@@ -952,7 +955,7 @@ pub(super) async fn turns(
                     .tool_calls(&check, tally, &req, text, calls)
                     .await?;
                 if submits_alone {
-                    reserve.checked(t1.elapsed());
+                    reserve.checked();
                 }
                 done
             }
