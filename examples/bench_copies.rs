@@ -4,7 +4,9 @@
 //! baseline (the files as the run found them, in a private git directory), which the raw
 //! tools do not; the figures include it.
 //!
-//! Run: `cargo run --release --example bench_copies -- [--reps N]` (default 5).
+//! Run: `cargo run --release --example bench_copies -- [--reps N] [--this DIR]` (default 5
+//! reps; `--this` measures DIR, a repository, in place of this one: a checkout whose build
+//! output is large makes `copy` measure that copy alone).
 
 use std::path::Path;
 use std::process::Command;
@@ -17,20 +19,21 @@ type Error = Box<dyn std::error::Error>;
 fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
     let mut reps = 5usize;
+    let mut this = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     while let Some(a) = args.next() {
         match a.as_str() {
             "--reps" => reps = args.next().ok_or("--reps N")?.parse()?,
+            "--this" => this = args.next().ok_or("--this DIR")?.into(),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
     let scratch = tempfile::tempdir()?;
     let generated = scratch.path().join("gen");
     generate(&generated, 10_000)?;
-    let this = Path::new(env!("CARGO_MANIFEST_DIR"));
     println!("| repository | files | working copy | raw tool | ours | raw | ratio |");
     println!("|---|---|---|---|---|---|---|");
     for (name, repo) in [
-        ("this repository", this),
+        ("this repository", this.as_path()),
         ("generated", generated.as_path()),
     ] {
         let files = git(repo, &["ls-files"])?.lines().count();

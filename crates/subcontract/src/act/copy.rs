@@ -127,25 +127,41 @@ impl WorkingCopy {
             done: false,
         };
         // From here on, a failure drops `copy`, which removes what was made.
+        let mut seed = None;
         match &repo {
             Some(info) => {
+                // An index a private repository can start from (see `seed_from`): one file,
+                // format 2, nothing kept beside it.
                 info.git()
+                    .args([
+                        "-c",
+                        "core.splitIndex=false",
+                        "-c",
+                        "core.untrackedCache=false",
+                        "-c",
+                        "index.version=2",
+                        "-c",
+                        "index.skipHash=false",
+                    ])
                     .args(["worktree", "add", "--detach"])
                     .arg(&copy.tree)
                     .arg(&info.head)
                     .run()?;
                 // The copy's own git directory, so that a copy of this copy need not trust
                 // the `.git` file a command in it may rewrite.
-                let own = Git::new(&copy.tree, Config::User)
-                    .args(["rev-parse", "--absolute-git-dir"])
-                    .line()?;
+                let own = PathBuf::from(
+                    Git::new(&copy.tree, Config::User)
+                        .args(["rev-parse", "--absolute-git-dir"])
+                        .line()?,
+                );
                 lease::write_lease(
                     &copy.lease,
                     &Lease {
-                        git_dir: Some(PathBuf::from(own)),
+                        git_dir: Some(own.clone()),
                         ..lease_record.clone()
                     },
                 )?;
+                seed = seed_from(info, &copy.tree, &own);
                 overlay(info, &copy.tree)?;
                 if !info.prefix.is_empty() {
                     copy.root = copy.tree.join(&info.prefix);
@@ -155,7 +171,7 @@ impl WorkingCopy {
             }
             None => copy_tree(&src, &copy.tree)?,
         }
-        copy.base = copy.record_baseline(repo.as_ref())?;
+        copy.base = copy.record_baseline(repo.as_ref(), seed)?;
         tracing::debug!(
             source = %src.display(),
             copy = %copy.root.display(),
@@ -225,9 +241,17 @@ impl WorkingCopy {
     }
 
     /// Records the copy's files as they are now in the private repository; returns the commit.
-    fn record_baseline(&self, repo: Option<&RepoInfo>) -> Result<String, ActError> {
+    /// With a `seed`, the repository starts from the worktree's index and borrows the source
+    /// repository's objects, so only the files that differ from the checkout are hashed.
+    fn record_baseline(
+        &self,
+        repo: Option<&RepoInfo>,
+        seed: Option<Seed>,
+    ) -> Result<String, ActError> {
+        // No templates: nothing of the user's (or the system's) template directory, and no
+        // sample hooks written for every copy.
         Git::new(&self.lease, Config::Private)
-            .args(["init", "-q", "--bare"])
+            .args(["init", "-q", "--bare", "--template="])
             .arg(&self.base_git)
             .run()?;
         let info = self.base_git.join("info");
@@ -245,7 +269,29 @@ impl WorkingCopy {
         }
         fs::write(info.join("exclude"), exclude)
             .map_err(|e| ActError::io("writing", info.join("exclude"), e))?;
-        self.git().args(["add", "-A", "--", "."]).run()?;
+        let seeded = match seed {
+            Some(seed) => match self.plant(&seed).and_then(|()| {
+                self.git()
+                    .hashing_many()
+                    .args(["add", "-A", "--", "."])
+                    .run()
+            }) {
+                Ok(_) => true,
+                Err(e) => {
+                    // Whatever stopped it, hashing every file records the same baseline.
+                    tracing::debug!(error = %e, "seeding the baseline failed; hashing every file");
+                    self.unplant()?;
+                    false
+                }
+            },
+            None => false,
+        };
+        if !seeded {
+            self.git()
+                .hashing_many()
+                .args(["add", "-A", "--", "."])
+                .run()?;
+        }
         let tree = self.git().arg("write-tree").line()?;
         let commit = self
             .git()
@@ -256,6 +302,180 @@ impl WorkingCopy {
             .run()?;
         Ok(commit)
     }
+
+    /// Starts the private repository from `seed`: the worktree's index, with its time kept
+    /// (git judges an entry written in the same second as its index by content, and a copy
+    /// with a later time would hide that), and the source repository's objects as an
+    /// alternate, read only: nothing is ever written or removed there through it.
+    fn plant(&self, seed: &Seed) -> Result<(), ActError> {
+        let index = self.base_git.join("index");
+        fs::copy(&seed.index, &index).map_err(|e| ActError::io("copying", &seed.index, e))?;
+        fs::File::options()
+            .write(true)
+            .open(&index)
+            .and_then(|f| f.set_modified(seed.modified))
+            .map_err(|e| ActError::io("dating", &index, e))?;
+        let alternates = self.base_git.join("objects").join("info").join("alternates");
+        let mut line = seed.objects.as_os_str().as_encoded_bytes().to_vec();
+        line.push(b'\n');
+        fs::create_dir_all(self.base_git.join("objects").join("info"))
+            .and_then(|()| fs::write(&alternates, line))
+            .map_err(|e| ActError::io("writing", &alternates, e))
+    }
+
+    /// Undoes [`plant`](Self::plant): the private repository as `git init` left it, but for
+    /// objects the failed attempt may have written, which are the copy's files anyway.
+    fn unplant(&self) -> Result<(), ActError> {
+        for path in [
+            self.base_git.join("index"),
+            self.base_git.join("objects").join("info").join("alternates"),
+        ] {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(ActError::io("removing", path, e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a worktree copy's baseline can start from, so as not to hash every file again.
+struct Seed {
+    /// The fresh worktree's index: every entry's blob and the stat data of the file git wrote.
+    index: PathBuf,
+    /// The index's modification time.
+    modified: std::time::SystemTime,
+    /// The source repository's object directory, which holds every blob the index names.
+    objects: PathBuf,
+}
+
+/// Whether the private repository of the fresh worktree `tree` (git directory `own`) can start
+/// from its index. An entry of that index names the blob of HEAD and the file git wrote
+/// from it; the private repository records a file's bytes as they are. The two agree unless
+/// checkout converted the blob on the way out (end of line to CRLF, a filter, `ident`, an
+/// encoding), so any such conversion, anywhere, means hashing every file. So does an index
+/// that is not a plain one: another format or hash, a submodule, a conflict, an entry git
+/// would not check (assume-unchanged, skip-worktree), an extension a private repository cannot
+/// take as it is.
+fn seed_from(info: &RepoInfo, tree: &Path, own: &Path) -> Option<Seed> {
+    // SHA-1 repositories only: the private repository is one.
+    if cfg!(windows) || info.head.len() != 40 {
+        return None;
+    }
+    let index = own.join("index");
+    let modified = fs::metadata(&index).and_then(|m| m.modified()).ok()?;
+    let data = fs::read(&index).ok()?;
+    let paths = plain_index_paths(&data)?;
+    let objects = info.common.join("objects");
+    if !objects.is_dir() || objects.as_os_str().as_encoded_bytes().contains(&b'\n') {
+        return None;
+    }
+    // The configuration and attributes the checkout itself saw: the copy's own.
+    let git = || Git::new(tree, Config::User).repo(own, Some(tree));
+    let config = git()
+        .args(["config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$"])
+        .output()
+        .ok()?;
+    for item in config.stdout.split(|&b| b == 0).filter(|i| !i.is_empty()) {
+        let text = String::from_utf8_lossy(item).to_ascii_lowercase();
+        let (key, value) = text.split_once('\n').unwrap_or((&text, ""));
+        let converts = match key {
+            "core.autocrlf" => !matches!(value, "false" | "no" | "off" | "0"),
+            _ => value == "crlf",
+        };
+        if converts {
+            tracing::debug!(%key, %value, "checkout converts line endings; hashing every file");
+            return None;
+        }
+    }
+    let mut list = Vec::with_capacity(data.len());
+    for p in &paths {
+        list.extend_from_slice(p);
+        list.push(0);
+    }
+    // `--cached`: the attributes of HEAD's files, which the checkout used (the overlay may
+    // bring others).
+    let out = git()
+        .args([
+            "check-attr",
+            "--cached",
+            "-z",
+            "--stdin",
+            "eol",
+            "filter",
+            "ident",
+            "working-tree-encoding",
+        ])
+        .stdin(&list)
+        .run()
+        .ok()?;
+    if out.truncated {
+        return None;
+    }
+    let mut fields = out.stdout.split(|&b| b == 0);
+    while let (Some(path), Some(attr), Some(value)) = (fields.next(), fields.next(), fields.next())
+    {
+        let converts = match attr {
+            b"eol" => value == b"crlf",
+            _ => !matches!(value, b"unspecified" | b"unset"),
+        };
+        if converts {
+            tracing::debug!(
+                path = %String::from_utf8_lossy(path),
+                attr = %String::from_utf8_lossy(attr),
+                "checkout converts a file; hashing every file"
+            );
+            return None;
+        }
+    }
+    Some(Seed {
+        index,
+        modified,
+        objects,
+    })
+}
+
+/// The paths of a git index of format 2 with SHA-1 names whose entries are all regular
+/// files and links, merged, with no flag, and whose extensions are only the cached trees and
+/// the offsets of its own layout; `None` for any other index, or one that does not parse.
+pub(super) fn plain_index_paths(data: &[u8]) -> Option<Vec<&[u8]>> {
+    // Stat data (40 bytes), the object name (20), the flags (2).
+    const FIXED: usize = 62;
+    const HASH: usize = 20;
+    let be32 = |b: &[u8]| -> Option<usize> {
+        Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize)
+    };
+    if data.get(..4)? != b"DIRC" || be32(data.get(4..)?)? != 2 {
+        return None;
+    }
+    let count = be32(data.get(8..)?)?;
+    let end = data.len().checked_sub(HASH)?;
+    let mut at: usize = 12;
+    let mut paths = Vec::with_capacity(count.min(end / FIXED));
+    for _ in 0..count {
+        let fixed = data.get(at..at.checked_add(FIXED)?)?;
+        let mode = be32(&fixed[24..])?;
+        let flags = u16::from_be_bytes([fixed[60], fixed[61]]);
+        // Assume-valid, extended, a stage.
+        if flags & 0xf000 != 0 || !matches!(mode & 0o170000, 0o100000 | 0o120000) {
+            return None;
+        }
+        let name = data.get(at + FIXED..end)?;
+        let len = memchr::memchr(0, name)?;
+        paths.push(&name[..len]);
+        at = at.checked_add((FIXED + len + 8) & !7)?;
+    }
+    while at < end {
+        let sig = data.get(at..at.checked_add(4)?)?;
+        let size = be32(data.get(at + 4..)?)?;
+        if !matches!(sig, b"TREE" | b"EOIE" | b"IEOT") {
+            return None;
+        }
+        at = at.checked_add(8)?.checked_add(size)?;
+    }
+    (at == end).then_some(paths)
 }
 
 impl Drop for WorkingCopy {
