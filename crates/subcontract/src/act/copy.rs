@@ -149,11 +149,7 @@ impl WorkingCopy {
                     .run()?;
                 // The copy's own git directory, so that a copy of this copy need not trust
                 // the `.git` file a command in it may rewrite.
-                let own = PathBuf::from(
-                    Git::new(&copy.tree, Config::User)
-                        .args(["rev-parse", "--absolute-git-dir"])
-                        .line()?,
-                );
+                let own = new_worktree_git_dir(&copy.tree)?;
                 lease::write_lease(
                     &copy.lease,
                     &Lease {
@@ -248,14 +244,8 @@ impl WorkingCopy {
         repo: Option<&RepoInfo>,
         seed: Option<Seed>,
     ) -> Result<String, ActError> {
-        // No templates: nothing of the user's (or the system's) template directory, and no
-        // sample hooks written for every copy.
-        Git::new(&self.lease, Config::Private)
-            .args(["init", "-q", "--bare", "--template="])
-            .arg(&self.base_git)
-            .run()?;
+        init_private(&self.base_git)?;
         let info = self.base_git.join("info");
-        fs::create_dir_all(&info).map_err(|e| ActError::io("creating", &info, e))?;
         fs::write(info.join("attributes"), ATTRIBUTES)
             .map_err(|e| ActError::io("writing", info.join("attributes"), e))?;
         // What the source's own git ignores beyond its `.gitignore` files is not a change
@@ -297,9 +287,9 @@ impl WorkingCopy {
             .git()
             .args(["commit-tree", &tree, "-m", "baseline"])
             .line()?;
-        self.git()
-            .args(["update-ref", "refs/heads/baseline", &commit])
-            .run()?;
+        // HEAD names the baseline, detached: what a reader of the repository would look for.
+        let head = self.base_git.join("HEAD");
+        fs::write(&head, format!("{commit}\n")).map_err(|e| ActError::io("writing", &head, e))?;
         Ok(commit)
     }
 
@@ -339,6 +329,68 @@ impl WorkingCopy {
         }
         Ok(())
     }
+}
+
+/// Makes the bare private repository `dir` with what git needs of one and no more (what
+/// `git init --bare` makes but templates, sample hooks and empty directories git makes when it
+/// needs them): a copy is made per run, and every directory made costs.
+fn init_private(dir: &Path) -> Result<(), ActError> {
+    for sub in ["objects", "refs", "info"] {
+        let path = dir.join(sub);
+        fs::create_dir_all(&path).map_err(|e| ActError::io("creating", &path, e))?;
+    }
+    for (name, text) in [
+        ("HEAD", "ref: refs/heads/main\n"),
+        (
+            "config",
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+        ),
+    ] {
+        let path = dir.join(name);
+        fs::write(&path, text).map_err(|e| ActError::io("writing", &path, e))?;
+    }
+    // As `git init` does: whether this file system keeps the executable bit.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let config = dir.join("config");
+        let keeps = fs::set_permissions(&config, fs::Permissions::from_mode(0o755))
+            .and_then(|()| fs::metadata(&config))
+            .is_ok_and(|m| m.permissions().mode() & 0o100 != 0);
+        let _ = fs::set_permissions(&config, fs::Permissions::from_mode(0o644));
+        if !keeps {
+            fs::write(
+                &config,
+                "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = true\n",
+            )
+            .map_err(|e| ActError::io("writing", &config, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The git directory of the worktree git just made at `tree`, from the `.git` file it wrote
+/// there (nothing else has run in the tree yet); asked of git if that file does not say.
+fn new_worktree_git_dir(tree: &Path) -> Result<PathBuf, ActError> {
+    let mut text = String::new();
+    let read = fs::File::open(tree.join(".git"))
+        .and_then(|f| f.take(64 * 1024).read_to_string(&mut text))
+        .is_ok();
+    if let Some(dir) = text
+        .strip_prefix("gitdir: ")
+        .map(|t| t.trim_end_matches('\n'))
+        .filter(|t| read && !t.is_empty() && !t.contains('\n'))
+    {
+        let dir = tree.join(dir);
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+    }
+    Ok(PathBuf::from(
+        Git::new(tree, Config::User)
+            .args(["rev-parse", "--absolute-git-dir"])
+            .line()?,
+    ))
 }
 
 /// Where a worktree copy's baseline can start from, so as not to hash every file again.
