@@ -305,7 +305,11 @@ impl WorkingCopy {
             .open(&index)
             .and_then(|f| f.set_modified(seed.modified))
             .map_err(|e| ActError::io("dating", &index, e))?;
-        let alternates = self.base_git.join("objects").join("info").join("alternates");
+        let alternates = self
+            .base_git
+            .join("objects")
+            .join("info")
+            .join("alternates");
         let mut line = seed.objects.as_os_str().as_encoded_bytes().to_vec();
         line.push(b'\n');
         fs::create_dir_all(self.base_git.join("objects").join("info"))
@@ -318,7 +322,10 @@ impl WorkingCopy {
     fn unplant(&self) -> Result<(), ActError> {
         for path in [
             self.base_git.join("index"),
-            self.base_git.join("objects").join("info").join("alternates"),
+            self.base_git
+                .join("objects")
+                .join("info")
+                .join("alternates"),
         ] {
             match fs::remove_file(&path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {

@@ -1068,9 +1068,7 @@ fn apply_refuses_links_out_and_writes_beyond_links() {
 
 /// Whether the copy's baseline started from its worktree's index and the source's objects.
 fn seeded(copy: &WorkingCopy) -> bool {
-    copy.base_git()
-        .join("objects/info/alternates")
-        .is_file()
+    copy.base_git().join("objects/info/alternates").is_file()
 }
 
 /// The files changed in `copy`, as (path, insertions, deletions).
@@ -1181,7 +1179,10 @@ fn a_filter_on_checkout_hashes_every_file_and_shows_no_spurious_change() {
     git(p, &["commit", "-q", "-m", "i"]);
     let copies = copies();
     let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
-    assert_eq!(fs::read(copy.root().join("f.up")).unwrap(), b"QUIET\nWORDS\n");
+    assert_eq!(
+        fs::read(copy.root().join("f.up")).unwrap(),
+        b"QUIET\nWORDS\n"
+    );
     assert!(!seeded(&copy));
     assert_eq!(changed_files(&copy), Vec::<(String, usize, usize)>::new());
     write(copy.root(), "f.up", "QUIET\nWORDS\nMORE\n");
@@ -1208,8 +1209,12 @@ fn a_seeded_copy_of_a_seeded_copy_and_of_a_subdirectory() {
     assert_eq!(changed_files(&inner), Vec::<(String, usize, usize)>::new());
     write(inner.root(), "sub/c.txt", "sea\nouter\ninner\n");
     assert_eq!(changed_files(&inner), [("sub/c.txt".to_owned(), 1, 0)]);
-    let sub =
-        WorkingCopy::create(&inner.root().join("sub"), Isolation::Worktree, copies.path()).unwrap();
+    let sub = WorkingCopy::create(
+        &inner.root().join("sub"),
+        Isolation::Worktree,
+        copies.path(),
+    )
+    .unwrap();
     assert!(seeded(&sub));
     assert_eq!(
         fs::read_to_string(sub.root().join("c.txt")).unwrap(),
@@ -1220,7 +1225,10 @@ fn a_seeded_copy_of_a_seeded_copy_and_of_a_subdirectory() {
     // Outside the root: not the copy's.
     write(&sub.root().join(".."), "a.txt", "elsewhere\n");
     assert_eq!(changed_files(&sub), [("c.txt".to_owned(), 0, 2)]);
-    sub.capture().unwrap().apply(&inner.root().join("sub")).unwrap();
+    sub.capture()
+        .unwrap()
+        .apply(&inner.root().join("sub"))
+        .unwrap();
     inner.capture().unwrap().apply(outer.root()).unwrap();
     assert_eq!(
         fs::read_to_string(outer.root().join("sub/c.txt")).unwrap(),
