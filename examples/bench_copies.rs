@@ -4,7 +4,12 @@
 //! baseline (the files as the run found them, in a private git directory), which the raw
 //! tools do not; the figures include it.
 //!
-//! Run: `cargo run --release --example bench_copies -- [--reps N]` (default 5).
+//! Each working copy is timed in turn with its raw tool; the ratio is the median of the
+//! pairs' ratios.
+//!
+//! Run: `cargo run --release --example bench_copies -- [--reps N] [--this DIR]` (default 5
+//! reps; `--this` measures DIR, a repository, in place of this one: a checkout whose build
+//! output is large makes `copy` measure that copy alone).
 
 use std::path::Path;
 use std::process::Command;
@@ -17,93 +22,111 @@ type Error = Box<dyn std::error::Error>;
 fn main() -> Result<(), Error> {
     let mut args = std::env::args().skip(1);
     let mut reps = 5usize;
+    let mut this = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     while let Some(a) = args.next() {
         match a.as_str() {
             "--reps" => reps = args.next().ok_or("--reps N")?.parse()?,
+            "--this" => this = args.next().ok_or("--this DIR")?.into(),
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
     let scratch = tempfile::tempdir()?;
     let generated = scratch.path().join("gen");
     generate(&generated, 10_000)?;
-    let this = Path::new(env!("CARGO_MANIFEST_DIR"));
     println!("| repository | files | working copy | raw tool | ours | raw | ratio |");
     println!("|---|---|---|---|---|---|---|");
     for (name, repo) in [
-        ("this repository", this),
+        ("this repository", this.as_path()),
         ("generated", generated.as_path()),
     ] {
         let files = git(repo, &["ls-files"])?.lines().count();
         let copies = scratch.path().join("copies");
         std::fs::create_dir_all(&copies)?;
-        let ours = median(reps, || {
-            let t = Instant::now();
-            let c = WorkingCopy::create(repo, Isolation::Worktree, &copies)?;
-            drop(c);
-            Ok(t.elapsed())
-        })?;
-        let raw = median(reps, || {
-            let dir = scratch.path().join("raw-wt");
-            let t = Instant::now();
-            git(
-                repo,
-                &[
-                    "worktree",
-                    "add",
-                    "-q",
-                    "--detach",
-                    dir.to_str().ok_or("path")?,
-                    "HEAD",
-                ],
-            )?;
-            git(
-                repo,
-                &["worktree", "remove", "--force", dir.to_str().ok_or("path")?],
-            )?;
-            Ok(t.elapsed())
-        })?;
+        let (ours, raw, ratio) = paired(
+            reps,
+            || {
+                let t = Instant::now();
+                let c = WorkingCopy::create(repo, Isolation::Worktree, &copies)?;
+                drop(c);
+                Ok(t.elapsed())
+            },
+            || {
+                let dir = scratch.path().join("raw-wt");
+                let t = Instant::now();
+                git(
+                    repo,
+                    &[
+                        "worktree",
+                        "add",
+                        "-q",
+                        "--detach",
+                        dir.to_str().ok_or("path")?,
+                        "HEAD",
+                    ],
+                )?;
+                git(
+                    repo,
+                    &["worktree", "remove", "--force", dir.to_str().ok_or("path")?],
+                )?;
+                Ok(t.elapsed())
+            },
+        )?;
         row(
             name,
             files,
             "worktree",
             "git worktree add + remove",
-            ours,
-            raw,
+            (ours, raw, ratio),
         );
-        let ours = median(reps, || {
-            let t = Instant::now();
-            let c = WorkingCopy::create(repo, Isolation::Copy, &copies)?;
-            drop(c);
-            Ok(t.elapsed())
-        })?;
-        let raw = median(reps, || {
-            let dir = scratch.path().join("raw-cp");
-            let t = Instant::now();
-            run(Command::new("cp").arg("-r").arg(repo).arg(&dir))?;
-            run(Command::new("rm").arg("-rf").arg(&dir))?;
-            Ok(t.elapsed())
-        })?;
-        row(name, files, "copy", "cp -r + rm -rf", ours, raw);
+        let (ours, raw, ratio) = paired(
+            reps,
+            || {
+                let t = Instant::now();
+                let c = WorkingCopy::create(repo, Isolation::Copy, &copies)?;
+                drop(c);
+                Ok(t.elapsed())
+            },
+            || {
+                let dir = scratch.path().join("raw-cp");
+                let t = Instant::now();
+                run(Command::new("cp").arg("-r").arg(repo).arg(&dir))?;
+                run(Command::new("rm").arg("-rf").arg(&dir))?;
+                Ok(t.elapsed())
+            },
+        )?;
+        row(name, files, "copy", "cp -r + rm -rf", (ours, raw, ratio));
     }
     Ok(())
 }
 
-fn row(name: &str, files: usize, what: &str, raw_name: &str, ours: Duration, raw: Duration) {
+fn row(name: &str, files: usize, what: &str, raw_name: &str, m: (Duration, Duration, f64)) {
     println!(
         "| {name} | {files} | {what} | {raw_name} | {:.0} ms | {:.0} ms | {:.2} |",
-        ours.as_secs_f64() * 1000.0,
-        raw.as_secs_f64() * 1000.0,
-        ours.as_secs_f64() / raw.as_secs_f64()
+        m.0.as_secs_f64() * 1000.0,
+        m.1.as_secs_f64() * 1000.0,
+        m.2
     );
 }
 
-fn median(reps: usize, mut f: impl FnMut() -> Result<Duration, Error>) -> Result<Duration, Error> {
-    let mut v = Vec::with_capacity(reps);
+/// Runs `ours` and `raw` in turn, `reps` times each, so that a change in the machine's load
+/// falls on both: the median of each, and the median of the ratios of the pairs.
+fn paired(
+    reps: usize,
+    mut ours: impl FnMut() -> Result<Duration, Error>,
+    mut raw: impl FnMut() -> Result<Duration, Error>,
+) -> Result<(Duration, Duration, f64), Error> {
+    let (mut a, mut b, mut r) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps.max(1) {
-        v.push(f()?);
+        let x = ours()?;
+        let y = raw()?;
+        r.push(x.as_secs_f64() / y.as_secs_f64());
+        a.push(x);
+        b.push(y);
     }
-    v.sort();
-    Ok(v[v.len() / 2])
+    a.sort();
+    b.sort();
+    r.sort_by(f64::total_cmp);
+    Ok((a[a.len() / 2], b[b.len() / 2], r[r.len() / 2]))
 }
 
 /// A git repository of `n` small source files in 100 directories, committed.

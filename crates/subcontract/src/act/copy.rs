@@ -127,25 +127,37 @@ impl WorkingCopy {
             done: false,
         };
         // From here on, a failure drops `copy`, which removes what was made.
+        let mut seed = None;
         match &repo {
             Some(info) => {
+                // An index a private repository can start from (see `seed_from`): one file,
+                // format 2, nothing kept beside it.
                 info.git()
+                    .args([
+                        "-c",
+                        "core.splitIndex=false",
+                        "-c",
+                        "core.untrackedCache=false",
+                        "-c",
+                        "index.version=2",
+                        "-c",
+                        "index.skipHash=false",
+                    ])
                     .args(["worktree", "add", "--detach"])
                     .arg(&copy.tree)
                     .arg(&info.head)
                     .run()?;
                 // The copy's own git directory, so that a copy of this copy need not trust
                 // the `.git` file a command in it may rewrite.
-                let own = Git::new(&copy.tree, Config::User)
-                    .args(["rev-parse", "--absolute-git-dir"])
-                    .line()?;
+                let own = new_worktree_git_dir(&copy.tree)?;
                 lease::write_lease(
                     &copy.lease,
                     &Lease {
-                        git_dir: Some(PathBuf::from(own)),
+                        git_dir: Some(own.clone()),
                         ..lease_record.clone()
                     },
                 )?;
+                seed = seed_from(info, &copy.tree, &own);
                 overlay(info, &copy.tree)?;
                 if !info.prefix.is_empty() {
                     copy.root = copy.tree.join(&info.prefix);
@@ -155,7 +167,7 @@ impl WorkingCopy {
             }
             None => copy_tree(&src, &copy.tree)?,
         }
-        copy.base = copy.record_baseline(repo.as_ref())?;
+        copy.base = copy.record_baseline(repo.as_ref(), seed)?;
         tracing::debug!(
             source = %src.display(),
             copy = %copy.root.display(),
@@ -225,13 +237,15 @@ impl WorkingCopy {
     }
 
     /// Records the copy's files as they are now in the private repository; returns the commit.
-    fn record_baseline(&self, repo: Option<&RepoInfo>) -> Result<String, ActError> {
-        Git::new(&self.lease, Config::Private)
-            .args(["init", "-q", "--bare"])
-            .arg(&self.base_git)
-            .run()?;
+    /// With a `seed`, the repository starts from the worktree's index and borrows the source
+    /// repository's objects, so only the files that differ from the checkout are hashed.
+    fn record_baseline(
+        &self,
+        repo: Option<&RepoInfo>,
+        seed: Option<Seed>,
+    ) -> Result<String, ActError> {
+        init_private(&self.base_git)?;
         let info = self.base_git.join("info");
-        fs::create_dir_all(&info).map_err(|e| ActError::io("creating", &info, e))?;
         fs::write(info.join("attributes"), ATTRIBUTES)
             .map_err(|e| ActError::io("writing", info.join("attributes"), e))?;
         // What the source's own git ignores beyond its `.gitignore` files is not a change
@@ -245,17 +259,282 @@ impl WorkingCopy {
         }
         fs::write(info.join("exclude"), exclude)
             .map_err(|e| ActError::io("writing", info.join("exclude"), e))?;
-        self.git().args(["add", "-A", "--", "."]).run()?;
+        let seeded = match seed {
+            Some(seed) => match self.plant(&seed).and_then(|()| {
+                self.git()
+                    .hashing_many()
+                    .args(["add", "-A", "--", "."])
+                    .run()
+            }) {
+                Ok(_) => true,
+                Err(e) => {
+                    // Whatever stopped it, hashing every file records the same baseline.
+                    tracing::debug!(error = %e, "seeding the baseline failed; hashing every file");
+                    self.unplant()?;
+                    false
+                }
+            },
+            None => false,
+        };
+        if !seeded {
+            self.git()
+                .hashing_many()
+                .args(["add", "-A", "--", "."])
+                .run()?;
+        }
         let tree = self.git().arg("write-tree").line()?;
         let commit = self
             .git()
             .args(["commit-tree", &tree, "-m", "baseline"])
             .line()?;
-        self.git()
-            .args(["update-ref", "refs/heads/baseline", &commit])
-            .run()?;
+        // HEAD names the baseline, detached: what a reader of the repository would look for.
+        let head = self.base_git.join("HEAD");
+        fs::write(&head, format!("{commit}\n")).map_err(|e| ActError::io("writing", &head, e))?;
         Ok(commit)
     }
+
+    /// Starts the private repository from `seed`: the worktree's index, with its time kept
+    /// (git judges an entry written in the same second as its index by content, and a copy
+    /// with a later time would hide that), and the source repository's objects as an
+    /// alternate, read only: nothing is ever written or removed there through it.
+    fn plant(&self, seed: &Seed) -> Result<(), ActError> {
+        let index = self.base_git.join("index");
+        fs::copy(&seed.index, &index).map_err(|e| ActError::io("copying", &seed.index, e))?;
+        fs::File::options()
+            .write(true)
+            .open(&index)
+            .and_then(|f| f.set_modified(seed.modified))
+            .map_err(|e| ActError::io("dating", &index, e))?;
+        let alternates = self
+            .base_git
+            .join("objects")
+            .join("info")
+            .join("alternates");
+        let mut line = seed.objects.as_os_str().as_encoded_bytes().to_vec();
+        line.push(b'\n');
+        fs::create_dir_all(self.base_git.join("objects").join("info"))
+            .and_then(|()| fs::write(&alternates, line))
+            .map_err(|e| ActError::io("writing", &alternates, e))
+    }
+
+    /// Undoes [`plant`](Self::plant): the private repository as `git init` left it, but for
+    /// objects the failed attempt may have written, which are the copy's files anyway.
+    fn unplant(&self) -> Result<(), ActError> {
+        for path in [
+            self.base_git.join("index"),
+            self.base_git
+                .join("objects")
+                .join("info")
+                .join("alternates"),
+        ] {
+            match fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(ActError::io("removing", path, e))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes the bare private repository `dir` with what git needs of one and no more (what
+/// `git init --bare` makes but templates, sample hooks and empty directories git makes when it
+/// needs them): a copy is made per run, and every directory made costs.
+fn init_private(dir: &Path) -> Result<(), ActError> {
+    for sub in ["objects", "refs", "info"] {
+        let path = dir.join(sub);
+        fs::create_dir_all(&path).map_err(|e| ActError::io("creating", &path, e))?;
+    }
+    for (name, text) in [
+        ("HEAD", "ref: refs/heads/main\n"),
+        (
+            "config",
+            "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+        ),
+    ] {
+        let path = dir.join(name);
+        fs::write(&path, text).map_err(|e| ActError::io("writing", &path, e))?;
+    }
+    // As `git init` does: whether this file system keeps the executable bit.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let config = dir.join("config");
+        let keeps = fs::set_permissions(&config, fs::Permissions::from_mode(0o755))
+            .and_then(|()| fs::metadata(&config))
+            .is_ok_and(|m| m.permissions().mode() & 0o100 != 0);
+        let _ = fs::set_permissions(&config, fs::Permissions::from_mode(0o644));
+        if !keeps {
+            fs::write(
+                &config,
+                "[core]\n\trepositoryformatversion = 0\n\tfilemode = false\n\tbare = true\n",
+            )
+            .map_err(|e| ActError::io("writing", &config, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The git directory of the worktree git just made at `tree`, from the `.git` file it wrote
+/// there (nothing else has run in the tree yet); asked of git if that file does not say.
+fn new_worktree_git_dir(tree: &Path) -> Result<PathBuf, ActError> {
+    let mut text = String::new();
+    let read = fs::File::open(tree.join(".git"))
+        .and_then(|f| f.take(64 * 1024).read_to_string(&mut text))
+        .is_ok();
+    if let Some(dir) = text
+        .strip_prefix("gitdir: ")
+        .map(|t| t.trim_end_matches('\n'))
+        .filter(|t| read && !t.is_empty() && !t.contains('\n'))
+    {
+        let dir = tree.join(dir);
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+    }
+    Ok(PathBuf::from(
+        Git::new(tree, Config::User)
+            .args(["rev-parse", "--absolute-git-dir"])
+            .line()?,
+    ))
+}
+
+/// Where a worktree copy's baseline can start from, so as not to hash every file again.
+struct Seed {
+    /// The fresh worktree's index: every entry's blob and the stat data of the file git wrote.
+    index: PathBuf,
+    /// The index's modification time.
+    modified: std::time::SystemTime,
+    /// The source repository's object directory, which holds every blob the index names.
+    objects: PathBuf,
+}
+
+/// Whether the private repository of the fresh worktree `tree` (git directory `own`) can start
+/// from its index. An entry of that index names the blob of HEAD and the file git wrote
+/// from it; the private repository records a file's bytes as they are. The two agree unless
+/// checkout converted the blob on the way out (end of line to CRLF, a filter, `ident`, an
+/// encoding), so any such conversion, anywhere, means hashing every file. So does an index
+/// that is not a plain one: another format or hash, a submodule, a conflict, an entry git
+/// would not check (assume-unchanged, skip-worktree), an extension a private repository cannot
+/// take as it is.
+fn seed_from(info: &RepoInfo, tree: &Path, own: &Path) -> Option<Seed> {
+    // SHA-1 repositories only: the private repository is one.
+    if cfg!(windows) || info.head.len() != 40 {
+        return None;
+    }
+    let index = own.join("index");
+    let modified = fs::metadata(&index).and_then(|m| m.modified()).ok()?;
+    let data = fs::read(&index).ok()?;
+    let paths = plain_index_paths(&data)?;
+    let objects = info.common.join("objects");
+    if !objects.is_dir() || objects.as_os_str().as_encoded_bytes().contains(&b'\n') {
+        return None;
+    }
+    // The configuration and attributes the checkout itself saw: the copy's own.
+    let git = || Git::new(tree, Config::User).repo(own, Some(tree));
+    let config = git()
+        .args(["config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$"])
+        .output()
+        .ok()?;
+    for item in config.stdout.split(|&b| b == 0).filter(|i| !i.is_empty()) {
+        let text = String::from_utf8_lossy(item).to_ascii_lowercase();
+        let (key, value) = text.split_once('\n').unwrap_or((&text, ""));
+        let converts = match key {
+            "core.autocrlf" => !matches!(value, "false" | "no" | "off" | "0"),
+            _ => value == "crlf",
+        };
+        if converts {
+            tracing::debug!(%key, %value, "checkout converts line endings; hashing every file");
+            return None;
+        }
+    }
+    let mut list = Vec::with_capacity(data.len());
+    for p in &paths {
+        list.extend_from_slice(p);
+        list.push(0);
+    }
+    // `--cached`: the attributes of HEAD's files, which the checkout used (the overlay may
+    // bring others).
+    let out = git()
+        .args([
+            "check-attr",
+            "--cached",
+            "-z",
+            "--stdin",
+            "eol",
+            "filter",
+            "ident",
+            "working-tree-encoding",
+        ])
+        .stdin(&list)
+        .run()
+        .ok()?;
+    if out.truncated {
+        return None;
+    }
+    let mut fields = out.stdout.split(|&b| b == 0);
+    while let (Some(path), Some(attr), Some(value)) = (fields.next(), fields.next(), fields.next())
+    {
+        let converts = match attr {
+            b"eol" => value == b"crlf",
+            _ => !matches!(value, b"unspecified" | b"unset"),
+        };
+        if converts {
+            tracing::debug!(
+                path = %String::from_utf8_lossy(path),
+                attr = %String::from_utf8_lossy(attr),
+                "checkout converts a file; hashing every file"
+            );
+            return None;
+        }
+    }
+    Some(Seed {
+        index,
+        modified,
+        objects,
+    })
+}
+
+/// The paths of a git index of format 2 with SHA-1 names whose entries are all regular
+/// files and links, merged, with no flag, and whose extensions are only the cached trees and
+/// the offsets of its own layout; `None` for any other index, or one that does not parse.
+pub(super) fn plain_index_paths(data: &[u8]) -> Option<Vec<&[u8]>> {
+    // Stat data (40 bytes), the object name (20), the flags (2).
+    const FIXED: usize = 62;
+    const HASH: usize = 20;
+    let be32 = |b: &[u8]| -> Option<usize> {
+        Some(u32::from_be_bytes(b.get(..4)?.try_into().ok()?) as usize)
+    };
+    if data.get(..4)? != b"DIRC" || be32(data.get(4..)?)? != 2 {
+        return None;
+    }
+    let count = be32(data.get(8..)?)?;
+    let end = data.len().checked_sub(HASH)?;
+    let mut at: usize = 12;
+    let mut paths = Vec::with_capacity(count.min(end / FIXED));
+    for _ in 0..count {
+        let fixed = data.get(at..at.checked_add(FIXED)?)?;
+        let mode = be32(&fixed[24..])?;
+        let flags = u16::from_be_bytes([fixed[60], fixed[61]]);
+        // Assume-valid, extended, a stage.
+        if flags & 0xf000 != 0 || !matches!(mode & 0o170000, 0o100000 | 0o120000) {
+            return None;
+        }
+        let name = data.get(at + FIXED..end)?;
+        let len = memchr::memchr(0, name)?;
+        paths.push(&name[..len]);
+        at = at.checked_add((FIXED + len + 8) & !7)?;
+    }
+    while at < end {
+        let sig = data.get(at..at.checked_add(4)?)?;
+        let size = be32(data.get(at + 4..)?)?;
+        if !matches!(sig, b"TREE" | b"EOIE" | b"IEOT") {
+            return None;
+        }
+        at = at.checked_add(8)?.checked_add(size)?;
+    }
+    (at == end).then_some(paths)
 }
 
 impl Drop for WorkingCopy {

@@ -39,6 +39,7 @@ pub(crate) struct Git<'a> {
     args: Vec<OsString>,
     stdin: Option<&'a [u8]>,
     max_stdout: usize,
+    env: Vec<(&'static str, &'static str)>,
 }
 
 /// What a git command printed.
@@ -59,6 +60,7 @@ impl<'a> Git<'a> {
             args: Vec::new(),
             stdin: None,
             max_stdout: DEFAULT_STDOUT,
+            env: Vec::new(),
         }
     }
 
@@ -85,6 +87,24 @@ impl<'a> Git<'a> {
         }
         pre.append(&mut self.args);
         self.args = pre;
+        self
+    }
+
+    /// Options for a command that hashes many files into a private repository: the new
+    /// objects go into one pack (bulk check-in) rather than a file each, unsynced (the
+    /// repository lives as long as its copy), and the allocator keeps the memory zlib takes and
+    /// gives back for every file rather than returning it to the kernel each time. Only for
+    /// adding files: the threshold would also make `diff` treat every file as binary.
+    pub(crate) fn hashing_many(mut self) -> Self {
+        let mut pre = vec![
+            OsString::from("-c"),
+            OsString::from("core.bigFileThreshold=1"),
+            OsString::from("-c"),
+            OsString::from("core.fsync=none"),
+        ];
+        pre.append(&mut self.args);
+        self.args = pre;
+        self.env.push(("MALLOC_TRIM_THRESHOLD_", "67108864"));
         self
     }
 
@@ -127,6 +147,9 @@ impl<'a> Git<'a> {
         }
         if self.config == Config::Private {
             cmd.env("GIT_CONFIG_GLOBAL", "/dev/null");
+        }
+        for (key, value) in &self.env {
+            cmd.env(key, value);
         }
         // No hooks, no file-system monitor (both run programs named by configuration), no
         // automatic gc.

@@ -6,7 +6,10 @@
 //! owner died does not keep the lease alive. The name is made with the directory itself, in one
 //! step, so there is no moment at which a lease exists without an owner. Inside it:
 //! `lease.json` (owner, source, repository), `tree/` (the copy) and `base.git/` (the private
-//! repository holding the baseline).
+//! repository holding the baseline). A worktree's `base.git` may name the source repository's
+//! object directory as an alternate, to read the blobs of HEAD from there; nothing here ever
+//! writes or removes anything through it, and removing a lease removes the file that names
+//! it, never what it names.
 
 use std::fs;
 use std::io::{self, Read};

@@ -1063,3 +1063,205 @@ fn apply_refuses_links_out_and_writes_beyond_links() {
     assert!(!inner.join("d/f.txt").exists());
     assert!(fs::symlink_metadata(inner.join("sub")).is_err());
 }
+
+// ---- seeding a worktree's baseline ----
+
+/// Whether the copy's baseline started from its worktree's index and the source's objects.
+fn seeded(copy: &WorkingCopy) -> bool {
+    copy.base_git().join("objects/info/alternates").is_file()
+}
+
+/// The files changed in `copy`, as (path, insertions, deletions).
+fn changed_files(copy: &WorkingCopy) -> Vec<(String, usize, usize)> {
+    let changes = copy.capture().unwrap();
+    changes
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.insertions, f.deletions))
+        .collect()
+}
+
+/// Loose objects and packs in a private repository: what it hashed itself.
+fn own_objects(copy: &WorkingCopy) -> usize {
+    walkdir::WalkDir::new(copy.base_git().join("objects"))
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file() && !e.path().ends_with("info/alternates"))
+        .count()
+}
+
+#[test]
+fn a_worktree_baseline_starts_from_the_checkout_and_hashes_only_the_overlay() {
+    let parent = parent_repo();
+    let p = parent.path();
+    let copies = copies();
+    let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+    assert!(seeded(&copy));
+    // The overlaid file (one blob, as a pack and its index) and the trees and commit made from
+    // it; none of the checkout's blobs.
+    assert!(own_objects(&copy) < 10, "{}", own_objects(&copy));
+    assert_eq!(changed_files(&copy), Vec::<(String, usize, usize)>::new());
+    write(copy.root(), "b.txt", "bee\nsting\n");
+    write(copy.root(), "a.txt", "one\nTWO\nthree\nfour\n");
+    assert_eq!(
+        changed_files(&copy),
+        [("a.txt".to_owned(), 1, 0), ("b.txt".to_owned(), 1, 0)]
+    );
+    let changes = copy.capture().unwrap();
+    changes.apply(p).unwrap();
+    assert_eq!(fs::read_to_string(p.join("b.txt")).unwrap(), "bee\nsting\n");
+    // Removing the copy leaves the source's objects whole.
+    drop(copy);
+    git(p, &["fsck", "--no-dangling"]);
+}
+
+#[test]
+fn a_file_changed_in_the_same_second_and_size_as_the_checkout_is_hashed_again() {
+    let parent = tempfile::tempdir().unwrap();
+    let p = parent.path();
+    git(p, &["init", "-q"]);
+    write(p, "a.txt", "one\n");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "i"]);
+    // Same size, so only the time (and the inode) tells the overlaid file from the checkout's.
+    write(p, "a.txt", "two\n");
+    let copies = copies();
+    for _ in 0..3 {
+        let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+        assert!(seeded(&copy));
+        assert_eq!(changed_files(&copy), Vec::<(String, usize, usize)>::new());
+        write(copy.root(), "a.txt", "six\n");
+        let changes = copy.capture().unwrap();
+        assert!(changes.diff.contains("-two\n+six\n"), "{}", changes.diff);
+    }
+}
+
+#[test]
+fn checkout_to_crlf_hashes_every_file_and_shows_no_spurious_change() {
+    for (attributes, autocrlf) in [("* text eol=crlf\n", false), ("", true)] {
+        let parent = tempfile::tempdir().unwrap();
+        let p = parent.path();
+        git(p, &["init", "-q"]);
+        if autocrlf {
+            git(p, &["config", "core.autocrlf", "true"]);
+        } else {
+            write(p, ".gitattributes", attributes);
+        }
+        write(p, "w.txt", "a\nb\nc\n");
+        write(p, "x.txt", "x\n");
+        git(p, &["add", "-A"]);
+        git(p, &["commit", "-q", "-m", "i"]);
+        // The checkout's files are CRLF: the blobs are not their bytes.
+        fs::remove_file(p.join("w.txt")).unwrap();
+        git(p, &["checkout", "--", "w.txt"]);
+        assert_eq!(fs::read(p.join("w.txt")).unwrap(), b"a\r\nb\r\nc\r\n");
+        let copies = copies();
+        let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+        assert!(!seeded(&copy), "autocrlf {autocrlf}");
+        assert_eq!(changed_files(&copy), Vec::<(String, usize, usize)>::new());
+        write(copy.root(), "w.txt", "a\r\nB\r\nc\r\n");
+        assert_eq!(changed_files(&copy), [("w.txt".to_owned(), 1, 1)]);
+        copy.capture().unwrap().apply(p).unwrap();
+        assert_eq!(fs::read(p.join("w.txt")).unwrap(), b"a\r\nB\r\nc\r\n");
+    }
+}
+
+#[test]
+fn a_filter_on_checkout_hashes_every_file_and_shows_no_spurious_change() {
+    let parent = tempfile::tempdir().unwrap();
+    let p = parent.path();
+    git(p, &["init", "-q"]);
+    git(p, &["config", "filter.upper.smudge", "tr a-z A-Z"]);
+    git(p, &["config", "filter.upper.clean", "tr A-Z a-z"]);
+    write(p, ".gitattributes", "*.up filter=upper\n");
+    write(p, "f.up", "quiet\nwords\n");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "i"]);
+    let copies = copies();
+    let copy = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+    assert_eq!(
+        fs::read(copy.root().join("f.up")).unwrap(),
+        b"QUIET\nWORDS\n"
+    );
+    assert!(!seeded(&copy));
+    assert_eq!(changed_files(&copy), Vec::<(String, usize, usize)>::new());
+    write(copy.root(), "f.up", "QUIET\nWORDS\nMORE\n");
+    assert_eq!(changed_files(&copy), [("f.up".to_owned(), 1, 0)]);
+    // Attributes that convert nothing on checkout leave seeding on.
+    write(p, ".gitattributes", "*.png binary\n* text=auto eol=lf\n");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "plain"]);
+    let plain = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+    assert!(seeded(&plain));
+}
+
+#[test]
+fn a_seeded_copy_of_a_seeded_copy_and_of_a_subdirectory() {
+    let parent = parent_repo();
+    let p = parent.path();
+    let copies = copies();
+    let outer = WorkingCopy::create(p, Isolation::Worktree, copies.path()).unwrap();
+    write(outer.root(), "sub/c.txt", "sea\nouter\n");
+    write(outer.root(), "outer-only.txt", "o\n");
+    let inner = WorkingCopy::create(outer.root(), Isolation::Worktree, copies.path()).unwrap();
+    assert!(seeded(&outer) && seeded(&inner));
+    // The outer copy's uncommitted work is the inner copy's baseline, not its change.
+    assert_eq!(changed_files(&inner), Vec::<(String, usize, usize)>::new());
+    write(inner.root(), "sub/c.txt", "sea\nouter\ninner\n");
+    assert_eq!(changed_files(&inner), [("sub/c.txt".to_owned(), 1, 0)]);
+    let sub = WorkingCopy::create(
+        &inner.root().join("sub"),
+        Isolation::Worktree,
+        copies.path(),
+    )
+    .unwrap();
+    assert!(seeded(&sub));
+    assert_eq!(
+        fs::read_to_string(sub.root().join("c.txt")).unwrap(),
+        "sea\nouter\ninner\n"
+    );
+    assert_eq!(changed_files(&sub), Vec::<(String, usize, usize)>::new());
+    write(sub.root(), "c.txt", "sea\n");
+    // Outside the root: not the copy's.
+    write(&sub.root().join(".."), "a.txt", "elsewhere\n");
+    assert_eq!(changed_files(&sub), [("c.txt".to_owned(), 0, 2)]);
+    sub.capture()
+        .unwrap()
+        .apply(&inner.root().join("sub"))
+        .unwrap();
+    inner.capture().unwrap().apply(outer.root()).unwrap();
+    assert_eq!(
+        fs::read_to_string(outer.root().join("sub/c.txt")).unwrap(),
+        "sea\n"
+    );
+    drop((sub, inner, outer));
+    git(p, &["fsck", "--no-dangling"]);
+    assert_eq!(worktrees(p).matches("worktree ").count(), 1);
+}
+
+#[test]
+fn an_index_that_is_not_plain_is_not_a_seed() {
+    let parent = parent_repo();
+    let index = fs::read(parent.path().join(".git/index")).unwrap();
+    assert!(copy::plain_index_paths(&index).is_some());
+    // Every cut, and every byte changed in the header, parses without panicking.
+    for n in 0..index.len().min(400) {
+        let _ = copy::plain_index_paths(&index[..n]);
+        let mut bad = index.clone();
+        bad[n] ^= 0xff;
+        let _ = copy::plain_index_paths(&bad);
+    }
+    // A submodule (gitlink) is not seeded.
+    let p = parent.path();
+    git(
+        p,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,module",
+        ],
+    );
+    let with_link = fs::read(p.join(".git/index")).unwrap();
+    assert!(copy::plain_index_paths(&with_link).is_none());
+}
