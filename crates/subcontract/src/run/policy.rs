@@ -84,14 +84,17 @@ pub(super) async fn share(ctx: &Ctx, first: bool) -> Result<Option<crate::ctx::O
 /// with the `reservation` made for it; the answer, and what `read` makes of it before the call
 /// is reported (the event says what its text was read as). The turn counts once the model
 /// answered. A run that stops during a step ends the call there: what it reserved is released,
-/// and no model call starts after the cancellation.
+/// and no model call starts after the cancellation. `admitted_at` is when the call's admission
+/// read the clock, if it did: the call's time starts there (no await comes between, unless a
+/// spend journal's), and the answer comes back with when the model answered, so that a call
+/// costs two clock reads for both its event and the answer reserve.
 pub(super) async fn call_model<R>(
     ctx: &Ctx,
     call: ModelCall<'_>,
-    reservation: Reservation,
+    (reservation, admitted_at): (Reservation, Option<tokio::time::Instant>),
     st: &mut LoopState,
     read: impl FnOnce(&ModelResponse) -> (R, Option<TextRead>),
-) -> Result<(ModelResponse, R), Failure> {
+) -> Result<(ModelResponse, R, tokio::time::Instant), Failure> {
     let ModelCall {
         request,
         worst,
@@ -102,9 +105,14 @@ pub(super) async fn call_model<R>(
     } = call;
     debug_assert!(reservation.amount() >= worst || worst.is_sign_negative());
     // 3. Journal (the reservation is released if it fails).
-    journal(ctx).await?;
+    let t0 = match (ctx.spend_journal(), admitted_at) {
+        (None, Some(at)) => at,
+        _ => {
+            journal(ctx).await?;
+            tokio::time::Instant::now()
+        }
+    };
     // 4. Report, before.
-    let t0 = Instant::now();
     let max_tokens = request.max_tokens;
     let chat = telemetry::chat_span(ctx, request.system, request.messages, max_tokens);
     // 5. The model. A call in flight when the run stops is dropped, and its reservation
@@ -113,7 +121,8 @@ pub(super) async fn call_model<R>(
     let request = request.with_deadline(st.deadline);
     let answered = ctx.unless_cancelled(model.complete(request)).await;
     let answered = answered.ok_or(Failure::Cancelled)?;
-    let duration_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    let answered_at = tokio::time::Instant::now();
+    let duration_ms = answered_at.saturating_duration_since(t0).as_secs_f64() * 1000.0;
     let response = match answered {
         Ok(r) => r,
         Err(e) => {
@@ -155,7 +164,7 @@ pub(super) async fn call_model<R>(
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
         return Err(overbilled(response.usage, turn, cost, reserved, max_tokens));
     }
-    Ok((response, read))
+    Ok((response, read, answered_at))
 }
 
 /// The budget step after an answered call: its actual cost settled. The amount reserved, and

@@ -197,13 +197,19 @@ impl Reserve {
         now
     }
 
-    /// After a model call was answered: the slowest call so far, and when this run must
-    /// answer by, for the sub-agents it may start now.
+    /// When the last admission read the clock (where the call it admitted began), if it
+    /// did: a run that keeps no reserve reads none.
     #[inline]
-    pub(super) fn answered(&mut self, ctx: &Ctx) {
+    pub(super) fn admitted_at(&self) -> Option<Instant> {
+        self.mark
+    }
+
+    /// After a model call was answered at `at`: the slowest call so far, and when this run
+    /// must answer by, for the sub-agents it may start now.
+    #[inline]
+    pub(super) fn answered(&mut self, ctx: &Ctx, at: Instant) {
         // A run that keeps no reserve times nothing.
         let Some(since) = self.mark else { return };
-        let at = Instant::now();
         self.mark = Some(at);
         // Slower than the slowest so far (an addition, cheaper than a difference of instants).
         if since.checked_add(self.slowest).is_none_or(|t| at > t) {

@@ -896,7 +896,12 @@ pub(super) async fn turns(
         let forced = progress.forced(spec, &plan, turn);
         // The share step comes before the reservation (see `policy`), and is held until the
         // call is over.
-        let _opener = super::policy::share(ctx, st.turns == 0 && plan.caching).await?;
+        // (Only a run's first call may wait: no future is made for the others.)
+        let _opener = if st.turns == 0 && plan.caching {
+            super::policy::share(ctx, true).await?
+        } else {
+            None
+        };
         let bytes = progress.convo.bytes;
         let ask = Ask {
             call: plan.worst(spec, bytes),
@@ -927,13 +932,14 @@ pub(super) async fn turns(
             &progress.convo.messages[..]
         };
         let call = plan.call(spec, &req, messages, admitted.worst, turn);
-        let (response, reading) = call_model(ctx, call, admitted.reservation, st, |r| {
+        let reserved = (admitted.reservation, reserve.admitted_at());
+        let (response, reading, at) = call_model(ctx, call, reserved, st, |r| {
             let reading = Reading::of(r, &plan, &req);
             let read_as = reading.event();
             (reading, read_as)
         })
         .await?;
-        reserve.answered(ctx);
+        reserve.answered(ctx, at);
         st.cut_short = reserve.cut_short();
         let check = Check {
             spec,
