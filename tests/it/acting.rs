@@ -95,7 +95,13 @@ fn worktrees(dir: &Path) -> usize {
 }
 
 fn fixer(isolation: &str, extra: &str) -> SubAgentSpec<Value, Value> {
-    let src = format!(
+    load_spec_str(Path::new("fixer.toml"), &fixer_toml(isolation, extra))
+        .expect("the fixer spec loads")
+}
+
+/// The fixer spec's file text.
+fn fixer_toml(isolation: &str, extra: &str) -> String {
+    format!(
         r#"
 name = "fixer"
 description = "Fix the failing test."
@@ -118,8 +124,7 @@ required = ["cause"]
 additionalProperties = false
 properties.cause = {{ type = "string", maxLength = 200 }}
 "#
-    );
-    load_spec_str(Path::new("fixer.toml"), &src).expect("the fixer spec loads")
+    )
 }
 
 const GOOD_EDIT: (&str, &str) = ("range(len(items) - 1)", "range(len(items))");
@@ -783,4 +788,265 @@ maxLength = 2000
         !refused.is_empty() && refused.iter().all(|c| c.error.is_some()),
         "every command of the child was refused: {refused:?}"
     );
+}
+
+/// `subcontract run SPEC --workspace DIR` with a model server at `url`; exit code and stderr.
+fn run_cli(
+    spec: &Path,
+    s: &Setup,
+    url: &str,
+    extra: &[&str],
+    tmpdir: Option<&Path>,
+) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_subcontract"));
+    cmd.arg("run")
+        .arg(spec)
+        .args(["--input", "{}", "--workspace"])
+        .arg(&s.ws)
+        .args(["--model", "openai:mock", "--base-url", url])
+        .args(extra)
+        .env("OPENAI_API_KEY", "test")
+        .env("SUBCONTRACT_COPIES_DIR", &s.copies)
+        .stdin(std::process::Stdio::null());
+    if let Some(t) = tmpdir {
+        cmd.env("TMPDIR", t);
+    }
+    let out = cmd.output().expect("subcontract runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A model that makes the good fix, then submits; `before_submit` runs as the submission is
+/// asked for (the parent's own edit during the run, say).
+fn fixing_server(before_submit: impl Fn() + Send + 'static) -> String {
+    crate::common::chat_server(move |n, _| {
+        if n == 0 {
+            let (old, new) = GOOD_EDIT;
+            return Some((
+                "edit_file".into(),
+                json!({"path": "inventory.py", "old": old, "new": new}),
+            ));
+        }
+        before_submit();
+        Some((
+            "submit_output".into(),
+            json!({"cause": "the loop stops one item short"}),
+        ))
+    })
+}
+
+/// The command line leaves the workspace byte for byte as it was, writes the patch where
+/// `--changes-out` says (or to a file outside the workspace that stderr names) and says what
+/// changed; `--apply` applies it; a conflict applies nothing and exits 1.
+#[test]
+fn the_command_line_keeps_the_workspace_until_asked_to_apply() {
+    let s = setup(true);
+    let spec = s.ws.parent().unwrap().join("fixer.toml");
+    std::fs::write(&spec, fixer_toml("worktree", "")).unwrap();
+    let before = snapshot(&s.ws);
+
+    // --changes-out: the patch there, the workspace untouched, `git apply` takes the patch.
+    let out = s.ws.parent().unwrap().join("fix.patch");
+    let (code, err) = run_cli(
+        &spec,
+        &s,
+        &fixing_server(|| {}),
+        &["--changes-out", out.to_str().unwrap()],
+        None,
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        snapshot(&s.ws),
+        before,
+        "the workspace changed without --apply"
+    );
+    let patch = std::fs::read_to_string(&out).expect("the patch was written");
+    assert!(
+        patch.contains("+    for i in range(len(items)):"),
+        "{patch}"
+    );
+    assert!(
+        err.contains(&format!(
+            "changes: 1 file(s), +1 -1, written to {}",
+            out.display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains("the workspace is unchanged"), "{err}");
+    git(&s.ws, &["apply", "--check", out.to_str().unwrap()]);
+
+    // No --changes-out: a file outside the workspace, named on stderr.
+    let (code, err) = run_cli(&spec, &s, &fixing_server(|| {}), &[], None);
+    assert_eq!(code, Some(0), "{err}");
+    let named = err
+        .lines()
+        .find_map(|l| l.split_once(", written to ").map(|(_, p)| PathBuf::from(p)))
+        .unwrap_or_else(|| panic!("no patch path on stderr: {err}"));
+    assert!(!named.starts_with(&s.ws), "{}", named.display());
+    assert_eq!(std::fs::read_to_string(&named).unwrap(), patch);
+    assert_eq!(snapshot(&s.ws), before);
+
+    // A conflict: the parent's own edit of the same line during the run. Nothing applied.
+    let ws = s.ws.clone();
+    let theirs = INVENTORY.replace("range(len(items) - 1)", "range(0, len(items) - 1)");
+    let parent_edit = theirs.clone();
+    let url = fixing_server(move || std::fs::write(ws.join("inventory.py"), &parent_edit).unwrap());
+    let (code, err) = run_cli(&spec, &s, &url, &["--apply"], None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("were not applied (nothing was changed)"),
+        "{err}"
+    );
+    assert!(err.contains("inventory.py"), "{err}");
+    let mut after_edit = before.clone();
+    after_edit.insert("inventory.py".into(), theirs.into_bytes());
+    assert_eq!(
+        snapshot(&s.ws),
+        after_edit,
+        "a conflicting apply changed the workspace"
+    );
+
+    // --apply with no conflict: exactly the fix, nothing else.
+    std::fs::write(s.ws.join("inventory.py"), INVENTORY).unwrap();
+    let (code, err) = run_cli(&spec, &s, &fixing_server(|| {}), &["--apply"], None);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("changes applied to"), "{err}");
+    let mut fixed = before.clone();
+    fixed.insert(
+        "inventory.py".into(),
+        INVENTORY.replace(GOOD_EDIT.0, GOOD_EDIT.1).into_bytes(),
+    );
+    assert_eq!(snapshot(&s.ws), fixed);
+    assert!(
+        live_copies(&s.copies).is_empty(),
+        "{:?}",
+        live_copies(&s.copies)
+    );
+}
+
+/// The pids of processes whose command line is exactly `argv`.
+fn processes(argv: &[&str]) -> Vec<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .filter(|pid| {
+            // A zombie has ended; only its entry waits to be reaped.
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+                st.rsplit_once(") ")
+                    .is_some_and(|(_, r)| !r.starts_with('Z'))
+            })
+        })
+        .collect()
+}
+
+/// Kills what a failed test left running.
+struct KillOnDrop(Vec<u32>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+    }
+}
+
+/// A host killed with `kill -9` while a command runs leaves the command running, its cgroup
+/// and its private temporary directory; the next start kills the command and removes them.
+#[test]
+fn a_command_left_running_by_kill_9_is_killed_by_the_next_start() {
+    let s = setup(true);
+    let tmp = s.ws.parent().unwrap().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let spec = s.ws.parent().unwrap().join("sleeper.toml");
+    std::fs::write(
+        &spec,
+        "name = \"sleeper\"\ndescription = \"d\"\nsystem = \"s\"\ntools = [\"run_command\"]\n\
+         [limits]\ntimeout_secs = 120\n[workspace]\nisolation = \"worktree\"\n\
+         commands = [\"sleep\"]\nmax_command_secs = 100\n[input]\ntype = \"object\"\n\
+         [output]\ntype = \"object\"\nadditionalProperties = false\nproperties.cause = { type = \"string\", maxLength = 20 }\n",
+    )
+    .unwrap();
+    // Seconds no other test sleeps: the process is found by its command line.
+    let secs = format!("{}", 4_000_000 + std::process::id());
+    let argv = ["sleep", secs.as_str()];
+    let run_argv = json!(argv);
+    let url = crate::common::chat_server(move |n, _| {
+        (n == 0).then(|| ("run_command".into(), json!({ "argv": run_argv })))
+    });
+    let log = s.ws.parent().unwrap().join("host.log");
+    let mut host = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .arg("run")
+        .arg(&spec)
+        .args(["--input", "{}", "--workspace"])
+        .arg(&s.ws)
+        .args(["--model", "openai:mock", "--base-url", &url])
+        .env("OPENAI_API_KEY", "test")
+        .env("SUBCONTRACT_COPIES_DIR", &s.copies)
+        .env("TMPDIR", &tmp)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pids = loop {
+        let found = processes(&argv);
+        if !found.is_empty() {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && host.try_wait().unwrap().is_none(),
+            "the command never started: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _guard = KillOnDrop(pids.clone());
+    Command::new("kill")
+        .args(["-9", &host.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = host.wait();
+    let leftovers = |tmp: &Path| -> Vec<String> {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("subcontract-cmd-"))
+            .collect()
+    };
+    // What the kill left: the command still running (no one was there to end it), and its
+    // temporary directory.
+    assert_eq!(
+        processes(&argv),
+        pids,
+        "the command did not outlive its host"
+    );
+    assert_eq!(leftovers(&tmp).len(), 1, "{:?}", leftovers(&tmp));
+
+    // The next start, in the same places: a run that answers at once.
+    let url =
+        crate::common::chat_server(|_, _| Some(("submit_output".into(), json!({"cause": "done"}))));
+    let (code, err) = run_cli(&spec, &s, &url, &[], Some(&tmp));
+    assert_eq!(code, Some(0), "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !processes(&argv).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the dead host's command still runs"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(leftovers(&tmp).is_empty(), "{:?}", leftovers(&tmp));
+    assert!(
+        live_copies(&s.copies).is_empty(),
+        "{:?}",
+        live_copies(&s.copies)
+    );
+    assert_eq!(worktrees(&s.ws), 1);
 }

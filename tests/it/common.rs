@@ -169,3 +169,57 @@ pub fn python_with(package: &PythonPackage) -> std::path::PathBuf {
     );
     python
 }
+
+/// A chat-completions server on a local port that answers request `n` (0-based, with its
+/// JSON body) with the tool call `f(n, body)` returns, `(name, arguments)`; `None` holds the
+/// connection open without an answer. Returns its `/v1` base URL. For the command line, which
+/// takes a provider, not a scripted model.
+pub fn chat_server(
+    f: impl Fn(usize, &Value) -> Option<(String, Value)> + Send + 'static,
+) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
+    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut length = 0usize;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length.min(1 << 22)];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let Some((name, args)) = f(n, &req) else {
+                held.push(stream);
+                continue;
+            };
+            let reply = json!({
+                "id": format!("c{n}"), "object": "chat.completion", "created": 0, "model": "mock",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": null,
+                    "tool_calls": [{"id": format!("t{n}"), "type": "function",
+                        "function": {"name": name, "arguments": args.to_string()}}]}}],
+                "usage": {"prompt_tokens": 400, "completion_tokens": 20, "total_tokens": 420}
+            })
+            .to_string();
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    url
+}

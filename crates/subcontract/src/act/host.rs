@@ -43,9 +43,7 @@ impl ActHost {
     /// (`$TMPDIR/subcontract-copies`, or `SUBCONTRACT_COPIES_DIR`); kept patches in its
     /// `patches` subdirectory.
     pub fn new(workspace: impl AsRef<Path>) -> Self {
-        let copies_dir = std::env::var_os("SUBCONTRACT_COPIES_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(default_copies_dir);
+        let copies_dir = default_copies_dir();
         ActHost {
             source: workspace.as_ref().to_path_buf(),
             patches_dir: copies_dir.join("patches"),
@@ -88,14 +86,23 @@ impl ActHost {
     /// Removes the copies of processes that died (`kill -9`, a crash) before this host's
     /// first copy: once per host.
     pub(crate) fn clean_stale_once(&self) {
-        self.cleaned
-            .call_once(|| match cleanup_stale(&self.copies_dir) {
+        self.cleaned.call_once(|| {
+            // Commands first: a dead host's command may still run inside its copy.
+            let commands = super::sandbox::cleanup_stale();
+            if commands > 0 {
+                tracing::info!(
+                    left = commands,
+                    "removed what commands of dead processes left (their processes killed)"
+                );
+            }
+            match cleanup_stale(&self.copies_dir) {
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::info!(copies = n, "removed working copies left by dead processes")
                 }
                 Err(e) => tracing::warn!(error = %e, "stale working copies could not be removed"),
-            });
+            }
+        });
     }
 
     /// Writes `changes` to `<patches dir>/<id>.patch` (or `<id>-2.patch`, … if taken), and

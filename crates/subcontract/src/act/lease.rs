@@ -35,9 +35,15 @@ const MAX_LEASE_BYTES: u64 = 64 * 1024;
 /// Deepest a tree is walked to make it removable.
 const MAX_FIX_DEPTH: usize = 256;
 
-/// The default copies directory: `subcontract-copies` in the system's temporary directory.
+/// The default copies directory: `SUBCONTRACT_COPIES_DIR` when it is set, else
+/// `subcontract-copies` in the system's temporary directory.
 pub fn default_copies_dir() -> PathBuf {
-    std::env::temp_dir().join("subcontract-copies")
+    std::env::var_os("SUBCONTRACT_COPIES_DIR")
+        .filter(|d| !d.is_empty())
+        .map_or_else(
+            || std::env::temp_dir().join("subcontract-copies"),
+            PathBuf::from,
+        )
 }
 
 /// What a lease file records.
@@ -189,6 +195,12 @@ fn owner_of(name: &str) -> Option<(u32, u64)> {
     let start = parts.next()?.parse().ok()?;
     let random = parts.next()?;
     (random.len() == 16 && random.bytes().all(|b| b.is_ascii_hexdigit())).then_some((pid, start))
+}
+
+/// Whether the owner `(pid, start)` is known to have ended: start times can be read here and
+/// no process with that id and start time runs. Used for what commands leave too.
+pub(crate) fn owner_ended(pid: u32, start: u64) -> bool {
+    can_judge() && !alive(pid, start)
 }
 
 /// Whether the owner `(pid, start)` is still running.

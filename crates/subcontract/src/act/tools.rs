@@ -162,7 +162,8 @@ impl TypedTool for RunCommandTool {
         let ran = command(ctx, copy, args.argv, timeout).await;
         match ran {
             Ok(o) => Ok(o.to_tool_text()),
-            Err(e) => Err(format!("run_command refused: {e}")),
+            // Each error already says it was `run_command` that refused or failed.
+            Err(e) => Err(e.to_string()),
         }
     }
 }

@@ -376,6 +376,22 @@ pub async fn run(
     }
 }
 
+/// Kills and removes what commands of processes that died (`kill -9`, a crash) left behind:
+/// their cgroups, with every process still in them, and their private temporary directories.
+/// Each is named by its owner's process id and start time, so only a dead owner's are
+/// touched. Returns how many were removed. Called before a host's first working copy, beside
+/// [`cleanup_stale`](super::cleanup_stale).
+pub(crate) fn cleanup_stale() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        linux::cleanup_stale()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// The executable `argv0` names: a path-like name relative to `cwd` (or absolute), a bare
 /// name on [`DEFAULT_PATH`].
 fn resolve(argv0: &str, cwd: &Path) -> Result<PathBuf, SandboxError> {

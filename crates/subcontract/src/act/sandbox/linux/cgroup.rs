@@ -142,6 +142,44 @@ fn mkdir(dir: &Path) -> Result<(), String> {
     }
 }
 
+/// Kills every process in, and removes, each cgroup beneath `base` whose name `ended` says
+/// belongs to a process that died: what a host killed with `kill -9` mid-command left running.
+/// Returns how many were removed; one whose processes do not leave within a second is left
+/// for the next start, with a warning.
+pub(super) fn remove_stale(base: &Base, ended: impl Fn(&str) -> bool) -> usize {
+    let Ok(entries) = std::fs::read_dir(&base.dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_str().is_some_and(&ended) || !entry.path().is_dir() {
+            continue;
+        }
+        let cg = Cgroup {
+            dir: entry.path(),
+            v2: base.v2,
+            // Never removed in the background: this runs once, on the caller's thread.
+            removed: true,
+        };
+        let gone = (0..100).any(|_| {
+            cg.kill_all();
+            let ok = std::fs::remove_dir(&cg.dir).is_ok();
+            if !ok {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            ok
+        });
+        if gone {
+            removed += 1;
+            tracing::info!(cgroup = %cg.dir.display(), "killed a dead host's command and removed its cgroup");
+        } else {
+            tracing::warn!(cgroup = %cg.dir.display(), "a dead host's command cgroup could not be removed yet");
+        }
+    }
+    removed
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// One command's cgroup. Dropping it kills every process in it and removes it (in the
@@ -156,10 +194,12 @@ pub(super) struct Cgroup {
 impl Cgroup {
     /// A new cgroup beneath `base` holding at most `max_processes` tasks.
     pub(super) fn create(base: &Base, max_processes: u32) -> std::io::Result<Self> {
+        // Named after this process (id and start time), so that the next start can tell a
+        // dead process's cgroup from a live one's (`remove_stale`).
+        let (pid, start) = crate::act::lease::own_identity();
         let dir = loop {
             let name = format!(
-                "{}-{}-{:08x}",
-                std::process::id(),
+                "{pid}-{start}-{}-{:08x}",
                 NEXT.fetch_add(1, Ordering::Relaxed),
                 fastrand::u32(..)
             );
