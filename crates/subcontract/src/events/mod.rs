@@ -200,8 +200,9 @@ pub enum Forced {
     /// What was left of the budget (its own or an ancestor's) covered this call and no other
     /// after it: the answer reserve. The run is cut short by its budget.
     Budget,
-    /// The time left was less than the slowest model call so far (with its margin) and an
-    /// output check: the run is cut short by its timeout.
+    /// The time left was less than two answers' (this call and the answer after it), each
+    /// the slowest model call so far times 1.5 plus the slowest output check: the run is cut
+    /// short by its timeout.
     Time,
 }
 

@@ -391,7 +391,8 @@ impl<I, O> SpecBuilder<I, O> {
     }
     /// How an acting sub-agent's working copy is made and bounded (a spec file's
     /// `[workspace]` table). A spec that names `write_file`, `edit_file` or `run_command` must
-    /// isolate them in a copy of its own; `build` refuses one that does not.
+    /// isolate them in a copy of its own: `subcontract check` reports one that does not
+    /// (`acting-without-isolation`), and the acting tools refuse to run outside a copy.
     ///
     /// ```
     /// use subcontract::act::{Isolation, WorkspacePolicy};

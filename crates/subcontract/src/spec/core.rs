@@ -51,8 +51,9 @@ pub struct Limits {
     pub max_tool_result_chars_per_turn: usize,
     /// Whether the run keeps an answer reserve (default on): before a turn that may call
     /// tools, it checks that what is left of its budget after that turn's call still pays for
-    /// one output-only call, and that the time left covers its slowest model call so far (times
-    /// 1.5) and an output check; when either does not, that turn asks for the output alone,
+    /// one output-only call, and that the time left covers two answers (its own call and the
+    /// answer after it), an answer counted as the slowest model call so far times 1.5 plus the
+    /// slowest output check; when either does not, that turn asks for the output alone,
     /// and the run completes cut short ([`Limit`](crate::Limit)). Off: a run works until a
     /// limit stops it, and ends `budget_exhausted` or `timeout` without an output.
     pub answer_reserve: bool,
