@@ -673,3 +673,45 @@ properties.fact = { type = "string", maxLength = 100 }
         "{stderr}"
     );
 }
+
+/// An answer that failed its checks, whose repair the run's time runs out during (a model
+/// much slower the second time than the first, so the reserve's estimate let the call
+/// start): the run ends `invalid_output` on those violations, not `timeout` as if it had no
+/// answer at all. With the reserve off it ends `timeout`, as before.
+#[tokio::test(start_paused = true)]
+async fn time_running_out_during_a_repair_ends_invalid_output() {
+    for reserve in [true, false] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let model = Arc::new(ScriptedModel::from_fn("scripted:test", move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            // Breaks the contract at once, then takes longer than the run has to repair it.
+            let delay = if n == 0 { 10 } else { 60_000 };
+            ScriptStep::submit(json!({"findings": "none"})).delayed(Duration::from_millis(delay))
+        }));
+        let sink = Arc::new(MemorySink::new());
+        let ctx = ctx_with(model, Budget::unlimited(), sink);
+        let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+            .description("Investigate a question and return findings.")
+            .system("CHILD r")
+            .tools(["lookup"])
+            .max_turns(5)
+            .timeout(Duration::from_secs(5))
+            .answer_reserve(reserve)
+            .build()
+            .expect("valid spec");
+        let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2, "the repair was asked for");
+        if reserve {
+            assert_eq!(r.outcome, Outcome::InvalidOutput, "{:?}", r.error);
+            assert!(
+                matches!(&r.error, Some(Failure::InvalidOutput(v)) if !v.is_empty()),
+                "{:?}",
+                r.error
+            );
+        } else {
+            assert_eq!(r.outcome, Outcome::Timeout, "{:?}", r.error);
+        }
+        assert!(r.output.is_none());
+    }
+}

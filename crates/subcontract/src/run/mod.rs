@@ -338,9 +338,13 @@ async fn run_until_stopped(
         _ = tokio::time::sleep_until(end) => Failure::Timeout(end.saturating_duration_since(start)),
     };
     cancel.cancel();
-    // What the body ends with is moot now; only its winding down matters.
-    let _ = body.await;
-    Err(stopped)
+    // What the body ends with is moot now, but for one case: a run whose time ran out while
+    // an answer that failed its checks waited for its repair ends on those violations
+    // (`invalid_output`, as when its turns run out), never as if it had no answer at all.
+    match (stopped, body.await) {
+        (Failure::Timeout(_), Err(Failure::InvalidOutput(v))) => Err(Failure::InvalidOutput(v)),
+        (stopped, _) => Err(stopped),
+    }
 }
 
 /// How a run's turns end: its validated output, or why there is none.

@@ -888,92 +888,107 @@ pub(super) async fn turns(
         calls: repeat::Calls::default(),
         force_next: None,
     };
-    for turn in 1..=spec.def.limits.max_turns {
-        // No model call starts once the run is stopping.
-        if ctx.cancellation().is_cancelled() {
-            return Err(Failure::Cancelled);
-        }
-        let forced = progress.forced(spec, &plan, turn);
-        // The share step comes before the reservation (see `policy`), and is held until the
-        // call is over.
-        // (Only a run's first call may wait: no future is made for the others.)
-        let _opener = if st.turns == 0 && plan.caching {
-            super::policy::share(ctx, true).await?
-        } else {
-            None
-        };
-        let bytes = progress.convo.bytes;
-        let ask = Ask {
-            call: plan.worst(spec, bytes),
-            after: || plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
-            without_last: || plan.worst(spec, progress.convo.without_last().1),
-        };
-        let called = st.turns > 0;
-        let admitted = match reserve.admit_now(ctx, forced, (turn, called), ask.call) {
-            Some(admitted) => admitted,
-            None => reserve.admit(ctx, forced, turn, called, ask).await,
-        };
-        let admitted = match admitted {
-            Ok(a) => a,
-            // An answer that failed its checks, with no money or time left to repair it: the
-            // run ends on those violations, never on an output that did not pass.
-            Err(Failure::Budget { .. } | Failure::Timeout(_))
-                if reserve.is_on() && progress.last_invalid.is_some() =>
-            {
-                let v = progress.last_invalid.take().unwrap_or_default();
-                return Err(Failure::InvalidOutput(v));
+    let on = reserve.is_on();
+    // The turns, in a block whose every way out comes back here (see below).
+    let ended = async {
+        for turn in 1..=spec.def.limits.max_turns {
+            // No model call starts once the run is stopping.
+            if ctx.cancellation().is_cancelled() {
+                return Err(Failure::Cancelled);
             }
-            Err(f) => return Err(f),
-        };
-        let req = plan.request(admitted.forced);
-        let messages = if admitted.without_last {
-            progress.convo.without_last().0
-        } else {
-            &progress.convo.messages[..]
-        };
-        let call = plan.call(spec, &req, messages, admitted.worst, turn);
-        let reserved = (admitted.reservation, reserve.admitted_at());
-        let (response, reading, at) = call_model(ctx, call, reserved, st, |r| {
-            let reading = Reading::of(r, &plan, &req);
-            let read_as = reading.event();
-            (reading, read_as)
-        })
-        .await?;
-        reserve.answered(ctx, at);
-        st.cut_short = reserve.cut_short();
-        let check = Check {
-            spec,
-            ctx,
-            plan: &plan,
-            turn,
-            out,
-        };
-        let tally = &mut st.rejections;
-        let done = match Answer::of(response, reading, &plan, turn) {
-            Answer::Text { text, value } => {
-                let done = progress.text_answer(&check, tally, text, value).await;
-                reserve.checked();
-                done
-            }
-            Answer::Calls { text, calls } => {
-                let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
-                let done = progress
-                    .tool_calls(&check, tally, &req, text, calls)
-                    .await?;
-                if submits_alone {
-                    reserve.checked();
+            let forced = progress.forced(spec, &plan, turn);
+            // The share step comes before the reservation (see `policy`), and is held until the
+            // call is over.
+            // (Only a run's first call may wait: no future is made for the others.)
+            let _opener = if st.turns == 0 && plan.caching {
+                super::policy::share(ctx, true).await?
+            } else {
+                None
+            };
+            let bytes = progress.convo.bytes;
+            let ask = Ask {
+                call: plan.worst(spec, bytes),
+                after: || plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
+                without_last: || plan.worst(spec, progress.convo.without_last().1),
+            };
+            let called = st.turns > 0;
+            let admitted = match reserve.admit_now(ctx, forced, (turn, called), ask.call) {
+                Some(admitted) => admitted,
+                None => reserve.admit(ctx, forced, turn, called, ask).await,
+            };
+            let admitted = match admitted {
+                Ok(a) => a,
+                // An answer that failed its checks, with no money or time left to repair it: the
+                // run ends on those violations, never on an output that did not pass.
+                Err(Failure::Budget { .. } | Failure::Timeout(_))
+                    if reserve.is_on() && progress.last_invalid.is_some() =>
+                {
+                    let v = progress.last_invalid.take().unwrap_or_default();
+                    return Err(Failure::InvalidOutput(v));
                 }
-                done
+                Err(f) => return Err(f),
+            };
+            let req = plan.request(admitted.forced);
+            let messages = if admitted.without_last {
+                progress.convo.without_last().0
+            } else {
+                &progress.convo.messages[..]
+            };
+            let call = plan.call(spec, &req, messages, admitted.worst, turn);
+            let reserved = (admitted.reservation, reserve.admitted_at());
+            let (response, reading, at) = call_model(ctx, call, reserved, st, |r| {
+                let reading = Reading::of(r, &plan, &req);
+                let read_as = reading.event();
+                (reading, read_as)
+            })
+            .await?;
+            reserve.answered(ctx, at);
+            st.cut_short = reserve.cut_short();
+            let check = Check {
+                spec,
+                ctx,
+                plan: &plan,
+                turn,
+                out,
+            };
+            let tally = &mut st.rejections;
+            let done = match Answer::of(response, reading, &plan, turn) {
+                Answer::Text { text, value } => {
+                    let done = progress.text_answer(&check, tally, text, value).await;
+                    reserve.checked();
+                    done
+                }
+                Answer::Calls { text, calls } => {
+                    let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
+                    let done = progress
+                        .tool_calls(&check, tally, &req, text, calls)
+                        .await?;
+                    if submits_alone {
+                        reserve.checked();
+                    }
+                    done
+                }
+            };
+            if let Some(done) = done {
+                return Ok(done);
             }
-        };
-        if let Some(done) = done {
-            return Ok(done);
         }
+        Err(match progress.last_invalid.take() {
+            Some(v) => Failure::InvalidOutput(v),
+            None => Failure::MaxTurns {
+                turns: spec.def.limits.max_turns,
+            },
+        })
     }
-    Err(match progress.last_invalid {
-        Some(v) => Failure::InvalidOutput(v),
-        None => Failure::MaxTurns {
-            turns: spec.def.limits.max_turns,
+    .await;
+    match ended {
+        // Stopped while an answer that failed its checks waited for its repair: with the
+        // reserve on, those violations are how the run ended if it was its time that ran out
+        // (`run_until_stopped` decides; a cancellation stays one).
+        Err(Failure::Cancelled) if on => match progress.last_invalid.take() {
+            Some(v) => Err(Failure::InvalidOutput(v)),
+            None => Err(Failure::Cancelled),
         },
-    })
+        ended => ended,
+    }
 }
