@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use subcontract::events::tree::build_tree;
+use subcontract::events::EventKind;
 use subcontract::host::Host;
 use subcontract::model::{Message, ModelRequest, ScriptStep};
 use subcontract::spec::load_spec_str;
@@ -391,6 +392,43 @@ async fn a_command_writes_only_in_its_copy_and_sees_no_host_secret() {
     // The check fails (the test still fails), so the run cannot complete; what matters here is
     // that no command reached outside.
     assert_ne!(r.outcome, Outcome::Completed);
+
+    // One event per command: its program, exit code, time and bytes, never its environment.
+    let events = s.events.events();
+    let commands: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Command {
+                program,
+                exit_code,
+                output_bytes,
+                duration_ms,
+                ..
+            } if &*e.run_id == r.run_id => {
+                Some((program.clone(), *exit_code, *output_bytes, *duration_ms))
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(commands.len() >= 3, "{commands:?}");
+    assert!(commands[..3]
+        .iter()
+        .all(|(p, code, _, ms)| p == "sh" && code.is_some() && *ms >= 0.0));
+    // `env` printed the command's whole environment; the event has only its size.
+    assert!(commands[1].2 > "PATH=".len() as u64, "{commands:?}");
+    let text = serde_json::to_string(&events).unwrap();
+    assert!(
+        !text.contains("hunter2") && !text.contains("PATH="),
+        "an event carries an environment"
+    );
+    // The run tree shows them, and the changes kept from the failed run.
+    let tree = subcontract::events::tree::render_tree(&build_tree(&events));
+    // The submission's check is a command too, the last.
+    assert!(
+        tree.contains("$ 4 command(s), 1 failed; last: python3 (exit 1)"),
+        "{tree}"
+    );
+    assert!(tree.contains("± changes"), "{tree}");
 }
 
 #[tokio::test]
