@@ -45,7 +45,7 @@ pub fn deliver(changes: &Changes, workspace: &Path, out: Option<&Path>, apply: b
     match write(&path, changes) {
         Ok(()) => eprintln!(
             "changes: {} file(s), +{} -{}, written to {}",
-            changes.files.len(),
+            changes.file_count(),
             changes
                 .files
                 .iter()

@@ -1088,3 +1088,78 @@ fn a_command_left_running_by_kill_9_is_killed_by_the_next_start() {
     );
     assert_eq!(worktrees(&s.ws), 1);
 }
+
+/// `subcontract batch` over an acting spec keeps each run's changes as a patch of its own,
+/// named on the run's result line, and applies none: the workspace is byte for byte as it was.
+#[test]
+fn a_batch_keeps_each_runs_patch_and_applies_none() {
+    let s = setup(true);
+    let dir = s.ws.parent().unwrap().to_path_buf();
+    let spec = dir.join("fixer.toml");
+    std::fs::write(&spec, fixer_toml("worktree", "")).unwrap();
+    let inputs = dir.join("inputs.jsonl");
+    std::fs::write(
+        &inputs,
+        "{\"id\": \"a\", \"input\": {}}\n{\"id\": \"b\", \"input\": {}}\n",
+    )
+    .unwrap();
+    let before = snapshot(&s.ws);
+    // Runs share the server: each request is answered by what its own conversation holds.
+    let url = crate::common::chat_server(|_, body| {
+        let fixed = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        Some(if fixed {
+            (
+                "submit_output".into(),
+                json!({"cause": "the loop stops one item short"}),
+            )
+        } else {
+            let (old, new) = GOOD_EDIT;
+            (
+                "edit_file".into(),
+                json!({"path": "inventory.py", "old": old, "new": new}),
+            )
+        })
+    });
+    let out = dir.join("results.jsonl");
+    let done = Command::new(env!("CARGO_BIN_EXE_subcontract"))
+        .arg("batch")
+        .arg(&spec)
+        .arg("--inputs")
+        .arg(&inputs)
+        .arg("--out")
+        .arg(&out)
+        .arg("--workspace")
+        .arg(&s.ws)
+        .args(["--model", "openai:mock", "--base-url", &url, "-q"])
+        .env("OPENAI_API_KEY", "test")
+        .env("SUBCONTRACT_COPIES_DIR", &s.copies)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    assert_eq!(snapshot(&s.ws), before, "a batch applied changes");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        // The first line names the batch.
+        .filter(|l: &Value| l.get("batch").is_none())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let mut patches = Vec::new();
+    for line in &lines {
+        assert_eq!(line["outcome"], "completed", "{line}");
+        let patch = line["changes"]["patch"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no patch: {line}"));
+        let text = std::fs::read_to_string(patch).unwrap();
+        assert!(text.contains("+    for i in range(len(items)):"), "{text}");
+        assert!(!Path::new(patch).starts_with(&s.ws));
+        patches.push(patch.to_owned());
+    }
+    assert_ne!(patches[0], patches[1], "each run keeps its own patch");
+    assert_eq!(worktrees(&s.ws), 1);
+}
