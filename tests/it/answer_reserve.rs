@@ -715,3 +715,26 @@ async fn time_running_out_during_a_repair_ends_invalid_output() {
         assert!(r.output.is_none());
     }
 }
+
+/// A last turn that repairs an answer the model had already given is not a cut: the run had
+/// finished its work, so it completes without `cut_short`. One whose last turn came while it
+/// was still calling tools is cut short by its turn limit (above).
+#[tokio::test]
+async fn a_repair_on_the_last_turn_is_not_a_cut() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let model = Arc::new(ScriptedModel::from_fn("scripted:test", move |_| {
+        // An answer that breaks the contract at once, then the repair.
+        if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+            ScriptStep::submit(json!({"findings": "none"}))
+        } else {
+            ScriptStep::submit(good_findings())
+        }
+    }));
+    let ctx = ctx_with(model, Budget::unlimited(), Arc::new(MemorySink::new()));
+    let r = looping_spec("r", 2, true)
+        .run(&json!({"question": "what?"}), &ctx)
+        .await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!((r.turns, r.cut_short), (2, None));
+}

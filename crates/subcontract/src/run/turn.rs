@@ -35,7 +35,7 @@ use crate::model::{
     worst_case_at, Arguments, Message, ModelRequest, ModelResponse, PromptCache, Rates,
     ResponseFormat, ToolCall, ToolChoice, ToolDefinition, SUBMIT_TOOL,
 };
-use crate::outcome::Failure;
+use crate::outcome::{Failure, Limit};
 use crate::spec::core::{with_value, OutputKind, OutputMode, OutputText, SpecCore};
 use crate::tool::ToolOutput;
 
@@ -943,7 +943,12 @@ pub(super) async fn turns(
             })
             .await?;
             reserve.answered(ctx, at);
-            st.cut_short = reserve.cut_short();
+            // A last turn that repairs an answer the model already gave did not cut the run
+            // short: it had finished its work.
+            let repair = forced == Some(Forced::LastTurn) && progress.last_invalid.is_some();
+            st.cut_short = reserve
+                .cut_short()
+                .filter(|l| !(repair && *l == Limit::Turns));
             let check = Check {
                 spec,
                 ctx,
