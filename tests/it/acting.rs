@@ -302,47 +302,48 @@ async fn a_failing_check_goes_back_for_repair_and_unrepaired_changes_are_kept_no
 
 #[tokio::test]
 async fn writes_outside_the_spec_s_globs_and_escapes_are_refused() {
-    let s = setup(false);
-    let spec = fixer("copy", "");
+    let s = setup(true);
+    let before = snapshot(&s.ws);
+    let spec = fixer("worktree", "");
     let outside = s.ws.parent().unwrap().join("outside.txt");
     let target = outside.display().to_string();
+    let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = refused.clone();
     let m = model(move |_, turn, req: &ModelRequest<'_>| {
-        let last = match req.messages.last() {
-            Some(Message::ToolResults { results, .. }) => Some(results[0].clone()),
-            _ => None,
-        };
-        if turn > 1 {
-            let r = last.expect("a tool result");
-            assert!(r.is_error, "turn {turn}: {}", r.content);
-        }
-        match turn {
-            1 => ScriptStep::tool_call(
-                "write_file",
-                json!({"path": "test_inventory.py", "content": "x"}),
-            ),
-            2 => ScriptStep::tool_call(
-                "write_file",
-                json!({"path": "../outside.txt", "content": "x"}),
-            ),
-            3 => ScriptStep::tool_call("write_file", json!({"path": target, "content": "x"})),
-            _ => {
-                ScriptStep::tool_call("write_file", json!({"path": ".git/config", "content": "x"}))
+        if let Some(Message::ToolResults { results, .. }) = req.messages.last() {
+            for r in results {
+                assert!(r.is_error, "turn {turn}: {}", r.content);
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             }
+        }
+        let write = |path: &str| {
+            (
+                "write_file".to_owned(),
+                json!({"path": path, "content": "x"}),
+            )
+        };
+        match turn {
+            // Outside `writes`, then out of the copy by `..`, by absolute path, and into git's
+            // own directory (the worktree's `.git` names the parent's repository).
+            1 => ScriptStep::tool_calls(vec![write("test_inventory.py")]),
+            2 => ScriptStep::tool_calls(vec![write("../outside.txt"), write(&target)]),
+            3 => ScriptStep::tool_calls(vec![write(".git/config"), write(".git")]),
+            _ => submit(),
         }
     });
     let ctx = host(&s, m, &[&spec]);
     let r = spec.run_child(&json!({}), &ctx).await;
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 5);
     assert_ne!(r.outcome, Outcome::Completed);
     assert!(!outside.exists());
-    assert_eq!(
-        std::fs::read_to_string(s.ws.join("test_inventory.py")).unwrap(),
-        TEST
-    );
+    assert_eq!(snapshot(&s.ws), before);
+    assert_eq!(worktrees(&s.ws), 1);
 }
 
 #[tokio::test]
 async fn a_command_writes_only_in_its_copy_and_sees_no_host_secret() {
     let s = setup(false);
+    let before = snapshot(&s.ws);
     let spec = fixer("copy", "");
     let parent_file = s.ws.join("inventory.py").display().to_string();
     let m = model(move |_, turn, req: &ModelRequest<'_>| {
@@ -385,10 +386,7 @@ async fn a_command_writes_only_in_its_copy_and_sees_no_host_secret() {
     std::env::set_var("SUBCONTRACT_TEST_SECRET", "hunter2");
     let ctx = host(&s, m, &[&spec]);
     let r = spec.run_child(&json!({}), &ctx).await;
-    assert_eq!(
-        std::fs::read_to_string(s.ws.join("inventory.py")).unwrap(),
-        INVENTORY
-    );
+    assert_eq!(snapshot(&s.ws), before);
     // The check fails (the test still fails), so the run cannot complete; what matters here is
     // that no command reached outside.
     assert_ne!(r.outcome, Outcome::Completed);
@@ -515,6 +513,7 @@ maxLength = 200
 #[tokio::test]
 async fn siblings_that_conflict_apply_one_and_report_the_other() {
     let s = setup(false);
+    let before = snapshot(&s.ws);
     let child = fixer("copy", "");
     let parent_src = r#"
 name = "lead"
@@ -590,6 +589,8 @@ maxLength = 300
         changes.diff
     );
     assert!(!changes.diff.contains("range(0, len(items))"));
+    // Accepted into the lead's copy, never further up: the root's tree is untouched.
+    assert_eq!(snapshot(&s.ws), before);
 }
 
 #[test]
@@ -740,6 +741,7 @@ fn check(dir: &Path) -> (Option<i32>, String) {
 #[tokio::test]
 async fn a_run_dropped_mid_way_keeps_its_changes() {
     let s = setup(false);
+    let before = snapshot(&s.ws);
     let spec = fixer("copy", "");
     let m = model(|_, turn, _| match turn {
         1 => edit(GOOD_EDIT.0, GOOD_EDIT.1),
@@ -766,15 +768,13 @@ async fn a_run_dropped_mid_way_keeps_its_changes() {
         "left: {:?}",
         live_copies(&s.copies)
     );
-    assert_eq!(
-        std::fs::read_to_string(s.ws.join("inventory.py")).unwrap(),
-        INVENTORY
-    );
+    assert_eq!(snapshot(&s.ws), before);
 }
 
 #[tokio::test]
 async fn a_child_cannot_run_what_its_acting_parent_cannot() {
     let s = setup(false);
+    let before = snapshot(&s.ws);
     let child = fixer("copy", "");
     // The parent acts but may run nothing: its child's `commands` narrow to none, so even the
     // child's own check cannot run, and the child cannot complete.
@@ -826,6 +826,7 @@ maxLength = 2000
         !refused.is_empty() && refused.iter().all(|c| c.error.is_some()),
         "every command of the child was refused: {refused:?}"
     );
+    assert_eq!(snapshot(&s.ws), before);
 }
 
 /// `subcontract run SPEC --workspace DIR` with a model server at `url`; exit code and stderr.
