@@ -738,3 +738,86 @@ async fn a_repair_on_the_last_turn_is_not_a_cut() {
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert_eq!((r.turns, r.cut_short), (2, None));
 }
+
+/// A tool of the host's own that runs a sub-agent in a context from [`Ctx::child`].
+struct NestedTool(SubAgentSpec<Value, Value>);
+
+#[async_trait::async_trait]
+impl subcontract::Tool for NestedTool {
+    fn name(&self) -> &str {
+        "nested"
+    }
+    fn description(&self) -> &str {
+        "Researches a question with a sub-agent."
+    }
+    fn input_schema(&self) -> Arc<Value> {
+        Arc::new(json!({"type": "object"}))
+    }
+    async fn call(&self, _args: Value, ctx: &Ctx) -> subcontract::ToolOutput {
+        let child = ctx.child(&self.0).expect("a child context");
+        let r = self.0.run(&json!({"question": "what?"}), &child).await;
+        subcontract::ToolOutput::text(format!("{:?} {:?}", r.outcome, r.cut_short))
+    }
+}
+
+/// A sub-agent that a tool of the host's own starts in a context from `Ctx::child` (not a
+/// spec's `as_tool`) is bound by the host's time as well: it answers, cut short by time,
+/// before the host must, and the host still answers.
+#[tokio::test(start_paused = true)]
+async fn a_child_started_by_a_tool_of_its_own_ends_by_the_hosts_answer_time() {
+    let model = Arc::new(ScriptedModel::from_fn("scripted:test", move |req| {
+        let host = req.system.starts_with("HOST");
+        let step = match (host, asks_for_output(&req)) {
+            (true, _) if req.messages.len() == 1 => ScriptStep::tool_call("nested", json!({})),
+            (true, true) => ScriptStep::submit(json!("the host's answer")),
+            (true, false) => ScriptStep::text("the host's answer"),
+            (false, true) => ScriptStep::submit(good_findings()),
+            (false, false) => {
+                ScriptStep::tool_call("lookup", json!({"q": format!("q{}", req.messages.len())}))
+            }
+        };
+        step.delayed(Duration::from_millis(if host { 100 } else { 1_000 }))
+    }));
+    // Its own timeout is far away: only the host's time can end it.
+    let child = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD research")
+        .tools(["lookup"])
+        .max_turns(1000)
+        .timeout(Duration::from_secs(10_000))
+        .build()
+        .unwrap();
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    tools.insert(Arc::new(NestedTool(child))).unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model)
+        .tools(tools)
+        .events(sink.clone())
+        .build();
+    let host = SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": 200}),
+    )
+    .description("The host agent.")
+    .system("HOST")
+    .tools(["nested"])
+    .max_turns(4)
+    .timeout(Duration::from_secs(30))
+    .build()
+    .unwrap();
+    let r = host.run(&json!({}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    let child = sink
+        .events()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Finished {
+                outcome, cut_short, ..
+            } if e.depth == 1 => Some((*outcome, *cut_short)),
+            _ => None,
+        })
+        .expect("the child finished");
+    assert_eq!(child, (Outcome::Completed, Some(Limit::Time)));
+}

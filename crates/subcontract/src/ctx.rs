@@ -586,7 +586,12 @@ impl Ctx {
                 },
                 counters: run.counters,
                 clock: Arc::default(),
-                parent_clock: Some(p.clock.clone()),
+                // The clock of the nearest run above: a context made by `Ctx::child` runs
+                // nothing itself, so a run in it is bound by the run that made it.
+                parent_clock: match p.stamp.role {
+                    Role::Child => p.parent_clock.clone(),
+                    Role::Host | Role::Run => Some(p.clock.clone()),
+                },
             }),
         }
     }
