@@ -821,3 +821,49 @@ async fn a_child_started_by_a_tool_of_its_own_ends_by_the_hosts_answer_time() {
         .expect("the child finished");
     assert_eq!(child, (Outcome::Completed, Some(Limit::Time)));
 }
+
+/// A tool of the run's own that takes longer than the run has left: with the reserve on it is
+/// stopped when only the answer's time is left, and the run answers, cut short by its time;
+/// with the reserve off the run times out without an answer, as before.
+#[tokio::test(start_paused = true)]
+async fn a_slow_tool_is_stopped_so_that_the_run_still_answers() {
+    for reserve in [true, false] {
+        let model = Arc::new(ScriptedModel::from_fn("scripted:test", move |req| {
+            let step = if asks_for_output(&req) {
+                ScriptStep::submit(good_findings())
+            } else {
+                ScriptStep::tool_call("slow", json!({}))
+            };
+            step.delayed(Duration::from_millis(200))
+        }));
+        let slow = subcontract::FnTool::new(
+            "slow",
+            "Takes its time.",
+            json!({"type": "object"}),
+            |_| async {
+                tokio::time::sleep(Duration::from_secs(3_600)).await;
+                subcontract::ToolOutput::text("done")
+            },
+        );
+        let mut tools = ToolSet::new();
+        tools.insert(slow).unwrap();
+        let ctx = Ctx::builder(model).tools(tools).build();
+        let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+            .description("Investigate a question and return findings.")
+            .system("CHILD r")
+            .tools(["slow"])
+            .max_turns(5)
+            .timeout(Duration::from_secs(20))
+            .answer_reserve(reserve)
+            .build()
+            .unwrap();
+        let r = spec.run(&json!({"question": "what?"}), &ctx).await;
+        if reserve {
+            assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+            assert_eq!(r.cut_short, Some(Limit::Time));
+            assert_eq!(r.output, Some(good_findings()));
+        } else {
+            assert_eq!(r.outcome, Outcome::Timeout, "{:?}", r.error);
+        }
+    }
+}

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -299,8 +300,26 @@ async fn run_in_order(
         }
         // An ordinary tool spends no budget, so one in progress when the run stops is
         // dropped, and the rest do not start.
-        let call = ready.run(ctx, turn, crate::telemetry::tool_span(c));
-        let output = ctx.unless_cancelled(call).await.unwrap_or_else(not_started);
+        let output = {
+            let call = ready.run(ctx, turn, crate::telemetry::tool_span(c));
+            let mut call = std::pin::pin!(ctx.unless_cancelled(call));
+            // Polled once first: a tool that answers at once (most do) needs no timer. One
+            // that does not is stopped when its run must answer by (published by a run that
+            // keeps an answer reserve), so that the time left is the answer's; sub-agents end
+            // by then on their own, with an answer.
+            let first = std::future::poll_fn(|cx| Poll::Ready(call.as_mut().poll(cx))).await;
+            match first {
+                Poll::Ready(output) => output,
+                Poll::Pending => match ctx.clocks().0.read() {
+                    None => call.await,
+                    Some((by, _)) => match tokio::time::timeout_at(by, call).await {
+                        Ok(output) => output,
+                        Err(_) => Some(ToolOutput::error(wording::STOPPED_FOR_ANSWER)),
+                    },
+                },
+            }
+        };
+        let output = output.unwrap_or_else(not_started);
         chars.admit(&output, max_chars);
         *slot = Slot::Ran(output);
     }
