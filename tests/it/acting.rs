@@ -402,7 +402,7 @@ async fn a_command_writes_only_in_its_copy_and_sees_no_host_secret() {
                 output_bytes,
                 duration_ms,
                 ..
-            } if &*e.run_id == r.run_id => {
+            } if *e.run_id == r.run_id => {
                 Some((program.clone(), *exit_code, *output_bytes, *duration_ms))
             }
             _ => None,
