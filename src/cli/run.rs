@@ -246,8 +246,10 @@ pub fn main(args: RunArgs, quiet: bool) -> u8 {
             return USAGE;
         }
     };
+    // Quiet, a run still says where changes no one applied were kept: that is part of how
+    // it ended, not progress.
     let progress: Option<std::sync::Arc<dyn subcontract::EventSink>> = if quiet {
-        None
+        Some(std::sync::Arc::new(KeptPatches))
     } else {
         Some(std::sync::Arc::new(Progress))
     };
@@ -350,6 +352,22 @@ fn read_input(input: &str) -> Result<Value, String> {
             format!("--input is not JSON: {e}")
         }
     })
+}
+
+/// With `--quiet`: only where each set of changes no one applied was kept.
+struct KeptPatches;
+
+impl subcontract::EventSink for KeptPatches {
+    fn emit(&self, e: &subcontract::Event) {
+        if let subcontract::EventKind::Changes(c) = &e.kind {
+            if let Some(p) = &c.patch {
+                eprintln!(
+                    "[{}] changes {} ({}): {} file(s), +{} -{}, kept in {p}",
+                    e.run_id, c.status, c.id, c.files, c.insertions, c.deletions
+                );
+            }
+        }
+    }
 }
 
 /// Progress on stderr: one line per model call, tool call and finished run.

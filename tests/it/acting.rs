@@ -1164,3 +1164,35 @@ fn a_batch_keeps_each_runs_patch_and_applies_none() {
     assert_ne!(patches[0], patches[1], "each run keeps its own patch");
     assert_eq!(worktrees(&s.ws), 1);
 }
+
+/// Quiet, a run whose changes failed their checks still says where they were kept: the patch
+/// is how it ended, not progress.
+#[test]
+fn a_quiet_failed_run_still_names_its_kept_patch() {
+    let s = setup(true);
+    let spec = s.ws.parent().unwrap().join("fixer.toml");
+    std::fs::write(&spec, fixer_toml("worktree", "")).unwrap();
+    let before = snapshot(&s.ws);
+    // An edit that does not fix the test, then the same submission until the turns run out.
+    let url = crate::common::chat_server(|n, _| {
+        Some(if n == 0 {
+            (
+                "edit_file".into(),
+                json!({"path": "inventory.py", "old": "t = 0", "new": "t = 0  # start"}),
+            )
+        } else {
+            ("submit_output".into(), json!({"cause": "not found"}))
+        })
+    });
+    let (code, err) = run_cli(&spec, &s, &url, &["-q"], None);
+    assert_eq!(code, Some(1), "{err}");
+    let kept = err
+        .lines()
+        .find_map(|l| l.split_once(", kept in ").map(|(_, p)| PathBuf::from(p)))
+        .unwrap_or_else(|| panic!("no kept patch on stderr: {err}"));
+    assert!(std::fs::read_to_string(&kept)
+        .unwrap()
+        .contains("t = 0  # start"));
+    assert!(!err.contains("turn 1"), "quiet prints no progress: {err}");
+    assert_eq!(snapshot(&s.ws), before);
+}
