@@ -867,3 +867,57 @@ async fn a_slow_tool_is_stopped_so_that_the_run_still_answers() {
         }
     }
 }
+
+/// A model-call limit is a budget too: a run that never stops calling tools under
+/// `max_model_calls` answers, cut short by its budget, on its last allowed call.
+#[tokio::test]
+async fn a_model_call_limit_keeps_a_call_for_the_answer() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let ctx = ctx_with(model, Budget::unlimited(), Arc::new(MemorySink::new()));
+    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_turns(50)
+        .max_model_calls(3)
+        .build()
+        .unwrap();
+    // As a sub-agent: forked with the spec's own limits.
+    let r = spec.run_child(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
+    assert_eq!(r.output, Some(good_findings()));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(r.cut_short, Some(Limit::Budget));
+}
+
+/// A model-call limit of one, for a spec with tools: no call is made, and the refusal names
+/// the limit to raise and the figure.
+#[tokio::test]
+async fn a_call_limit_too_small_to_work_and_answer_is_refused_with_the_figure() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
+    let ctx = ctx_with(model, Budget::unlimited(), Arc::new(MemorySink::new()));
+    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
+        .description("Investigate a question and return findings.")
+        .system("CHILD r")
+        .tools(["lookup"])
+        .max_model_calls(1)
+        .build()
+        .unwrap();
+    let r = spec.run_child(&json!({"question": "what?"}), &ctx).await;
+    assert_eq!(r.outcome, Outcome::BudgetExhausted);
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "no call was made");
+    let said = r
+        .error
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(
+        said.ends_with(
+            "not enough to start and still answer; raise that limit to at least 2 calls"
+        ),
+        "{said}"
+    );
+    assert!(r.refused_before_spend());
+}

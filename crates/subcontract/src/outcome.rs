@@ -184,9 +184,11 @@ pub enum Failure {
     },
     /// The budget could not pay for the run's first call and the answer reserve beside it
     /// (for a spec without tools, for even one output-only call), so the run made no call:
-    /// `raise_to` is the figure the refusing limit would have to be raised to (its spend and
-    /// reservations plus what was asked, rounded up to a hundredth of a cent).
-    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} USD")]
+    /// `raise_to` is the figure the refusing limit would have to be raised to: for a USD limit
+    /// its spend and reservations plus what was asked, rounded up to a hundredth of a cent;
+    /// for a model-call limit the calls used or in flight plus the two a working turn and its
+    /// answer take.
+    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} {}", if matches!(error, BudgetError::Calls { .. }) { "calls" } else { "USD" })]
     NoRoomToAnswer {
         /// The refusal.
         error: BudgetError,

@@ -50,11 +50,20 @@ impl Refusal {
     pub fn fix(&self) -> Option<String> {
         match self {
             Refusal::BatchBudget => None,
-            Refusal::SpecLimit(e) => Some(format!(
-                "{e}: the spec's own limit refuses the first model call of every input, so the \
-                 batch stops and writes no result for them; raise the spec's `max_cost_usd` or \
-                 lower its `max_tokens_per_turn`, then run the same command again"
-            )),
+            Refusal::SpecLimit(e) => {
+                let fix = match e {
+                    BudgetError::Calls { .. } => {
+                        "raise the spec's `max_model_calls` (a turn that may call tools and the \
+                         answer after it take two calls)"
+                    }
+                    _ => "raise the spec's `max_cost_usd` or lower its `max_tokens_per_turn`",
+                };
+                Some(format!(
+                    "{e}: the spec's own limit refuses the first model call of every input, so \
+                     the batch stops and writes no result for them; {fix}, then run the same \
+                     command again"
+                ))
+            }
         }
     }
 }

@@ -519,6 +519,11 @@ fn refusal(error: BudgetError, turn: u32, called: bool) -> Failure {
                 .normalize();
             Failure::NoRoomToAnswer { error, raise_to }
         }
+        // A model-call limit: the turn's call and the answer's.
+        BudgetError::Calls { used, .. } if !called => Failure::NoRoomToAnswer {
+            raise_to: Decimal::from(used.saturating_add(2)),
+            error,
+        },
         _ => Failure::Budget { error, turn },
     }
 }
