@@ -722,6 +722,22 @@ fn check_reports_workspace_mistakes_at_their_place() {
     .unwrap();
     let (code, text) = check(dir.path());
     assert_eq!(code, Some(0), "{text}");
+    // A tool that does not move to the copy (an MCP server's) is a warning at its place.
+    std::fs::write(
+        dir.path().join("acting.toml"),
+        "name = \"acting\"\ndescription = \"d\"\nsystem = \"s\"\n\
+         tools = [\"run_command\", \"mcp__fs__write_file\"]\n\
+         [workspace]\nisolation = \"copy\"\ncommands = [\"make\"]\n\
+         [input]\ntype = \"object\"\n[output]\ntype = \"string\"\nmaxLength = 10\n\
+         [[examples]]\ninput = {}\noutput = \"x\"\n",
+    )
+    .unwrap();
+    let (code, text) = check(dir.path());
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("acting.toml:4:25: warning[tool-outside-copy]"),
+        "{text}"
+    );
 }
 
 /// `subcontract check DIR`: its exit code, and what it printed.

@@ -155,6 +155,9 @@ pub mod codes {
     pub const INVALID_GLOB: &str = "invalid-glob";
     /// Warning: `[workspace] sandbox = "none"`: commands run without the OS sandbox.
     pub const NO_SANDBOX: &str = "no-sandbox";
+    /// Warning: an acting spec names a tool that does not work in the run's copy (a host's
+    /// own tool or an MCP server's), so it sees, and may change, the parent's files.
+    pub const TOOL_OUTSIDE_COPY: &str = "tool-outside-copy";
     /// Warning: the spec has no `[[examples]]`, so its contracts are checked against nothing.
     pub const NO_EXAMPLES: &str = "no-examples";
     /// A schema keyword outside the draft 2020-12 vocabulary (a typo such as `maxLenght`):

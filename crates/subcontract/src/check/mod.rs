@@ -490,6 +490,28 @@ fn check_set(specs: &[RawSpec], opts: &CheckOptions) -> Vec<Diagnostic> {
                     ),
                 ));
             }
+            // Only the built-in tools (and sub-agents, from the run's copy) move to an acting
+            // run's copy; a host's own tool or an MCP server's works where it was made.
+            if r.def.workspace.acts()
+                && (catalogue.contains(name) || name.starts_with("mcp__"))
+                && !BUILTIN_TOOLS.contains(&name)
+                && !ACT_TOOLS.contains(&name)
+                && !node_of.contains_key(name)
+            {
+                let mut d = err(
+                    r,
+                    pos,
+                    codes::TOOL_OUTSIDE_COPY,
+                    format!(
+                        "`{name}` does not work in this run's copy (only the built-in tools and \
+                         sub-agents do): it sees the files its host or server sees, the \
+                         parent's included, and what it writes there is not a change the parent \
+                         accepts; give an acting spec only such tools that write nothing"
+                    ),
+                );
+                d.severity = crate::diag::Severity::Warning;
+                out.push(d);
+            }
             if let Some(&j) = node_of.get(name) {
                 edges[i].push((j, k));
             } else if catalogue.contains(name) {
