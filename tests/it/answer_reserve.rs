@@ -46,10 +46,7 @@ fn priced() -> PriceTable {
 }
 
 fn looping_spec(name: &str, max_turns: u32, reserve: bool) -> SubAgentSpec<Value, Value> {
-    SubAgentSpec::dynamic(name, question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system(format!("CHILD {name}"))
-        .tools(["lookup"])
+    research_builder(name, &["lookup"])
         .max_turns(max_turns)
         .max_tokens_per_turn(100)
         .answer_reserve(reserve)
@@ -181,10 +178,7 @@ async fn a_slow_model_that_never_stops_answers_cut_short_by_its_timeout() {
     // Each call takes 200 ms of a 1 s timeout.
     let model = never_stops(good_findings(), Duration::from_millis(200), calls.clone());
     let ctx = ctx_with(model, Budget::unlimited(), sink.clone());
-    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD r")
-        .tools(["lookup"])
+    let spec = research_builder("r", &["lookup"])
         .max_turns(50)
         .timeout(Duration::from_secs(1))
         .build()
@@ -198,10 +192,7 @@ async fn a_slow_model_that_never_stops_answers_cut_short_by_its_timeout() {
     assert_eq!(forced.last(), Some(&Some(Forced::Time)), "{forced:?}");
 
     // Off: the same run times out with nothing.
-    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD r")
-        .tools(["lookup"])
+    let spec = research_builder("r", &["lookup"])
         .max_turns(50)
         .timeout(Duration::from_secs(1))
         .answer_reserve(false)
@@ -487,10 +478,7 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
         };
         step.delayed(Duration::from_millis(100))
     }));
-    let child = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD research")
-        .tools(["lookup"])
+    let child = research_builder("research", &["lookup"])
         .max_turns(1_000)
         .timeout(Duration::from_secs(60))
         .build()
@@ -541,53 +529,15 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
 /// `answer`. Each reply reports 400 prompt and 20 completion tokens. Returns the base URL;
 /// the server thread ends with the test process.
 fn reading_server(answer: Value) -> String {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a local port");
-    let url = format!("http://{}/v1", listener.local_addr().expect("address"));
-    std::thread::spawn(move || {
-        for (n, stream) in listener.incoming().enumerate() {
-            let Ok(mut stream) = stream else { continue };
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-            let mut length = 0usize;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; length.min(1 << 22)];
-            if reader.read_exact(&mut body).is_err() {
-                continue;
-            }
-            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let tools = req["tools"].as_array().map_or(0, Vec::len);
-            let (name, args) = if tools == 1 {
-                (SUBMIT_TOOL.to_owned(), answer.to_string())
-            } else {
-                let path = format!("notes{}.txt", n % 20);
-                ("read_file".to_owned(), json!({ "path": path }).to_string())
-            };
-            let reply = json!({
-                "id": format!("c{n}"), "object": "chat.completion", "created": 0, "model": "mock",
-                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                    "role": "assistant", "content": null,
-                    "tool_calls": [{"id": format!("t{n}"), "type": "function",
-                        "function": {"name": name, "arguments": args}}]}}],
-                "usage": {"prompt_tokens": 400, "completion_tokens": 20, "total_tokens": 420}
-            })
-            .to_string();
-            let _ = write!(
-                stream,
-                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                reply.len()
-            );
-        }
-    });
-    url
+    chat_server(move |n, req| {
+        let tools = req["tools"].as_array().map_or(0, Vec::len);
+        Some(if tools == 1 {
+            (SUBMIT_TOOL.to_owned(), answer.clone())
+        } else {
+            let path = format!("notes{}.txt", n % 20);
+            ("read_file".to_owned(), json!({ "path": path }))
+        })
+    })
 }
 
 /// From the command line: a model that never stops reading, under a spec's own cap, answers
@@ -691,10 +641,7 @@ async fn time_running_out_during_a_repair_ends_invalid_output() {
         }));
         let sink = Arc::new(MemorySink::new());
         let ctx = ctx_with(model, Budget::unlimited(), sink);
-        let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-            .description("Investigate a question and return findings.")
-            .system("CHILD r")
-            .tools(["lookup"])
+        let spec = research_builder("r", &["lookup"])
             .max_turns(5)
             .timeout(Duration::from_secs(5))
             .answer_reserve(reserve)
@@ -779,10 +726,7 @@ async fn a_child_started_by_a_tool_of_its_own_ends_by_the_hosts_answer_time() {
         step.delayed(Duration::from_millis(if host { 100 } else { 1_000 }))
     }));
     // Its own timeout is far away: only the host's time can end it.
-    let child = SubAgentSpec::dynamic("research", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD research")
-        .tools(["lookup"])
+    let child = research_builder("research", &["lookup"])
         .max_turns(1000)
         .timeout(Duration::from_secs(10_000))
         .build()
@@ -848,10 +792,7 @@ async fn a_slow_tool_is_stopped_so_that_the_run_still_answers() {
         let mut tools = ToolSet::new();
         tools.insert(slow).unwrap();
         let ctx = Ctx::builder(model).tools(tools).build();
-        let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-            .description("Investigate a question and return findings.")
-            .system("CHILD r")
-            .tools(["slow"])
+        let spec = research_builder("r", &["slow"])
             .max_turns(5)
             .timeout(Duration::from_secs(20))
             .answer_reserve(reserve)
@@ -875,10 +816,7 @@ async fn a_model_call_limit_keeps_a_call_for_the_answer() {
     let calls = Arc::new(AtomicUsize::new(0));
     let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
     let ctx = ctx_with(model, Budget::unlimited(), Arc::new(MemorySink::new()));
-    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD r")
-        .tools(["lookup"])
+    let spec = research_builder("r", &["lookup"])
         .max_turns(50)
         .max_model_calls(3)
         .build()
@@ -898,10 +836,7 @@ async fn a_call_limit_too_small_to_work_and_answer_is_refused_with_the_figure() 
     let calls = Arc::new(AtomicUsize::new(0));
     let model = never_stops(good_findings(), Duration::ZERO, calls.clone());
     let ctx = ctx_with(model, Budget::unlimited(), Arc::new(MemorySink::new()));
-    let spec = SubAgentSpec::dynamic("r", question_schema(), findings_schema())
-        .description("Investigate a question and return findings.")
-        .system("CHILD r")
-        .tools(["lookup"])
+    let spec = research_builder("r", &["lookup"])
         .max_model_calls(1)
         .build()
         .unwrap();

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use subcontract::model::{ModelRequest, ScriptStep, ScriptedModel};
-use subcontract::{SubAgentSpec, ToolOutput};
+use subcontract::{SpecBuilder, SubAgentSpec, ToolOutput};
 
 pub fn findings_schema() -> Value {
     json!({
@@ -32,13 +32,19 @@ pub fn good_findings() -> Value {
 
 /// A sub-agent spec over JSON with the findings contract.
 pub fn research_spec(name: &str, tools: &[&str]) -> SubAgentSpec<Value, Value> {
+    research_builder(name, tools)
+        .max_turns(4)
+        .build()
+        .expect("the test spec is valid")
+}
+
+/// The builder of [`research_spec`], its limits left to the caller (system prompt `CHILD
+/// <name>`, which scripted models answer by).
+pub fn research_builder(name: &str, tools: &[&str]) -> SpecBuilder<Value, Value> {
     SubAgentSpec::dynamic(name, question_schema(), findings_schema())
         .description("Investigate a question and return findings.")
         .system(format!("CHILD {name}"))
         .tools(tools.iter().copied())
-        .max_turns(4)
-        .build()
-        .expect("the test spec is valid")
 }
 
 /// A host spec whose output is bounded text.
