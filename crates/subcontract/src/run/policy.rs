@@ -68,10 +68,10 @@ pub(super) struct ModelCall<'a> {
 }
 
 /// The share step, before the reservation (so that a waiting sibling holds no budget others
-/// could use): the run's first call (`first`) of a fan-out sibling waits for the first
-/// sibling's. What it returns is held until the call is over.
-pub(super) async fn share(ctx: &Ctx, first: bool) -> Result<Option<crate::ctx::Opener>, Failure> {
-    match ctx.siblings().filter(|_| first) {
+/// could use), taken for a run's first call only: that call of a fan-out sibling waits for the
+/// first sibling's. What it returns is held until the call is over.
+pub(super) async fn share(ctx: &Ctx) -> Result<Option<crate::ctx::Opener>, Failure> {
+    match ctx.siblings() {
         Some(share) => ctx
             .unless_cancelled(share.enter())
             .await

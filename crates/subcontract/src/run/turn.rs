@@ -901,7 +901,7 @@ pub(super) async fn turns(
             // call is over.
             // (Only a run's first call may wait: no future is made for the others.)
             let _opener = if st.turns == 0 && plan.caching {
-                super::policy::share(ctx, true).await?
+                super::policy::share(ctx).await?
             } else {
                 None
             };
