@@ -158,9 +158,18 @@ struct Fanout {
 struct Counters {
     // Children made from this run.
     children: Arc<AtomicU32>,
+    // What is this run's alone (one allocation a run).
+    own: Arc<RunOwn>,
+}
+
+/// What every view of one run shares and no other run does.
+#[derive(Default)]
+struct RunOwn {
     // Runs started from this context as root runs (`next_run`), so that each gets an id of its
     // own; in a child context made for a caller, whether its own run has started.
-    runs: Arc<AtomicU32>,
+    runs: AtomicU32,
+    // When this run must answer by, for its sub-agents (written by the run as it goes).
+    clock: RunClock,
 }
 
 /// What a run started from a context owns ([`Ctx::fork`]).
@@ -185,10 +194,8 @@ struct Inner {
     cancel: CancellationToken,
     fanout: Fanout,
     counters: Counters,
-    // When this run must answer by, for its sub-agents (written by the run as it goes), and
-    // its parent's, which bounds this run's own.
-    clock: Arc<RunClock>,
-    parent_clock: Option<Arc<RunClock>>,
+    // The run above's own part, whose clock bounds this run's (see `Counters::own`).
+    parent_clock: Option<Arc<RunOwn>>,
 }
 
 /// Run id, parent run id, depth, capabilities (tools), budget, approval gate, event sink,
@@ -410,7 +417,6 @@ impl CtxBuilder {
                 cancel: self.cancel,
                 fanout: Fanout::default(),
                 counters: Counters::default(),
-                clock: Arc::default(),
                 parent_clock: None,
             }),
         }
@@ -560,7 +566,7 @@ impl Ctx {
             // A run's context starts no root run (`next_run`), so it counts none.
             counters: Counters {
                 children,
-                runs: Arc::default(),
+                own: Arc::default(),
             },
             siblings: p.fanout.siblings.clone(),
         })
@@ -585,12 +591,11 @@ impl Ctx {
                     siblings: run.siblings,
                 },
                 counters: run.counters,
-                clock: Arc::default(),
                 // The clock of the nearest run above: a context made by `Ctx::child` runs
                 // nothing itself, so a run in it is bound by the run that made it.
                 parent_clock: match p.stamp.role {
                     Role::Child => p.parent_clock.clone(),
-                    Role::Host | Role::Run => Some(p.clock.clone()),
+                    Role::Host | Role::Run => Some(p.counters.own.clone()),
                 },
             }),
         }
@@ -685,7 +690,7 @@ impl Ctx {
     /// a child of that run; in a run's context (a root run's, a sub-agent's, any view of
     /// either), a child of that run.
     pub(crate) fn next_run(&self) -> NextRun {
-        let runs = &self.inner.counters.runs;
+        let runs = &self.inner.counters.own.runs;
         match self.inner.stamp.role {
             Role::Host => NextRun::Root(runs.fetch_add(1, Ordering::Relaxed) + 1),
             Role::Child => {
@@ -704,7 +709,7 @@ impl Ctx {
     pub(crate) fn is_run(&self) -> bool {
         match self.inner.stamp.role {
             Role::Host => false,
-            Role::Child => self.inner.counters.runs.load(Ordering::Relaxed) > 0,
+            Role::Child => self.inner.counters.own.runs.load(Ordering::Relaxed) > 0,
             Role::Run => true,
         }
     }
@@ -769,7 +774,10 @@ impl Ctx {
     }
     /// This run's clock, and its parent's: when each must answer by.
     pub(crate) fn clocks(&self) -> (&RunClock, Option<&RunClock>) {
-        (&self.inner.clock, self.inner.parent_clock.as_deref())
+        (
+            &self.inner.counters.own.clock,
+            self.inner.parent_clock.as_deref().map(|o| &o.clock),
+        )
     }
     /// Its cancellation token.
     pub fn cancellation(&self) -> &CancellationToken {

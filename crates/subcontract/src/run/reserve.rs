@@ -135,6 +135,10 @@ impl Reserve {
         slowest: Duration,
     ) -> Self {
         let on = spec.def.limits.answer_reserve;
+        if on {
+            // What the run publishes for its sub-agents is counted from here.
+            ctx.clocks().0.start(start);
+        }
         let mut r = Reserve {
             on,
             limited: on && ctx.budget().is_limited(),
