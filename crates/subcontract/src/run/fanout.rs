@@ -380,6 +380,18 @@ impl ResultChars {
 /// Replaces the output of each call that ran, past the turn's character limit in call order,
 /// with an error saying so: what one response's calls add to the next request is bounded.
 fn bound_results(slots: &mut [Slot], max_chars: usize) {
+    // A character is at least one byte, so results whose bytes fit fit: the usual turn, whose
+    // results are far under the limit, counts no characters.
+    let bytes = slots
+        .iter()
+        .map(|s| match s {
+            Slot::Ran(o) => o.content.len(),
+            _ => 0,
+        })
+        .fold(0, usize::saturating_add);
+    if bytes <= max_chars {
+        return;
+    }
     let mut chars = ResultChars::default();
     for slot in slots {
         if let Slot::Ran(o) = slot {
@@ -394,4 +406,37 @@ fn bound_results(slots: &mut [Slot], max_chars: usize) {
 /// The result of a tool call the run stopped before it finished.
 fn not_started() -> ToolOutput {
     ToolOutput::error(wording::NOT_FINISHED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ran(text: &str) -> Slot {
+        Slot::Ran(ToolOutput::text(text))
+    }
+
+    fn withheld(slots: &[Slot]) -> Vec<bool> {
+        slots
+            .iter()
+            .map(|s| matches!(s, Slot::Ran(o) if o.is_error))
+            .collect()
+    }
+
+    #[test]
+    fn the_result_limit_counts_characters_not_bytes() {
+        // 4 characters each, 21 bytes in all: their bytes pass a limit of 10 that their
+        // characters (8) do not.
+        let mut slots = vec![ran("ééé€"), ran("€€€€")];
+        bound_results(&mut slots, 10);
+        assert_eq!(withheld(&slots), [false, false]);
+        // Characters past the limit: the first that does not fit is withheld.
+        let mut slots = vec![ran("ééé€"), ran("€€€€"), ran("ab")];
+        bound_results(&mut slots, 9);
+        assert_eq!(withheld(&slots), [false, false, true]);
+        // Under the limit in bytes: nothing is withheld.
+        let mut slots = vec![ran("abc"), Slot::Done(ToolOutput::text("x")), ran("de")];
+        bound_results(&mut slots, 5);
+        assert_eq!(withheld(&slots), [false, false, false]);
+    }
 }
