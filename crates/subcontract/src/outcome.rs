@@ -188,10 +188,11 @@ pub enum Failure {
     /// its spend and reservations plus what was asked, rounded up to a hundredth of a cent;
     /// for a model-call limit the calls used or in flight plus the two a working turn and its
     /// answer take.
-    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} {}", if matches!(error, BudgetError::Calls { .. }) { "calls" } else { "USD" })]
+    #[error("{error}: not enough to start and still answer; raise that limit to at least {raise_to} {}", if matches!(**error, BudgetError::Calls { .. }) { "calls" } else { "USD" })]
     NoRoomToAnswer {
-        /// The refusal.
-        error: BudgetError,
+        /// The refusal (boxed: this rare variant would otherwise make every `Failure`, and
+        /// every result that may hold one, larger).
+        error: Box<BudgetError>,
         /// The limit that one answer needs.
         raise_to: Decimal,
     },
@@ -302,7 +303,8 @@ impl Failure {
     /// The budget refusal, when a reservation was refused.
     pub fn budget_error(&self) -> Option<&BudgetError> {
         match self {
-            Failure::Budget { error, .. } | Failure::NoRoomToAnswer { error, .. } => Some(error),
+            Failure::Budget { error, .. } => Some(error),
+            Failure::NoRoomToAnswer { error, .. } => Some(error),
             _ => None,
         }
     }

@@ -78,9 +78,16 @@ pub(crate) fn own_copy(ctx: &Ctx) -> Option<&Arc<RunCopy>> {
 /// violations, if any, as an output's are reported, for the model to repair; none for a run
 /// without a copy of its own.
 pub(crate) async fn check_submission(ctx: &Ctx) -> Vec<Violation> {
-    let Some(copy) = own_copy(ctx) else {
-        return Vec::new();
-    };
+    match own_copy(ctx) {
+        // Boxed: the checks' future (a command's, with its output) is large, and every run's
+        // future would otherwise hold room for it, acting or not.
+        Some(copy) => Box::pin(check_copy(ctx, copy)).await,
+        None => Vec::new(),
+    }
+}
+
+/// [`check_submission`] in the run's own `copy`.
+async fn check_copy(ctx: &Ctx, copy: &Arc<RunCopy>) -> Vec<Violation> {
     let violation = |message: String| Violation {
         path: "/changes".into(),
         message,

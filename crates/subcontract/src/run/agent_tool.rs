@@ -61,7 +61,7 @@ impl AgentTool {
             super::run_child_carrying(&self.spec, args, ctx, OutputText::Write, check).await;
         let changes = r.changes.take().filter(|c| !c.is_empty());
         let cut_short = r.cut_short;
-        let out = match (r.outcome, r.output) {
+        let mut out = match (r.outcome, r.output) {
             // The compact JSON was written when the output was checked.
             (Outcome::Completed, Some((Some(text), value))) => {
                 // A spec over JSON values holds its output as one; a typed spec's output is
@@ -92,14 +92,10 @@ impl AgentTool {
                 r.error.as_ref(),
             )),
         };
-        with_cut_short(out, cut_short)
+        // A parent model is told its sub-agent was cut short, and by what.
+        if let Some(limit) = cut_short {
+            out.content.push_str(&super::wording::cut_short_note(limit));
+        }
+        out
     }
-}
-
-/// `out` with the note that says its sub-agent was cut short, and by what, if it was.
-fn with_cut_short(mut out: ToolOutput, cut_short: Option<crate::outcome::Limit>) -> ToolOutput {
-    if let Some(limit) = cut_short {
-        out.content.push_str(&super::wording::cut_short_note(limit));
-    }
-    out
 }

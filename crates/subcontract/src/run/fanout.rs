@@ -312,7 +312,9 @@ async fn run_in_order(
                 Poll::Ready(output) => output,
                 Poll::Pending => match ctx.clocks().0.read() {
                     None => call.await,
-                    Some((by, _)) => match tokio::time::timeout_at(by, call).await {
+                    // Boxed: a timer is large, and only a tool that did not answer at once
+                    // needs one (a turn's future would otherwise hold room for it).
+                    Some((by, _)) => match Box::pin(tokio::time::timeout_at(by, call)).await {
                         Ok(output) => output,
                         Err(_) => Some(ToolOutput::error(wording::STOPPED_FOR_ANSWER)),
                     },

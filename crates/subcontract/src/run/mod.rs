@@ -239,11 +239,11 @@ async fn run_owned(
                     Some(c) => &*copy.insert(c),
                     None => ctx,
                 };
-                let reserve = reserve::Reserve::new(spec, ctx, (t_start, end), slowest);
                 // Pinned here and lent, not moved in: an async fn keeps a future it takes by
                 // value twice (its argument and the pinned local), and this one is most of a
                 // run's size.
-                let body = std::pin::pin!(turns(spec, input, ctx, text, &mut st, reserve));
+                let times = (t_start, end, slowest);
+                let body = std::pin::pin!(turns(spec, &input, ctx, text, &mut st, times));
                 run_until_stopped(ctx, (t_start, end), body).await
             }
         },

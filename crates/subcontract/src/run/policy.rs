@@ -81,20 +81,20 @@ pub(super) async fn share(ctx: &Ctx) -> Result<Option<crate::ctx::Opener>, Failu
 }
 
 /// One model call through its steps after the budget's (see the module's documentation),
-/// with the `reservation` made for it; the answer, and what `read` makes of it before the call
-/// is reported (the event says what its text was read as). The turn counts once the model
-/// answered. A run that stops during a step ends the call there: what it reserved is released,
-/// and no model call starts after the cancellation. `admitted_at` is when the call's admission
-/// read the clock, if it did: the call's time starts there (no await comes between, unless a
-/// spend journal's), and the answer comes back with when the model answered, so that a call
-/// costs two clock reads for both its event and the answer reserve.
+/// with the `reservation` made for it; the answer, and what `read` makes of it (told when the
+/// model answered) before the call is reported (the event says what its text was read as).
+/// The turn counts once the model answered. A run that stops during a step ends the call
+/// there: what it reserved is released, and no model call starts after the cancellation.
+/// `admitted_at` is when the call's admission read the clock, if it did: the call's time
+/// starts there (no await comes between, unless a spend journal's), so that a call costs two
+/// clock reads for both its event and the answer reserve.
 pub(super) async fn call_model<R>(
     ctx: &Ctx,
     call: ModelCall<'_>,
     (reservation, admitted_at): (Reservation, Option<tokio::time::Instant>),
     st: &mut LoopState,
-    read: impl FnOnce(&ModelResponse) -> (R, Option<TextRead>),
-) -> Result<(ModelResponse, R, tokio::time::Instant), Failure> {
+    read: impl FnOnce(&ModelResponse, tokio::time::Instant) -> (R, Option<TextRead>),
+) -> Result<(ModelResponse, R), Failure> {
     let ModelCall {
         request,
         worst,
@@ -142,7 +142,7 @@ pub(super) async fn call_model<R>(
     st.usage += response.usage;
     st.cost = st.cost.saturating_add(cost);
     // 4. Report, after.
-    let (read, text_read_as) = read(&response);
+    let (read, text_read_as) = read(&response, answered_at);
     let answer = Detail::Answer {
         text: response.text.as_deref(),
         calls: &response.tool_calls,
@@ -164,7 +164,7 @@ pub(super) async fn call_model<R>(
     if over.is_some() && ctx.budget().remaining_usd().is_some() {
         return Err(overbilled(response.usage, turn, cost, reserved, max_tokens));
     }
-    Ok((response, read, answered_at))
+    Ok((response, read))
 }
 
 /// The budget step after an answered call: its actual cost settled. The amount reserved, and

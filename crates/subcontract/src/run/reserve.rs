@@ -238,59 +238,47 @@ impl Reserve {
         self.checking = true;
     }
 
-    /// [`admit`](Self::admit) in its usual case, answered at once: a run that keeps no
-    /// reserve, or whose budgets have no limit, reserving a turn that needs no reserve beside
-    /// it without waiting. `None` leaves the turn to `admit`, having reserved nothing and
-    /// decided nothing `admit` would decide otherwise. No future is made for it.
+    /// [`admit`](Self::admit) in its usual case, answered at once: a turn that neither a limit
+    /// nor the time left makes the last one, in a run that keeps no reserve or whose budgets
+    /// have no limit, reserved without waiting. `None` leaves the turn to `admit`, having
+    /// reserved nothing and decided nothing: a refusal, a wait, a cut and a timeout are all
+    /// `admit`'s, which asks again. No future is made for it, and no error is moved through it.
+    ///
+    /// It does not look at the run's cancellation: the turn loop did, and the one wait since
+    /// (a fan-out sibling's first call, for its cache) stops on it.
     #[inline]
     pub(super) fn admit_now(
         &mut self,
         ctx: &Ctx,
         forced: Option<Forced>,
-        (turn, called): (u32, bool),
         call: Decimal,
-    ) -> Option<Result<Admitted, Failure>> {
-        if self.on && self.limited {
-            // A limited budget takes a hold beside the call.
+    ) -> Option<Admitted> {
+        // A limited budget takes a hold beside the call; a cut or the last turn is decided
+        // by `admit`.
+        if self.limited || self.cut.is_some() || forced == Some(Forced::LastTurn) {
             return None;
         }
-        // What `admit` does up to its reservation, for a turn that neither a limit nor the
-        // time left makes the last one.
-        if forced == Some(Forced::LastTurn) && self.cut.is_none() {
-            self.cut = Some(Limit::Turns);
-        }
-        if !self.on {
-            let reserved = plain_now(ctx, call, turn)?;
-            return Some(reserved.map(|reservation| Admitted {
-                forced,
-                reservation,
-                worst: call,
-                without_last: false,
-            }));
-        }
-        let now = self.now();
-        let forced = match self.cut {
-            Some(Limit::Budget) if !output_alone(forced) => Some(Forced::Budget),
-            Some(Limit::Time) if !output_alone(forced) => Some(Forced::Time),
-            _ => forced,
-        };
-        if self.time_short(now, 1) && (!called || self.cut == Some(Limit::Time)) {
-            return Some(Err(Failure::Timeout(self.timeout)));
-        }
-        let last = forced == Some(Forced::LastTurn) || self.cut.is_some_and(|l| l != Limit::Turns);
-        if last || (!output_alone(forced) && self.time_short(now, 2)) {
-            return None;
-        }
-        let reserved = plain_now(ctx, call, turn)?;
-        Some(reserved.map(|reservation| {
-            self.mark = Some(now);
-            Admitted {
-                forced,
-                reservation,
-                worst: call,
-                without_last: false,
+        let now = if self.on {
+            let now = self.now();
+            // A turn that may call tools needs two answers' time; one asking for the output
+            // alone, one.
+            if self.time_short(now, if output_alone(forced) { 1 } else { 2 }) {
+                return None;
             }
-        }))
+            Some(now)
+        } else {
+            None
+        };
+        let reservation = ctx.budget().reserve_now(call)?.ok()?;
+        if now.is_some() {
+            self.mark = now;
+        }
+        Some(Admitted {
+            forced,
+            reservation,
+            worst: call,
+            without_last: false,
+        })
     }
 
     /// The one question of a turn: whether `turn`'s call may call tools or must ask for the
@@ -521,12 +509,15 @@ fn refusal(error: BudgetError, turn: u32, called: bool) -> Failure {
                 .saturating_add(*requested)
                 .round_dp_with_strategy(4, RoundingStrategy::AwayFromZero)
                 .normalize();
-            Failure::NoRoomToAnswer { error, raise_to }
+            Failure::NoRoomToAnswer {
+                error: Box::new(error),
+                raise_to,
+            }
         }
         // A model-call limit: the turn's call and the answer's.
         BudgetError::Calls { used, .. } if !called => Failure::NoRoomToAnswer {
             raise_to: Decimal::from(used.saturating_add(2)),
-            error,
+            error: Box::new(error),
         },
         _ => Failure::Budget { error, turn },
     }

@@ -17,6 +17,9 @@ mod text;
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rust_decimal::Decimal;
 use serde_json::Value;
@@ -682,6 +685,22 @@ struct Progress {
 }
 
 impl Progress {
+    /// How the run ends on `f` while an answer that failed its checks waits for its repair:
+    /// with the reserve `on`, on those violations when it is the money or the time that ran
+    /// out (a stop, here, is the run's time: `run_until_stopped` keeps a cancellation one), so
+    /// that it never ends as if it had no answer at all; otherwise on `f`.
+    fn stopped(&mut self, f: Failure, on: bool) -> Failure {
+        match f {
+            Failure::Budget { .. } | Failure::Timeout(_) | Failure::Cancelled if on => {
+                match self.last_invalid.take() {
+                    Some(v) => Failure::InvalidOutput(v),
+                    None => f,
+                }
+            }
+            f => f,
+        }
+    }
+
     /// Why `turn` asks for the output alone, if it does (what the turn before asked for is
     /// used up here).
     fn forced(&mut self, spec: &SpecCore, plan: &Plan<'_>, turn: u32) -> Option<Forced> {
@@ -868,20 +887,26 @@ impl Progress {
 
 /// The run's turns: each a model call, then the output checked (and a repair asked for) or the
 /// tool calls run, until an output is accepted, the turns run out, the run stalls or it stops.
+///
+/// `times` are the run's start and end and the first estimate of a model call's time, of
+/// which its [`Reserve`] is made here. (Made by the caller and moved in, it and `input` would
+/// take their room in this future twice: as its argument and as its local.)
 pub(super) async fn turns(
     spec: &SpecCore,
-    input: Value,
+    input: &Value,
     ctx: &Ctx,
     out: OutputText,
     st: &mut LoopState,
-    mut reserve: Reserve,
+    times: (Instant, Instant, Duration),
 ) -> TurnsResult {
     let (plan, tools_bytes) = Plan::new(spec, ctx)?;
+    let (start, end, slowest) = times;
+    let mut reserve = Reserve::new(spec, ctx, (start, end), slowest);
     let mut progress = Progress {
-        convo: Conversation::new(spec, plan.system.len(), tools_bytes, &input),
+        convo: Conversation::new(spec, plan.system.len(), tools_bytes, input),
         evidence: spec.grounding.as_ref().map(|g| {
             let mut ev = Evidence::for_run(g, spec.def.levers.grounding_pointers);
-            ev.add_input(&input);
+            ev.add_input(input);
             ev
         }),
         last_invalid: None,
@@ -889,111 +914,95 @@ pub(super) async fn turns(
         force_next: None,
     };
     let on = reserve.is_on();
-    // The turns, in a block whose every way out comes back here (see below).
-    let ended = async {
-        for turn in 1..=spec.def.limits.max_turns {
-            // No model call starts once the run is stopping.
-            if ctx.cancellation().is_cancelled() {
-                return Err(Failure::Cancelled);
-            }
-            let forced = progress.forced(spec, &plan, turn);
-            // The share step comes before the reservation (see `policy`), and is held until the
-            // call is over.
-            // (Only a run's first call may wait: no future is made for the others.)
-            let _opener = if st.turns == 0 && plan.caching {
-                super::policy::share(ctx).await?
-            } else {
-                None
-            };
-            let bytes = progress.convo.bytes;
-            let ask = Ask {
-                call: plan.worst(spec, bytes),
-                after: || plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
-                without_last: || plan.worst(spec, progress.convo.without_last().1),
-            };
-            let called = st.turns > 0;
-            let admitted = match reserve.admit_now(ctx, forced, (turn, called), ask.call) {
-                Some(admitted) => admitted,
-                None => reserve.admit(ctx, forced, turn, called, ask).await,
-            };
-            let admitted = match admitted {
-                Ok(a) => a,
-                // An answer that failed its checks, with no money or time left to repair it: the
-                // run ends on those violations, never on an output that did not pass.
-                Err(Failure::Budget { .. } | Failure::Timeout(_))
-                    if reserve.is_on() && progress.last_invalid.is_some() =>
-                {
-                    let v = progress.last_invalid.take().unwrap_or_default();
-                    return Err(Failure::InvalidOutput(v));
-                }
-                Err(f) => return Err(f),
-            };
-            let req = plan.request(admitted.forced);
-            let messages = if admitted.without_last {
-                progress.convo.without_last().0
-            } else {
-                &progress.convo.messages[..]
-            };
-            let call = plan.call(spec, &req, messages, admitted.worst, turn);
-            let reserved = (admitted.reservation, reserve.admitted_at());
-            let (response, reading, at) = call_model(ctx, call, reserved, st, |r| {
-                let reading = Reading::of(r, &plan, &req);
-                let read_as = reading.event();
-                (reading, read_as)
-            })
-            .await?;
-            reserve.answered(ctx, at);
-            // A last turn that repairs an answer the model already gave did not cut the run
-            // short: it had finished its work.
-            let repair = forced == Some(Forced::LastTurn) && progress.last_invalid.is_some();
-            st.cut_short = reserve
-                .cut_short()
-                .filter(|l| !(repair && *l == Limit::Turns));
-            let check = Check {
-                spec,
-                ctx,
-                plan: &plan,
-                turn,
-                out,
-            };
-            let tally = &mut st.rejections;
-            let done = match Answer::of(response, reading, &plan, turn) {
-                Answer::Text { text, value } => {
-                    let done = progress.text_answer(&check, tally, text, value).await;
-                    reserve.checked();
-                    done
-                }
-                Answer::Calls { text, calls } => {
-                    let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
-                    let done = progress
-                        .tool_calls(&check, tally, &req, text, calls)
-                        .await?;
-                    if submits_alone {
-                        reserve.checked();
-                    }
-                    done
-                }
-            };
-            if let Some(done) = done {
-                return Ok(done);
-            }
+    for turn in 1..=spec.def.limits.max_turns {
+        // No model call starts once the run is stopping.
+        if ctx.cancellation().is_cancelled() {
+            return Err(progress.stopped(Failure::Cancelled, on));
         }
-        Err(match progress.last_invalid.take() {
-            Some(v) => Failure::InvalidOutput(v),
-            None => Failure::MaxTurns {
-                turns: spec.def.limits.max_turns,
+        let forced = progress.forced(spec, &plan, turn);
+        // The share step comes before the reservation (see `policy`), and is held until the
+        // call is over.
+        // (Only a run's first call may wait: no future is made for the others.)
+        let _opener = if st.turns == 0 && plan.caching {
+            match super::policy::share(ctx).await {
+                Ok(opener) => opener,
+                Err(f) => return Err(progress.stopped(f, on)),
+            }
+        } else {
+            None
+        };
+        let bytes = progress.convo.bytes;
+        let ask = Ask {
+            call: plan.worst(spec, bytes),
+            after: || plan.worst(spec, bytes.saturating_add(reserve::growth(spec))),
+            without_last: || plan.worst(spec, progress.convo.without_last().1),
+        };
+        let admitted = match reserve.admit_now(ctx, forced, ask.call) {
+            Some(admitted) => admitted,
+            None => match reserve.admit(ctx, forced, turn, st.turns > 0, ask).await {
+                Ok(a) => a,
+                Err(f) => return Err(progress.stopped(f, on)),
             },
+        };
+        let req = plan.request(admitted.forced);
+        let messages = if admitted.without_last {
+            progress.convo.without_last().0
+        } else {
+            &progress.convo.messages[..]
+        };
+        let call = plan.call(spec, &req, messages, admitted.worst, turn);
+        let reserved = (admitted.reservation, reserve.admitted_at());
+        let reserve = &mut reserve;
+        let answered = call_model(ctx, call, reserved, st, |r, at| {
+            reserve.answered(ctx, at);
+            let reading = Reading::of(r, &plan, &req);
+            let read_as = reading.event();
+            (reading, read_as)
         })
+        .await;
+        let (response, reading) = match answered {
+            Ok(answered) => answered,
+            Err(f) => return Err(progress.stopped(f, on)),
+        };
+        // A last turn that repairs an answer the model already gave did not cut the run
+        // short: it had finished its work.
+        let repair = forced == Some(Forced::LastTurn) && progress.last_invalid.is_some();
+        st.cut_short = reserve
+            .cut_short()
+            .filter(|l| !(repair && *l == Limit::Turns));
+        let check = Check {
+            spec,
+            ctx,
+            plan: &plan,
+            turn,
+            out,
+        };
+        let tally = &mut st.rejections;
+        let done = match Answer::of(response, reading, &plan, turn) {
+            Answer::Text { text, value } => {
+                let done = progress.text_answer(&check, tally, text, value).await;
+                reserve.checked();
+                done
+            }
+            Answer::Calls { text, calls } => {
+                let submits_alone = calls.iter().all(|c| c.name == SUBMIT_TOOL);
+                let done = progress
+                    .tool_calls(&check, tally, &req, text, calls)
+                    .await?;
+                if submits_alone {
+                    reserve.checked();
+                }
+                done
+            }
+        };
+        if let Some(done) = done {
+            return Ok(done);
+        }
     }
-    .await;
-    match ended {
-        // Stopped while an answer that failed its checks waited for its repair: with the
-        // reserve on, those violations are how the run ended if it was its time that ran out
-        // (`run_until_stopped` decides; a cancellation stays one).
-        Err(Failure::Cancelled) if on => match progress.last_invalid.take() {
-            Some(v) => Err(Failure::InvalidOutput(v)),
-            None => Err(Failure::Cancelled),
+    Err(match progress.last_invalid.take() {
+        Some(v) => Failure::InvalidOutput(v),
+        None => Failure::MaxTurns {
+            turns: spec.def.limits.max_turns,
         },
-        ended => ended,
-    }
+    })
 }
