@@ -192,6 +192,10 @@ const LOOKUP: &str = r#"name = "lookup"
 description = "Find where something is in the workspace."
 system = "Use grep, then submit where it is."
 tools = ["grep"]
+# Two turns: the second lookup's answer comes on its last turn, cut short by the limit (the
+# first's is a repair there, which is not).
+[limits]
+max_turns = 2
 [input]
 type = "object"
 required = ["question"]
@@ -418,7 +422,19 @@ async fn phoenix_shows_the_run_tree_with_tokens_and_cost() {
         .expect("the first lookup");
     assert_eq!(attr_u64(lookup1, "subcontract.repairs"), 1, "one repair");
     assert_eq!(attr_u64(lookup1, "subcontract.turns"), 2);
+    // A run cut short says by what; one that was not carries no such attribute.
+    assert_eq!(
+        attr(lookup1, "subcontract.cut_short"),
+        &Value::Null,
+        "{lookup1}"
+    );
+    let lookup2 = agents
+        .iter()
+        .find(|a| attr_str(a, "subcontract.run_id").ends_with("lookup-2"))
+        .expect("the second lookup");
+    assert_eq!(attr_str(lookup2, "subcontract.cut_short"), "turns");
     let host = agents.iter().find(|a| parent(a).is_none()).unwrap();
+    assert_eq!(attr(host, "subcontract.cut_short"), &Value::Null, "{host}");
     assert_eq!(attr_u64(host, "subcontract.repairs"), 0);
     assert!((attr_f64(host, "subcontract.budget.limit_usd") - 1.0).abs() < 1e-9);
     assert!(
