@@ -11,7 +11,9 @@ use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use subcontract::events::{EventKind, Forced};
 use subcontract::model::{ModelRequest, Price, PriceTable, ScriptStep, ScriptedModel, SUBMIT_TOOL};
-use subcontract::{Budget, Ctx, Failure, Limit, MemorySink, Outcome, SubAgentSpec, ToolSet};
+use subcontract::{
+    Budget, Ctx, Failure, Limit, MemorySink, Outcome, SpecBuilder, SubAgentSpec, ToolSet,
+};
 
 use crate::common::*;
 
@@ -52,6 +54,20 @@ fn looping_spec(name: &str, max_turns: u32, reserve: bool) -> SubAgentSpec<Value
         .answer_reserve(reserve)
         .build()
         .expect("valid spec")
+}
+
+/// A host over JSON values whose output is text of at most `max_len` characters, calling
+/// `tool`, in four turns.
+fn host_builder(tool: &str, max_len: u64) -> SpecBuilder<Value, Value> {
+    SubAgentSpec::dynamic(
+        "host",
+        json!({"type": "object"}),
+        json!({"type": "string", "maxLength": max_len}),
+    )
+    .description("The host agent.")
+    .system("HOST")
+    .tools([tool])
+    .max_turns(4)
 }
 
 fn ctx_with(model: Arc<ScriptedModel>, budget: Budget, sink: Arc<MemorySink>) -> Ctx {
@@ -241,21 +257,14 @@ async fn a_child_never_eats_its_parents_answer() {
             .budget(budget.clone())
             .events(sink.clone())
             .build();
-        let host = SubAgentSpec::dynamic(
-            "host",
-            json!({"type": "object"}),
-            json!({"type": "string", "maxLength": 2000}),
-        )
-        .description("The host agent.")
-        // A long prompt: its answer costs more than any of the sub-agent's calls, so what a
-        // sub-agent that works to the end of the budget leaves is not enough for it.
-        .system(format!("HOST{}", " and so on".repeat(300)))
-        .tools(["research"])
-        .max_turns(4)
-        .max_tokens_per_turn(300)
-        .answer_reserve(reserve)
-        .build()
-        .unwrap();
+        let host = host_builder("research", 2000)
+            // A long prompt: its answer costs more than any of the sub-agent's calls, so what a
+            // sub-agent that works to the end of the budget leaves is not enough for it.
+            .system(format!("HOST{}", " and so on".repeat(300)))
+            .max_tokens_per_turn(300)
+            .answer_reserve(reserve)
+            .build()
+            .unwrap();
         let r = host.run(&json!({}), &ctx).await;
         let child = sink
             .events()
@@ -491,18 +500,10 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
         .tools(tools)
         .events(sink.clone())
         .build();
-    let host = SubAgentSpec::dynamic(
-        "host",
-        json!({"type": "object"}),
-        json!({"type": "string", "maxLength": 2000}),
-    )
-    .description("The host agent.")
-    .system("HOST")
-    .tools(["research"])
-    .max_turns(4)
-    .timeout(Duration::from_secs(2))
-    .build()
-    .unwrap();
+    let host = host_builder("research", 2000)
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
     let r = host.run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert!(r.duration < Duration::from_secs(2), "{:?}", r.duration);
@@ -739,18 +740,10 @@ async fn a_child_started_by_a_tool_of_its_own_ends_by_the_hosts_answer_time() {
         .tools(tools)
         .events(sink.clone())
         .build();
-    let host = SubAgentSpec::dynamic(
-        "host",
-        json!({"type": "object"}),
-        json!({"type": "string", "maxLength": 200}),
-    )
-    .description("The host agent.")
-    .system("HOST")
-    .tools(["nested"])
-    .max_turns(4)
-    .timeout(Duration::from_secs(30))
-    .build()
-    .unwrap();
+    let host = host_builder("nested", 200)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
     let r = host.run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     let child = sink
