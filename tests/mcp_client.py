@@ -25,6 +25,7 @@ def call_summary(result):
         "isError": bool(d.get("isError", False)),
         "structuredContent": d.get("structuredContent"),
         "text": [c.get("text") for c in d.get("content", []) if c.get("type") == "text"],
+        "meta": d.get("_meta"),
     }
 
 
@@ -67,6 +68,9 @@ async def main():
             )
 
             out["failing"] = call_summary(await session.call_tool("no_example", {"q": "why?"}))
+
+            # A run that completes cut short (its one turn asks for the output alone).
+            out["cut_short"] = call_summary(await session.call_tool("digest", {"folder": "."}))
 
             try:
                 unknown = await session.call_tool("no_such_tool", {})

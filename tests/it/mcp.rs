@@ -1,7 +1,7 @@
 //! `subcontract mcp` end to end, driven by the official MCP Python SDK (a client we did not
-//! write): initialize, list, a successful call, an invalid call, a failing run, an unknown tool,
-//! concurrent calls, and a call after all of those; then a second connection on the modern
-//! (2026-07-28, `server/discover`) lifecycle.
+//! write): initialize, list, a successful call, an invalid call, a failing run, a run cut short,
+//! an unknown tool, concurrent calls, and a call after all of those; then a second connection on
+//! the modern (2026-07-28, `server/discover`) lifecycle.
 //!
 //! The SDK is found at `$SUBCONTRACT_MCP_PYTHON` when that is set; otherwise the test keeps its
 //! own virtual environment under `target/tmp/mcp-venv` and installs the SDK there on first use
@@ -37,6 +37,17 @@ pub(crate) fn python() -> PathBuf {
         env_var: "SUBCONTRACT_MCP_PYTHON",
         venv: "mcp-venv",
     })
+}
+
+/// How many specs the fixtures hold: the tools a server over them lists.
+fn fixture_specs() -> usize {
+    std::fs::read_dir(fixtures())
+        .expect("the fixtures")
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "toml"))
+        })
+        .count()
 }
 
 fn example_output(spec: &str) -> Value {
@@ -90,7 +101,7 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
     let tools = s["tools"].as_array().expect("tools");
     let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["classify", "headline", "no_example"]);
+    assert_eq!(names, ["classify", "digest", "headline", "no_example"]);
     let classify = load_spec(fixtures().join("classify.toml")).expect("fixture loads");
     let t = tool(tools, "classify");
     assert_eq!(t["description"], classify.description());
@@ -127,6 +138,15 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
     assert_eq!(s["failing"]["isError"], true, "{}", s["failing"]);
     let text = s["failing"]["text"][0].as_str().unwrap_or("");
     assert!(text.starts_with("model_error:"), "{text}");
+    // A run cut short completes: its output, with the limit in `_meta` and a second text.
+    let cut = &s["cut_short"];
+    assert_eq!(cut["isError"], false, "{cut}");
+    assert_eq!(cut["structuredContent"], example_output("digest"), "{cut}");
+    assert_eq!(cut["meta"]["subcontract/cut_short"], "turns", "{cut}");
+    assert_eq!(
+        cut["text"][1],
+        "completed, cut short by its turn limit: the answer may be incomplete"
+    );
     // An unknown tool is a protocol error.
     assert_eq!(s["unknown"]["raised"], true, "{}", s["unknown"]);
     assert!(s["unknown"]["error"]
@@ -145,7 +165,7 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
     let versions = modern["supportedVersions"].as_array().expect("versions");
     assert!(versions.contains(&json!("2025-06-18")), "{versions:?}");
     assert!(versions.contains(&json!("2026-07-28")), "{versions:?}");
-    assert_eq!(modern["tools"].as_array().map(Vec::len), Some(3));
+    assert_eq!(modern["tools"].as_array().map(Vec::len), Some(names.len()));
     assert_ok(&modern["ok"], &expected, "modern");
 
     // The trace holds every call's run, each a child of the one server-wide root.
@@ -154,14 +174,14 @@ fn a_real_mcp_client_lists_calls_and_survives_failures() {
         .iter()
         .filter(|e| matches!(e.kind, EventKind::Finished { .. }) && e.depth == 1)
         .collect();
-    assert_eq!(finished.len(), 9, "one finished run per call");
+    assert_eq!(finished.len(), 10, "one finished run per call");
     assert!(finished
         .iter()
         .all(|e| e.parent_run_id.as_deref() == Some("mcp")));
 
     // Logs go to stderr, one line per call.
     assert!(
-        stderr.contains("subcontract mcp: serving 3 tool(s)"),
+        stderr.contains(&format!("subcontract mcp: serving {} tool(s)", names.len())),
         "{stderr}"
     );
 }
@@ -357,7 +377,7 @@ fn mcp_malformed_tool_call_params_are_invalid_params() {
     s.send_line(&json!({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}).to_string());
     assert_eq!(
         s.reply(6)["result"]["tools"].as_array().map(Vec::len),
-        Some(3)
+        Some(fixture_specs())
     );
 }
 
@@ -384,7 +404,7 @@ fn mcp_a_message_over_the_line_limit_is_answered() {
     s.send_line(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}).to_string());
     assert_eq!(
         s.reply(9)["result"]["tools"].as_array().map(Vec::len),
-        Some(3)
+        Some(fixture_specs())
     );
 }
 
