@@ -81,6 +81,36 @@ fn ctx_with(model: Arc<ScriptedModel>, budget: Budget, sink: Arc<MemorySink>) ->
         .build()
 }
 
+/// How the first sub-agent (depth 1) in `sink` ended: its outcome, the limit that cut it
+/// short, and its turns.
+fn child_finished(sink: &MemorySink) -> (Outcome, Option<Limit>, u32) {
+    sink.events()
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Finished {
+                outcome,
+                cut_short,
+                turns,
+                ..
+            } if e.depth == 1 => Some((*outcome, *cut_short, *turns)),
+            _ => None,
+        })
+        .expect("the child finished")
+}
+
+/// A host's context holding `lookup` and `tool`, its events in a sink.
+fn host_ctx(model: Arc<ScriptedModel>, tool: Arc<dyn subcontract::Tool>) -> (Ctx, Arc<MemorySink>) {
+    let mut tools = ToolSet::new();
+    tools.insert(lookup_tool("lookup")).unwrap();
+    tools.insert(tool).unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let ctx = Ctx::builder(model)
+        .tools(tools)
+        .events(sink.clone())
+        .build();
+    (ctx, sink)
+}
+
 /// Why each model call of `run_id` asked for the output alone, in turn order.
 fn forced_of(sink: &MemorySink, run_id: &str) -> Vec<Option<Forced>> {
     sink.events()
@@ -266,22 +296,16 @@ async fn a_child_never_eats_its_parents_answer() {
             .build()
             .unwrap();
         let r = host.run(&json!({}), &ctx).await;
-        let child = sink
-            .events()
-            .iter()
-            .find_map(|e| match &e.kind {
-                EventKind::Finished {
-                    outcome, cut_short, ..
-                } if e.depth == 1 => Some((*outcome, *cut_short)),
-                _ => None,
-            })
-            .expect("the child finished");
+        let child = child_finished(&sink);
         assert!(budget.snapshot().spent_usd <= limit);
         if reserve {
             assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
             assert!(r.turns == 2, "{}", r.turns);
             assert_eq!(r.output, Some(json!("the host's answer")));
-            assert_eq!(child, (Outcome::Completed, Some(Limit::Budget)));
+            assert_eq!(
+                (child.0, child.1),
+                (Outcome::Completed, Some(Limit::Budget))
+            );
         } else {
             // The old behaviour: the child spends what the host needed to answer.
             assert_eq!(child.0, Outcome::BudgetExhausted);
@@ -492,14 +516,7 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
         .timeout(Duration::from_secs(60))
         .build()
         .unwrap();
-    let mut tools = ToolSet::new();
-    tools.insert(lookup_tool("lookup")).unwrap();
-    tools.insert(child.as_tool()).unwrap();
-    let sink = Arc::new(MemorySink::new());
-    let ctx = Ctx::builder(model)
-        .tools(tools)
-        .events(sink.clone())
-        .build();
+    let (ctx, sink) = host_ctx(model, child.as_tool());
     let host = host_builder("research", 2000)
         .timeout(Duration::from_secs(2))
         .build()
@@ -507,19 +524,7 @@ async fn a_parents_time_bounds_its_children_so_the_parent_still_answers() {
     let r = host.run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
     assert!(r.duration < Duration::from_secs(2), "{:?}", r.duration);
-    let child = sink
-        .events()
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::Finished {
-                outcome,
-                cut_short,
-                turns,
-                ..
-            } if e.depth == 1 => Some((*outcome, *cut_short, *turns)),
-            _ => None,
-        })
-        .expect("the child finished");
+    let child = child_finished(&sink);
     assert_eq!((child.0, child.1), (Outcome::Completed, Some(Limit::Time)));
     assert!(child.2 > 2, "the child worked first: {child:?}");
 }
@@ -732,31 +737,15 @@ async fn a_child_started_by_a_tool_of_its_own_ends_by_the_hosts_answer_time() {
         .timeout(Duration::from_secs(10_000))
         .build()
         .unwrap();
-    let mut tools = ToolSet::new();
-    tools.insert(lookup_tool("lookup")).unwrap();
-    tools.insert(Arc::new(NestedTool(child))).unwrap();
-    let sink = Arc::new(MemorySink::new());
-    let ctx = Ctx::builder(model)
-        .tools(tools)
-        .events(sink.clone())
-        .build();
+    let (ctx, sink) = host_ctx(model, Arc::new(NestedTool(child)));
     let host = host_builder("nested", 200)
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap();
     let r = host.run(&json!({}), &ctx).await;
     assert_eq!(r.outcome, Outcome::Completed, "{:?}", r.error);
-    let child = sink
-        .events()
-        .iter()
-        .find_map(|e| match &e.kind {
-            EventKind::Finished {
-                outcome, cut_short, ..
-            } if e.depth == 1 => Some((*outcome, *cut_short)),
-            _ => None,
-        })
-        .expect("the child finished");
-    assert_eq!(child, (Outcome::Completed, Some(Limit::Time)));
+    let child = child_finished(&sink);
+    assert_eq!((child.0, child.1), (Outcome::Completed, Some(Limit::Time)));
 }
 
 /// A tool of the run's own that takes longer than the run has left: with the reserve on it is
