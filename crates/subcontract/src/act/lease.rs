@@ -38,12 +38,16 @@ const MAX_FIX_DEPTH: usize = 256;
 /// The default copies directory: `SUBCONTRACT_COPIES_DIR` when it is set, else
 /// `subcontract-copies` in the system's temporary directory.
 pub fn default_copies_dir() -> PathBuf {
-    std::env::var_os("SUBCONTRACT_COPIES_DIR")
-        .filter(|d| !d.is_empty())
-        .map_or_else(
-            || std::env::temp_dir().join("subcontract-copies"),
-            PathBuf::from,
-        )
+    copies_dir_for(std::env::var_os("SUBCONTRACT_COPIES_DIR"))
+}
+
+/// The copies directory `SUBCONTRACT_COPIES_DIR` set to `set` names (unset or empty: the
+/// default).
+fn copies_dir_for(set: Option<std::ffi::OsString>) -> PathBuf {
+    set.filter(|d| !d.is_empty()).map_or_else(
+        || std::env::temp_dir().join("subcontract-copies"),
+        PathBuf::from,
+    )
 }
 
 /// What a lease file records.
@@ -146,10 +150,8 @@ pub(crate) fn ensure_copies_dir(dir: &Path) -> Result<PathBuf, ActError> {
 
 /// Makes a new lease directory owned by this process, and its lease file.
 pub(crate) fn create_lease(copies_dir: &Path, lease: &Lease) -> Result<PathBuf, ActError> {
-    let (pid, start) = own_identity();
     let dir = loop {
-        let name = format!("{PREFIX}{pid}-{start}-{:016x}", fastrand::u64(..));
-        let dir = copies_dir.join(name);
+        let dir = copies_dir.join(owned_name(PREFIX));
         match fs::create_dir(&dir) {
             Ok(()) => break dir,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -189,7 +191,22 @@ pub(crate) fn enclosing_worktree_copy(path: &Path) -> Option<(PathBuf, Lease)> {
 
 /// The owner named by a lease directory's name, if it is one.
 fn owner_of(name: &str) -> Option<(u32, u64)> {
-    let rest = name.strip_prefix(PREFIX)?;
+    owner_named(name, PREFIX)
+}
+
+/// A new name after `prefix` that records this process as its owner:
+/// `<prefix><pid>-<start time>-<16 random hex digits>`. Lease directories, a command's
+/// temporary directory and its cgroup are named so, and [`owner_named`] reads it back, so
+/// that what a dead process left can be told from what a live one holds.
+pub(crate) fn owned_name(prefix: &str) -> String {
+    let (pid, start) = own_identity();
+    format!("{prefix}{pid}-{start}-{:016x}", fastrand::u64(..))
+}
+
+/// The owner `(pid, start time)` an [`owned_name`] with `prefix` records; `None` for any other
+/// name (another program's, or an older layout), which is never judged.
+pub(crate) fn owner_named(name: &str, prefix: &str) -> Option<(u32, u64)> {
+    let rest = name.strip_prefix(prefix)?;
     let mut parts = rest.splitn(3, '-');
     let pid = parts.next()?.parse().ok()?;
     let start = parts.next()?.parse().ok()?;
@@ -349,6 +366,51 @@ fn make_removable(path: &Path, depth: usize) {
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 make_removable(&entry.path(), depth + 1);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_copies_directory_is_the_variables_when_it_is_set() {
+        let default = std::env::temp_dir().join("subcontract-copies");
+        assert_eq!(copies_dir_for(None), default);
+        assert_eq!(copies_dir_for(Some("".into())), default);
+        assert_eq!(
+            copies_dir_for(Some("/srv/copies".into())),
+            PathBuf::from("/srv/copies")
+        );
+    }
+
+    /// An owned name reads back as this process; only names in that layout are judged:
+    /// another program's, another prefix's, or an older layout (`<pid>-<n>-<8 hex>`, whose `n`
+    /// would read as a start time), never.
+    #[test]
+    fn only_names_that_record_their_owner_are_judged() {
+        let name = owned_name("subcontract-cmd-");
+        assert_eq!(
+            owner_named(&name, "subcontract-cmd-"),
+            Some(own_identity()),
+            "{name}"
+        );
+        assert_eq!(owner_named(&name, "lease-"), None);
+        assert_eq!(
+            owner_named("12-3456-00ff00ff00ff00ff", ""),
+            Some((12, 3456))
+        );
+        for name in [
+            "12-7-00ff00ff",
+            "12-3456-7-00ff00ff",
+            "00ff00ff00ff00ff",
+            "12-3456-00ff",
+            "a-3456-00ff00ff00ff00ff",
+            "12-3456-00ff00ff00ff00ff-1",
+            "",
+        ] {
+            assert_eq!(owner_named(name, ""), None, "{name}");
         }
     }
 }

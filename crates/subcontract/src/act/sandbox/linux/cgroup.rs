@@ -2,7 +2,6 @@
 //! started (`setsid` does not leave a cgroup), which is how all of them are killed.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
@@ -180,8 +179,6 @@ pub(super) fn remove_stale(base: &Base, ended: impl Fn(&str) -> bool) -> usize {
     removed
 }
 
-static NEXT: AtomicU64 = AtomicU64::new(0);
-
 /// One command's cgroup. Dropping it kills every process in it and removes it (in the
 /// background when processes take a moment to die).
 #[derive(Debug)]
@@ -196,14 +193,8 @@ impl Cgroup {
     pub(super) fn create(base: &Base, max_processes: u32) -> std::io::Result<Self> {
         // Named after this process (id and start time), so that the next start can tell a
         // dead process's cgroup from a live one's (`remove_stale`).
-        let (pid, start) = crate::act::lease::own_identity();
         let dir = loop {
-            let name = format!(
-                "{pid}-{start}-{}-{:08x}",
-                NEXT.fetch_add(1, Ordering::Relaxed),
-                fastrand::u32(..)
-            );
-            let dir = base.dir.join(name);
+            let dir = base.dir.join(crate::act::lease::owned_name(""));
             match std::fs::create_dir(&dir) {
                 Ok(()) => break dir,
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,

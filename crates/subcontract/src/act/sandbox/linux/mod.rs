@@ -50,46 +50,31 @@ pub(super) fn support() -> SandboxSupport {
     }
 }
 
-/// Private temporary directories are named `subcontract-cmd-<pid>-<start>-<random>`, after
-/// the process that made them, so that what a dead process left can be told apart.
+/// Private temporary directories are named after the process that made them
+/// ([`owned_name`](crate::act::lease::owned_name)), so that what a dead process left can be told
+/// apart.
 const TMP_PREFIX: &str = "subcontract-cmd-";
-
-/// The owner `(pid, start time)` that a name records: `<pid>-<start>-<16 hex>` for a temporary
-/// directory (after its prefix), `<pid>-<start>-<n>-<8 hex>` for a cgroup. Anything else
-/// (another program's, or an older layout without the start time) is nobody's: never touched.
-fn owner_of(name: &str) -> Option<(u32, u64)> {
-    let parts: Vec<&str> = name.split('-').collect();
-    let hex = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit());
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    let ok = match parts[..] {
-        [_, _, r] => hex(r, 16),
-        [_, _, n, r] => digits(n) && hex(r, 8),
-        _ => false,
-    };
-    if !ok {
-        return None;
-    }
-    Some((parts[0].parse().ok()?, parts[1].parse().ok()?))
-}
 
 /// See [`super::cleanup_stale`].
 pub(super) fn cleanup_stale() -> usize {
-    let ended =
-        |name: &str| owner_of(name).is_some_and(|(p, s)| crate::act::lease::owner_ended(p, s));
+    use crate::act::lease::{owner_ended, owner_named};
+    let ended = |name: &str, prefix: &str| {
+        owner_named(name, prefix).is_some_and(|(pid, start)| owner_ended(pid, start))
+    };
     let mut removed = 0;
     // The processes first: they may be writing in their temporary directories.
     if let Ok(base) = &probed().cgroup {
-        removed += cgroup::remove_stale(base, ended);
+        removed += cgroup::remove_stale(base, |name| ended(name, ""));
     }
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return removed;
     };
     for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(TMP_PREFIX)) else {
-            continue;
-        };
-        if !ended(rest) {
+        if !entry
+            .file_name()
+            .to_str()
+            .is_some_and(|name| ended(name, TMP_PREFIX))
+        {
             continue;
         }
         match crate::act::lease::remove_tree(&entry.path()) {
@@ -109,10 +94,8 @@ impl PrivateTmp {
     fn create() -> std::io::Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         let base = std::env::temp_dir();
-        let (pid, start) = crate::act::lease::own_identity();
         loop {
-            let name = format!("{TMP_PREFIX}{pid}-{start}-{:016x}", fastrand::u64(..));
-            let dir = base.join(name);
+            let dir = base.join(crate::act::lease::owned_name(TMP_PREFIX));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => return Ok(Self(dir)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -292,30 +275,6 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>, into: &mut Capt
         match pipe.read(&mut buf).await {
             Ok(0) | Err(_) => return,
             Ok(n) => into.push(&buf[..n]),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::owner_of;
-
-    /// Only names in this layout are judged: another program's, or one from before the start
-    /// time was recorded (`<pid>-<n>-<random>`, whose `n` would read as a start time), never.
-    #[test]
-    fn only_names_that_record_their_owner_are_judged() {
-        assert_eq!(owner_of("12-3456-00ff00ff00ff00ff"), Some((12, 3456)));
-        assert_eq!(owner_of("12-3456-7-00ff00ff"), Some((12, 3456)));
-        for name in [
-            "12-7-00ff00ff",
-            "00ff00ff00ff00ff",
-            "12-3456-00ff",
-            "12-3456-x-00ff00ff",
-            "a-3456-00ff00ff00ff00ff",
-            "12-3456-7-00ff00ff-1",
-            "",
-        ] {
-            assert_eq!(owner_of(name), None, "{name}");
         }
     }
 }
