@@ -360,14 +360,26 @@ struct KeptPatches;
 impl subcontract::EventSink for KeptPatches {
     fn emit(&self, e: &subcontract::Event) {
         if let subcontract::EventKind::Changes(c) = &e.kind {
-            if let Some(p) = &c.patch {
-                eprintln!(
-                    "[{}] changes {} ({}): {} file(s), +{} -{}, kept in {p}",
-                    e.run_id, c.status, c.id, c.files, c.insertions, c.deletions
-                );
+            if c.patch.is_some() {
+                eprintln!("{}", changes_line(&e.run_id, c));
             }
         }
     }
+}
+
+/// A run's `changes` event as its stderr line, with where they were kept if they were.
+fn changes_line(run_id: &str, c: &subcontract::events::ChangesEvent) -> String {
+    format!(
+        "[{run_id}] changes {} ({}): {} file(s), +{} -{}{}",
+        c.status,
+        c.id,
+        c.files,
+        c.insertions,
+        c.deletions,
+        c.patch
+            .as_deref()
+            .map_or(String::new(), |p| format!(", kept in {p}"))
+    )
 }
 
 /// Progress on stderr: one line per model call, tool call and finished run.
@@ -427,18 +439,7 @@ impl subcontract::EventSink for Progress {
                 (_, Some(code), _) => eprintln!("[{}] $ {program}: exit {code}", e.run_id),
                 (_, None, _) => eprintln!("[{}] $ {program}: stopped", e.run_id),
             },
-            EventKind::Changes(c) => eprintln!(
-                "[{}] changes {} ({}): {} file(s), +{} -{}{}",
-                e.run_id,
-                c.status,
-                c.id,
-                c.files,
-                c.insertions,
-                c.deletions,
-                c.patch
-                    .as_deref()
-                    .map_or(String::new(), |p| format!(", kept in {p}"))
-            ),
+            EventKind::Changes(c) => eprintln!("{}", changes_line(&e.run_id, c)),
             EventKind::GroundedFromInput { turn, paths } => eprintln!(
                 "[{}] turn {turn}: grounded only by its input: {}",
                 e.run_id,

@@ -124,11 +124,11 @@ pub(super) fn over_call_limit(max: usize) -> String {
     format!("not run: at most {max} tool calls run per turn (limit `max_tool_calls_per_turn`)")
 }
 
-/// The result of a call not run because the turn's results were already full.
 /// An ordinary tool stopped, or not started, because the run's time left is what its answer
 /// needs (the answer reserve in time).
 pub(super) const STOPPED_FOR_ANSWER: &str = "stopped: the run's remaining time is kept for its answer, so this tool was stopped (or not started); answer with what you have";
 
+/// The result of a call not run because the turn's results were already full.
 pub(super) fn over_chars_limit(max: usize) -> String {
     format!(
         "not run: this turn's tool results reached their limit of {max} characters (`max_tool_result_chars_per_turn`); call it in a later turn"
